@@ -1,1 +1,17 @@
-//! placeholder
+//! The core of Autumn: configuration, the app builder, routes, errors, the
+//! server and its request pipeline.
+//!
+//! Users depend on the `autumn-web` facade, which re-exports what is here.
+
+mod actuator;
+pub mod app;
+pub mod config;
+mod error;
+mod route;
+mod scope;
+pub mod telemetry;
+
+pub use app::{AppBuilder, LaunchError, app};
+pub use config::AutumnConfig;
+pub use error::{AutumnError, AutumnResult, ErrorKind};
+pub use route::{Route, RouteIdempotency};

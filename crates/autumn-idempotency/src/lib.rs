@@ -1,1 +1,35 @@
-//! placeholder
+//! At-most-once mutations for Autumn: the `Idempotency-Key` middleware, the
+//! stores that keep its locks and records, and the pieces handlers use.
+//!
+//! This crate knows nothing of sessions, tenants or API tokens: it reads an
+//! [`IdempotencyScope`] that the app puts in the request extensions, so that
+//! one caller's records are never replayed to another.
+//!
+//! The words used throughout (see ARCHITECTURE.md in the repository):
+//! a **key** is what the client sent; the **scope** is who is asking; the
+//! **storage key** is the hash of method, path, scope and key that a store keeps
+//! things under; the **fingerprint** is the hash of the request a replay must
+//! match; a **record** is a stored response; a **lock** is held by an **owner**,
+//! the random id of the request holding it; a **store** implements
+//! [`IdempotencyStore`]; a **replay** answers from a record without running the
+//! handler.
+
+pub mod clock;
+mod context;
+pub mod key;
+pub mod layer;
+mod metrics;
+mod problem;
+mod record;
+pub mod replay;
+pub mod store;
+
+pub use context::{IdempotencyContext, IdempotencyScope};
+pub use layer::{IdempotencyLayer, ReplayMode};
+pub use metrics::{IdempotencyMetrics, MetricsSnapshot};
+pub use problem::{IdempotencyRejection, Problem};
+pub use record::{IdempotencyEntry, IdempotencyRecord, RecordDecodeError};
+pub use replay::IdempotencyReplayLayer;
+pub use store::{
+    Claim, IdempotencyFuture, IdempotencyStore, MemoryIdempotencyStore, StoreError, StoreOperation,
+};

@@ -1,1 +1,30 @@
-//! placeholder
+//! `TestApp`: build an Autumn app in-process and talk to it like a browser
+//! would (cookies kept), without opening a socket.
+//!
+//! It runs the same launch path as `run()`: the same configuration checks,
+//! the same stores, the same middleware, in the `test` profile.
+//!
+//! ```
+//! use autumn_core::Route;
+//! use autumn_test::TestApp;
+//! use axum::routing::post;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let client = TestApp::new()
+//!     .routes(vec![Route::new(http::Method::POST, "/orders", post(|| async { "created" }))])
+//!     .build();
+//! let response = client.post("/orders").send().await;
+//! response.assert_ok();
+//! assert_eq!(response.text(), "created");
+//! # }
+//! ```
+
+mod app;
+mod client;
+mod cookies;
+mod response;
+
+pub use app::TestApp;
+pub use client::{TestClient, TestRequest};
+pub use response::TestResponse;

@@ -1,1 +1,87 @@
-//! placeholder
+//! # Autumn
+//!
+//! An opinionated web framework on axum, tokio and tower whose promise is
+//! **at-most-once mutations**: a retried API call carrying an
+//! `Idempotency-Key`, or a double-clicked form, runs its handler once, and
+//! every retry gets the first response back.
+//!
+//! ```no_run
+//! use autumn_web::prelude::*;
+//!
+//! #[post("/orders")]
+//! async fn create_order() -> (StatusCode, &'static str) {
+//!     (StatusCode::CREATED, "created")
+//! }
+//!
+//! #[autumn_web::main]
+//! async fn main() {
+//!     autumn_web::app()
+//!         .routes(routes![create_order])
+//!         .idempotent()
+//!         .run()
+//!         .await;
+//! }
+//! ```
+//!
+//! The guides: [idempotency keys](docs::idempotency),
+//! [configuration](docs::configuration), [testing](docs::testing).
+
+pub use autumn_core::{
+    AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, Route,
+    RouteIdempotency, app,
+};
+pub use autumn_macros::{delete, get, main, patch, post, put, routes};
+
+/// Configuration: [`AutumnConfig`] and its sections.
+pub mod config {
+    pub use autumn_core::config::*;
+}
+
+/// Idempotency keys: the layer, the stores and what handlers read.
+pub mod idempotency {
+    pub use autumn_idempotency::*;
+}
+
+/// Request security. One-time submit tokens arrive here.
+pub mod security {}
+
+/// Testing an app in-process: [`TestApp`](test::TestApp).
+pub mod test {
+    pub use autumn_test::*;
+}
+
+/// The crates Autumn is built on, at the versions it uses.
+pub mod reexports {
+    pub use axum;
+    pub use http;
+    pub use maud;
+    pub use serde;
+    pub use serde_json;
+    pub use tokio;
+    pub use tracing;
+}
+
+/// What most handlers need: `use autumn_web::prelude::*;`.
+pub mod prelude {
+    pub use crate::{
+        AutumnError, AutumnResult, Route, RouteIdempotency, delete, get, patch, post, put, routes,
+    };
+    pub use axum::Json;
+    pub use axum::extract::{Form, Path, Query};
+    pub use axum::response::{IntoResponse, Redirect, Response};
+    pub use http::StatusCode;
+    pub use maud::{Markup, html};
+}
+
+/// The guides, compiled and tested with the crate.
+pub mod docs {
+    #[doc = include_str!("../../../docs/idempotency.md")]
+    pub mod idempotency {}
+    #[doc = include_str!("../../../docs/configuration.md")]
+    pub mod configuration {}
+    #[doc = include_str!("../../../docs/testing.md")]
+    pub mod testing {}
+}
+
+#[doc(hidden)]
+pub mod __private;

@@ -1,0 +1,153 @@
+//! [`AppBuilder`]: routes, layers and configuration in; a router or a
+//! running server out.
+
+mod launch;
+mod serve;
+
+use std::sync::Arc;
+
+use autumn_idempotency::IdempotencyStore;
+use autumn_idempotency::clock::SharedClock;
+use axum::Router;
+use axum::extract::Request;
+use axum::response::IntoResponse;
+
+pub use launch::LaunchError;
+
+use crate::config::AutumnConfig;
+use crate::route::Route;
+
+type RouterLayer = Box<dyn FnOnce(Router) -> Router + Send>;
+
+/// Starts an app. See [`AppBuilder`].
+pub fn app() -> AppBuilder {
+    AppBuilder::default()
+}
+
+/// Collects what an app is made of, then builds it with
+/// [`run`](Self::run) (a server) or [`into_router`](Self::into_router).
+///
+/// ```no_run
+/// # use autumn_core::{app, Route};
+/// # use axum::routing::get;
+/// # async fn demo() {
+/// app()
+///     .routes(vec![Route::new(http::Method::GET, "/", get(|| async { "hi" }))])
+///     .idempotent()
+///     .run()
+///     .await;
+/// # }
+/// ```
+#[derive(Default)]
+#[must_use = "an AppBuilder does nothing until it is run or turned into a router"]
+pub struct AppBuilder {
+    pub(crate) routes: Vec<Route>,
+    pub(crate) scoped: Vec<(String, Vec<Route>)>,
+    pub(crate) raw: Vec<RawRouter>,
+    pub(crate) layers: Vec<RouterLayer>,
+    pub(crate) idempotent: bool,
+    pub(crate) config: Option<AutumnConfig>,
+    pub(crate) store: Option<Arc<dyn IdempotencyStore>>,
+    pub(crate) clock: Option<SharedClock>,
+}
+
+pub(crate) enum RawRouter {
+    Merge(Router),
+    Nest(String, Router),
+}
+
+impl std::fmt::Debug for AppBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppBuilder")
+            .field("routes", &self.routes.len())
+            .field("layers", &self.layers.len())
+            .field("idempotent", &self.idempotent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AppBuilder {
+    /// Adds routes, usually `routes![a, b]`.
+    pub fn routes(mut self, routes: Vec<Route>) -> Self {
+        self.routes.extend(routes);
+        self
+    }
+
+    /// Adds routes under a path prefix: `.scoped("/admin", routes![users])`
+    /// serves `users` at `/admin/...`.
+    pub fn scoped(mut self, prefix: impl Into<String>, routes: Vec<Route>) -> Self {
+        self.scoped.push((prefix.into(), routes));
+        self
+    }
+
+    /// Merges a plain axum router. Its routes are opaque to Autumn: with
+    /// `.idempotent()` their first success is recorded, but a retry gets 409
+    /// rather than a replay (see the idempotency guide).
+    pub fn merge(mut self, router: Router) -> Self {
+        self.raw.push(RawRouter::Merge(router));
+        self
+    }
+
+    /// Nests a plain axum router under `path`; opaque like [`merge`](Self::merge).
+    pub fn nest(mut self, path: impl Into<String>, router: Router) -> Self {
+        self.raw.push(RawRouter::Nest(path.into(), router));
+        self
+    }
+
+    /// Wraps the whole app in a tower layer. Layers added this way run after
+    /// sessions and tenancy, and before submit tokens and idempotency, so a
+    /// retry passes through them again before it is replayed.
+    pub fn layer<L>(mut self, layer: L) -> Self
+    where
+        L: tower::Layer<axum::routing::Route> + Clone + Send + Sync + 'static,
+        L::Service: tower::Service<Request> + Clone + Send + Sync + 'static,
+        <L::Service as tower::Service<Request>>::Response: IntoResponse + 'static,
+        <L::Service as tower::Service<Request>>::Error: Into<std::convert::Infallible> + 'static,
+        <L::Service as tower::Service<Request>>::Future: Send + 'static,
+    {
+        self.layers
+            .push(Box::new(move |router| router.layer(layer)));
+        self
+    }
+
+    /// Turns on the `Idempotency-Key` middleware, configured from
+    /// `[idempotency]`.
+    pub fn idempotent(mut self) -> Self {
+        self.idempotent = true;
+        self
+    }
+
+    /// Uses this configuration instead of loading `autumn.toml` and the
+    /// environment.
+    pub fn with_config(mut self, config: AutumnConfig) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Uses this store for idempotency keys instead of the one
+    /// `[idempotency] backend` names.
+    pub fn with_idempotency_store(mut self, store: Arc<dyn IdempotencyStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Reads time from `clock` wherever locks and records expire (tests pass
+    /// a `ManualClock`).
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Builds the app as a router, for embedding or for in-process tests.
+    ///
+    /// Without [`with_config`](Self::with_config), the configuration is
+    /// loaded from `autumn.toml` and the environment, as [`run`](Self::run)
+    /// does.
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError`] when the configuration or the routes are invalid.
+    pub fn into_router(self) -> Result<Router, LaunchError> {
+        Ok(self.launch()?.router)
+    }
+}

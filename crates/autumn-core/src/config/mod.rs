@@ -1,0 +1,242 @@
+//! Application configuration: [`AutumnConfig`] and how it is loaded.
+//!
+//! Configuration is layered, each layer overriding the previous one key by key (tables merge,
+//! other values replace):
+//!
+//! 1. built-in defaults (see `autumn.toml.example`);
+//! 2. `autumn.toml` in the working directory, if present;
+//! 3. `autumn-{profile}.toml`, if present, where the profile comes from `AUTUMN_PROFILE`
+//!    (default `dev`);
+//! 4. environment variables `AUTUMN_SECTION__KEY`: the name after `AUTUMN_`, lowercased and
+//!    split on `__`, is the key path, so `AUTUMN_SERVER__PORT=8080` sets `server.port` and
+//!    `AUTUMN_IDEMPOTENCY__REDIS__URL` sets `idempotency.redis.url`. A value is read as TOML when
+//!    it parses as TOML (`8080`, `true`, `["/a", "/b"]`, `"quoted"`) and as a plain string
+//!    otherwise (`redis://localhost:6379/0`); a TOML value that does not fit a string key
+//!    (`AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX=123`) is used as the string it was written as.
+//!    Empty variables are ignored.
+//!
+//! Unknown keys and ill-typed values are errors whose message names the key, the file or
+//! variable that set it, and what was expected:
+//!
+//! ```text
+//! unknown key `server.prot` in ./autumn.toml (expected one of: host, port, timeouts)
+//! ```
+//!
+//! [`AutumnConfig::effective_settings`] reports every key's final value and source.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+mod env;
+mod error;
+mod load;
+mod sections;
+mod settings;
+#[cfg(test)]
+mod tests;
+
+pub use error::ConfigError;
+pub use sections::{
+    Backend, DatabaseConfig, IdempotencyConfig, LogConfig, RedisConfig, SecurityConfig,
+    ServerConfig, SessionConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+};
+
+use load::Layers;
+
+/// The application's whole configuration.
+///
+/// Two values compare equal when their settings and profiles are equal, regardless of where the
+/// settings came from.
+#[derive(Debug, Clone, PartialEq, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AutumnConfig {
+    /// `[server]`: where and how the HTTP server listens.
+    pub server: ServerConfig,
+    /// `[log]`: logging.
+    pub log: LogConfig,
+    /// `[database]`: the SQL database connection pool.
+    pub database: DatabaseConfig,
+    /// `[idempotency]`: replay protection for requests carrying an `Idempotency-Key`.
+    pub idempotency: IdempotencyConfig,
+    /// `[security]`: request-forgery and double-submit protection.
+    pub security: SecurityConfig,
+    /// `[session]`: the session cookie.
+    pub session: SessionConfig,
+    /// `[tenancy]`: multi-tenant request routing.
+    pub tenancy: TenancyConfig,
+    /// The profile this configuration was loaded for (`AUTUMN_PROFILE`, default `dev`).
+    #[serde(skip)]
+    pub profile: Profile,
+    /// Which source set each key, for [`AutumnConfig::effective_settings`].
+    #[serde(skip)]
+    provenance: Provenance,
+}
+
+impl AutumnConfig {
+    /// Loads the configuration from the current directory and the process environment.
+    ///
+    /// See [`AutumnConfig::load_from`].
+    ///
+    /// # Errors
+    ///
+    /// As [`AutumnConfig::load_from`], or [`ConfigError::CurrentDir`] when the current
+    /// directory is unavailable.
+    pub fn load() -> Result<Self, ConfigError> {
+        let dir = std::env::current_dir().map_err(|error| ConfigError::CurrentDir { error })?;
+        // `std::env::vars` panics on non-Unicode variables; skip non-Unicode names instead.
+        let env = std::env::vars_os()
+            .filter_map(|(name, value)| {
+                Some((
+                    name.into_string().ok()?,
+                    value.to_string_lossy().into_owned(),
+                ))
+            })
+            .collect();
+        Self::load_from(&dir, &env)
+    }
+
+    /// Loads the configuration from the files in `dir` and the variables in `env`.
+    ///
+    /// The profile is `env["AUTUMN_PROFILE"]` (default `dev`). Layers, later winning key by key:
+    /// built-in defaults, `dir/autumn.toml`, `dir/autumn-{profile}.toml` (both optional), and
+    /// `AUTUMN_SECTION__KEY` variables; see the [module documentation](self).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when a file cannot be read or parsed, a key is unknown, a value has the
+    /// wrong type, or `AUTUMN_PROFILE` is not a valid profile name.
+    pub fn load_from(dir: &Path, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        let profile = match env.get(env::PROFILE_VAR).map(|name| name.trim()) {
+            Some(name) if !name.is_empty() => {
+                if !Profile::is_valid_name(name) {
+                    return Err(ConfigError::InvalidProfile {
+                        name: name.to_owned(),
+                    });
+                }
+                Profile::new(name)
+            }
+            _ => Profile::default(),
+        };
+        let mut layers = Layers::default();
+        layers.add_file(&dir.join("autumn.toml"))?;
+        layers.add_file(&dir.join(format!("autumn-{}.toml", profile.name())))?;
+        layers.add_env(env);
+        layers.finish(profile)
+    }
+
+    /// Parses a configuration from a TOML document over the built-in defaults, ignoring files
+    /// and the environment; errors name the source `inline TOML`. Meant for tests and examples.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when `toml` is not valid TOML, a key is unknown or a value has the wrong
+    /// type.
+    pub fn from_toml_str(toml: &str) -> Result<Self, ConfigError> {
+        let mut layers = Layers::default();
+        layers.add_toml(toml, Source::Inline)?;
+        layers.finish(Profile::default())
+    }
+}
+
+/// Which source set each leaf key, by dotted key; absent keys are defaults.
+///
+/// Always compares equal, so that [`AutumnConfig`]'s equality is about its settings only.
+#[derive(Debug, Clone, Default)]
+struct Provenance(BTreeMap<String, Source>);
+
+impl PartialEq for Provenance {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+/// A configuration profile, such as `dev`, `test` or `prod`, selected by `AUTUMN_PROFILE`.
+///
+/// The profile picks the optional `autumn-{profile}.toml` file layered over `autumn.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Profile(String);
+
+impl Profile {
+    /// A profile named `name`.
+    #[must_use]
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+
+    /// The profile's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether this is a production profile: `prod` or `production`, in any letter case.
+    #[must_use]
+    pub fn is_production(&self) -> bool {
+        self.0.eq_ignore_ascii_case("prod") || self.0.eq_ignore_ascii_case("production")
+    }
+
+    /// Whether `name` can be used in a file name: ASCII letters, digits, `-`, `_` and `.`.
+    fn is_valid_name(name: &str) -> bool {
+        name.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    }
+}
+
+impl Default for Profile {
+    /// The `dev` profile.
+    fn default() -> Self {
+        Self::new("dev")
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a configuration value came from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Source {
+    /// The built-in default.
+    Default,
+    /// A configuration file.
+    File(PathBuf),
+    /// An environment variable, by name.
+    Env(String),
+    /// A TOML string passed to [`AutumnConfig::from_toml_str`].
+    Inline,
+}
+
+impl fmt::Display for Source {
+    /// `built-in default`, the file's path, `environment variable NAME`, or `inline TOML`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Default => f.write_str("built-in default"),
+            Self::File(path) => write!(f, "{}", path.display()),
+            Self::Env(name) => write!(f, "environment variable {name}"),
+            Self::Inline => f.write_str("inline TOML"),
+        }
+    }
+}
+
+/// One configuration key's final value and where it came from; see
+/// [`AutumnConfig::effective_settings`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting {
+    /// The dotted key, e.g. `server.port`.
+    pub key: String,
+    /// The value as a TOML literal (`3000`, `"info"`), `<unset>`, with URL passwords redacted.
+    pub value: String,
+    /// Where the value came from.
+    pub source: Source,
+}
+
+impl fmt::Display for Setting {
+    /// `server.port = 8080 (environment variable AUTUMN_SERVER__PORT)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} = {} ({})", self.key, self.value, self.source)
+    }
+}

@@ -1,0 +1,302 @@
+//! The typed configuration sections and their built-in defaults.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+
+/// `[server]`: where and how the HTTP server listens.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address the server binds to.
+    pub host: String,
+    /// TCP port the server listens on.
+    pub port: u16,
+    /// `[server.timeouts]`: request time limits.
+    pub timeouts: TimeoutsConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".to_owned(),
+            port: 3000,
+            timeouts: TimeoutsConfig::default(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The request time limit, if one is configured; a slower request gets 408.
+    #[must_use]
+    pub fn request_timeout(&self) -> Option<Duration> {
+        self.timeouts.request_timeout_ms.map(Duration::from_millis)
+    }
+}
+
+/// `[server.timeouts]`: request time limits.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimeoutsConfig {
+    /// Milliseconds a request may take before it is answered with 408; unset means no limit.
+    pub request_timeout_ms: Option<u64>,
+}
+
+/// `[log]`: logging.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// A `tracing` `EnvFilter` directive; `RUST_LOG` wins when it is set.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            level: "info".to_owned(),
+        }
+    }
+}
+
+/// `[database]`: the SQL database connection pool.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// Connection URL (`postgres://...` or `sqlite://path`); unset means no database.
+    pub url: Option<String>,
+    /// Maximum number of pooled connections.
+    pub pool_size: u32,
+    /// Milliseconds to wait for a connection before giving up.
+    pub connect_timeout_ms: u64,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            pool_size: 10,
+            connect_timeout_ms: 5000,
+        }
+    }
+}
+
+/// Where idempotency records and submit tokens are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Backend {
+    /// In this process's memory; lost on restart and not shared between instances.
+    #[default]
+    Memory,
+    /// In Redis, configured by `[idempotency.redis]`.
+    Redis,
+    /// In the application's SQL database, configured by `[database]`.
+    Database,
+}
+
+impl Backend {
+    /// The spellings accepted in configuration, in declaration order.
+    pub const NAMES: &'static [&'static str] = &["memory", "redis", "database"];
+
+    /// The name of this backend as written in configuration (`"memory"`, `"redis"`, `"database"`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Redis => "redis",
+            Self::Database => "database",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "memory" => Some(Self::Memory),
+            "redis" => Some(Self::Redis),
+            "database" => Some(Self::Database),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+// Hand-written rather than derived so that a non-string value (e.g. `backend = 5`) reports
+// "expected one of `memory`, `redis`, `database`" instead of toml's "expected string only".
+impl<'de> Deserialize<'de> for Backend {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct BackendVisitor;
+
+        impl Visitor<'_> for BackendVisitor {
+            type Value = Backend;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("one of `memory`, `redis`, `database`")
+            }
+
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<Backend, E> {
+                Backend::from_name(value).ok_or_else(|| E::unknown_variant(value, Backend::NAMES))
+            }
+        }
+
+        deserializer.deserialize_str(BackendVisitor)
+    }
+}
+
+/// `[idempotency]`: replay protection for requests carrying an `Idempotency-Key`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IdempotencyConfig {
+    /// Whether idempotency keys are honoured at all.
+    pub enabled: bool,
+    /// Where idempotency records are stored.
+    pub backend: Backend,
+    /// Seconds a completed response is kept for replay.
+    pub ttl_secs: u64,
+    /// Seconds an in-flight marker is kept before the request is presumed dead.
+    pub in_flight_ttl_secs: u64,
+    /// Whether the memory backend may be used under a production profile.
+    pub allow_memory_in_production: bool,
+    /// Largest request body, in bytes, that is fingerprinted; larger bodies get 413.
+    pub max_body_bytes: usize,
+    /// `[idempotency.redis]`: the Redis backend's connection.
+    pub redis: RedisConfig,
+}
+
+impl Default for IdempotencyConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            backend: Backend::Memory,
+            ttl_secs: 86_400,
+            in_flight_ttl_secs: 60,
+            allow_memory_in_production: false,
+            max_body_bytes: 2 * 1024 * 1024,
+            redis: RedisConfig::default(),
+        }
+    }
+}
+
+impl IdempotencyConfig {
+    /// How long a completed response is kept for replay (`ttl_secs`).
+    #[must_use]
+    pub fn ttl(&self) -> Duration {
+        Duration::from_secs(self.ttl_secs)
+    }
+
+    /// How long an in-flight marker is kept (`in_flight_ttl_secs`).
+    #[must_use]
+    pub fn in_flight_ttl(&self) -> Duration {
+        Duration::from_secs(self.in_flight_ttl_secs)
+    }
+}
+
+/// `[idempotency.redis]`: the Redis backend's connection.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisConfig {
+    /// Redis URL (`redis://host:6379/0`); required when the backend is `redis`.
+    pub url: Option<String>,
+    /// Prefix of every key Autumn writes to Redis.
+    pub key_prefix: String,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            key_prefix: "autumn:idempotency".to_owned(),
+        }
+    }
+}
+
+/// `[security]`: request-forgery and double-submit protection.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecurityConfig {
+    /// `[security.submit_token]`: one-time tokens embedded in HTML forms.
+    pub submit_token: SubmitTokenConfig,
+}
+
+/// `[security.submit_token]`: one-time tokens embedded in HTML forms.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SubmitTokenConfig {
+    /// Whether form submissions must carry a valid submit token.
+    pub enabled: bool,
+    /// Name of the hidden form field holding the token.
+    pub field_name: String,
+    /// Seconds an issued token stays valid.
+    pub ttl_secs: u64,
+    /// Seconds a consumed token's outcome is remembered for replay.
+    pub in_flight_ttl_secs: u64,
+    /// Where tokens are stored; unset inherits `[idempotency].backend`.
+    pub backend: Option<Backend>,
+    /// Path prefixes whose requests are not checked.
+    pub exempt_paths: Vec<String>,
+    /// Largest form body, in bytes, scanned for the token; larger bodies get 413.
+    pub max_form_bytes: usize,
+    /// Milliseconds a duplicate submission waits for the first one to finish.
+    pub in_flight_wait_ms: u64,
+}
+
+impl Default for SubmitTokenConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            field_name: "_submit_token".to_owned(),
+            ttl_secs: 600,
+            in_flight_ttl_secs: 86_400,
+            backend: None,
+            exempt_paths: Vec::new(),
+            max_form_bytes: 1024 * 1024,
+            in_flight_wait_ms: 0,
+        }
+    }
+}
+
+impl SubmitTokenConfig {
+    /// The backend tokens are stored in: `backend` if set, else `idempotency.backend`.
+    #[must_use]
+    pub fn effective_backend(&self, idempotency: &IdempotencyConfig) -> Backend {
+        self.backend.unwrap_or(idempotency.backend)
+    }
+}
+
+/// `[session]`: the session cookie.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionConfig {
+    /// Name of the session cookie.
+    pub cookie_name: String,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            cookie_name: "autumn_session".to_owned(),
+        }
+    }
+}
+
+/// `[tenancy]`: multi-tenant request routing.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TenancyConfig {
+    /// Whether requests are resolved to a tenant.
+    pub enabled: bool,
+    /// Request header carrying the tenant id.
+    pub header: String,
+}
+
+impl Default for TenancyConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            header: "X-Tenant-Id".to_owned(),
+        }
+    }
+}

@@ -1,0 +1,866 @@
+//! Tests of configuration loading. Each test writes its files into a temporary directory and
+//! passes an explicit environment map; none reads or changes the process environment.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use super::settings::redact;
+use super::*;
+
+/// A temporary directory holding `files` (name, contents).
+fn dir_with(files: &[(&str, &str)]) -> TempDir {
+    let dir = tempfile::tempdir().expect("create temp dir");
+    for (name, contents) in files {
+        std::fs::write(dir.path().join(name), contents).expect("write config file");
+    }
+    dir
+}
+
+fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
+    vars.iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect()
+}
+
+fn load(dir: &TempDir, vars: &[(&str, &str)]) -> Result<AutumnConfig, ConfigError> {
+    AutumnConfig::load_from(dir.path(), &env(vars))
+}
+
+fn load_ok(dir: &TempDir, vars: &[(&str, &str)]) -> AutumnConfig {
+    match load(dir, vars) {
+        Ok(config) => config,
+        Err(error) => panic!("configuration should load: {error}"),
+    }
+}
+
+fn load_err(dir: &TempDir, vars: &[(&str, &str)]) -> ConfigError {
+    match load(dir, vars) {
+        Ok(config) => panic!("configuration should not load: {config:?}"),
+        Err(error) => error,
+    }
+}
+
+/// The error's message, checked to be a single line.
+fn one_line(error: &ConfigError) -> String {
+    let message = error.to_string();
+    assert!(
+        !message.contains('\n') && !message.contains('\r'),
+        "error message spans lines: {message:?}"
+    );
+    message
+}
+
+fn file(dir: &TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
+
+fn setting<'a>(settings: &'a [Setting], key: &str) -> &'a Setting {
+    settings
+        .iter()
+        .find(|setting| setting.key == key)
+        .unwrap_or_else(|| panic!("no setting {key}"))
+}
+
+// ---- defaults -------------------------------------------------------------------------------
+
+#[test]
+fn defaults_without_files_or_env() {
+    let dir = dir_with(&[]);
+    let config = load_ok(&dir, &[]);
+
+    let expected = AutumnConfig {
+        server: ServerConfig {
+            host: "127.0.0.1".to_owned(),
+            port: 3000,
+            timeouts: TimeoutsConfig {
+                request_timeout_ms: None,
+            },
+        },
+        log: LogConfig {
+            level: "info".to_owned(),
+        },
+        database: DatabaseConfig {
+            url: None,
+            pool_size: 10,
+            connect_timeout_ms: 5000,
+        },
+        idempotency: IdempotencyConfig {
+            enabled: true,
+            backend: Backend::Memory,
+            ttl_secs: 86_400,
+            in_flight_ttl_secs: 60,
+            allow_memory_in_production: false,
+            max_body_bytes: 2_097_152,
+            redis: RedisConfig {
+                url: None,
+                key_prefix: "autumn:idempotency".to_owned(),
+            },
+        },
+        security: SecurityConfig {
+            submit_token: SubmitTokenConfig {
+                enabled: true,
+                field_name: "_submit_token".to_owned(),
+                ttl_secs: 600,
+                in_flight_ttl_secs: 86_400,
+                backend: None,
+                exempt_paths: Vec::new(),
+                max_form_bytes: 1_048_576,
+                in_flight_wait_ms: 0,
+            },
+        },
+        session: SessionConfig {
+            cookie_name: "autumn_session".to_owned(),
+        },
+        tenancy: TenancyConfig {
+            enabled: false,
+            header: "X-Tenant-Id".to_owned(),
+        },
+        profile: Profile::new("dev"),
+        ..AutumnConfig::default()
+    };
+    assert_eq!(config, expected);
+    assert_eq!(config, AutumnConfig::default());
+    assert_eq!(config.profile.name(), "dev");
+}
+
+#[test]
+fn empty_files_leave_defaults() {
+    let dir = dir_with(&[("autumn.toml", ""), ("autumn-dev.toml", "[server]\n")]);
+    assert_eq!(load_ok(&dir, &[]), AutumnConfig::default());
+}
+
+// ---- precedence -----------------------------------------------------------------------------
+
+#[test]
+fn file_overrides_defaults() {
+    let dir = dir_with(&[(
+        "autumn.toml",
+        "[server]\nport = 8080\n[idempotency]\nbackend = \"redis\"\n",
+    )]);
+    let config = load_ok(&dir, &[]);
+    assert_eq!(config.server.port, 8080);
+    assert_eq!(config.idempotency.backend, Backend::Redis);
+    // Keys the file does not mention keep their defaults, even in the same section.
+    assert_eq!(config.server.host, "127.0.0.1");
+    assert_eq!(config.idempotency.ttl_secs, 86_400);
+}
+
+#[test]
+fn profile_file_overrides_file() {
+    let dir = dir_with(&[
+        (
+            "autumn.toml",
+            "[server]\nhost = \"0.0.0.0\"\nport = 8080\n[log]\nlevel = \"debug\"\n",
+        ),
+        ("autumn-prod.toml", "[server]\nport = 80\n"),
+    ]);
+    let config = load_ok(&dir, &[("AUTUMN_PROFILE", "prod")]);
+    assert_eq!(config.profile, Profile::new("prod"));
+    assert!(config.profile.is_production());
+    assert_eq!(config.server.port, 80);
+    // Merged key by key: the profile file's [server] does not erase autumn.toml's host.
+    assert_eq!(config.server.host, "0.0.0.0");
+    assert_eq!(config.log.level, "debug");
+}
+
+#[test]
+fn profile_file_of_another_profile_is_not_read() {
+    let dir = dir_with(&[
+        ("autumn.toml", "[server]\nport = 8080\n"),
+        ("autumn-prod.toml", "[server]\nport = 80\n"),
+    ]);
+    let config = load_ok(&dir, &[("AUTUMN_PROFILE", "staging")]);
+    assert_eq!(config.profile.name(), "staging");
+    assert_eq!(config.server.port, 8080);
+
+    let config = load_ok(&dir, &[]);
+    assert_eq!(config.profile.name(), "dev");
+    assert_eq!(config.server.port, 8080);
+}
+
+#[test]
+fn default_profile_reads_dev_file() {
+    let dir = dir_with(&[("autumn-dev.toml", "[log]\nlevel = \"trace\"\n")]);
+    assert_eq!(load_ok(&dir, &[]).log.level, "trace");
+    assert_eq!(load_ok(&dir, &[("AUTUMN_PROFILE", "")]).log.level, "trace");
+    assert_eq!(
+        load_ok(&dir, &[("AUTUMN_PROFILE", "test")]).log.level,
+        "info"
+    );
+}
+
+#[test]
+fn env_overrides_profile_file() {
+    let dir = dir_with(&[
+        ("autumn.toml", "[server]\nport = 8080\n"),
+        (
+            "autumn-prod.toml",
+            "[server]\nport = 80\nhost = \"0.0.0.0\"\n",
+        ),
+    ]);
+    let config = load_ok(
+        &dir,
+        &[("AUTUMN_PROFILE", "prod"), ("AUTUMN_SERVER__PORT", "9090")],
+    );
+    assert_eq!(config.server.port, 9090);
+    assert_eq!(config.server.host, "0.0.0.0");
+}
+
+#[test]
+fn nested_keys_via_env() {
+    let dir = dir_with(&[("autumn.toml", "[idempotency.redis]\nkey_prefix = \"app\"\n")]);
+    let config = load_ok(
+        &dir,
+        &[
+            ("AUTUMN_IDEMPOTENCY__REDIS__URL", "redis://localhost:6379/0"),
+            ("AUTUMN_SERVER__TIMEOUTS__REQUEST_TIMEOUT_MS", "2500"),
+            ("AUTUMN_SECURITY__SUBMIT_TOKEN__ENABLED", "false"),
+            ("AUTUMN_SECURITY__SUBMIT_TOKEN__BACKEND", "database"),
+        ],
+    );
+    assert_eq!(
+        config.idempotency.redis.url.as_deref(),
+        Some("redis://localhost:6379/0")
+    );
+    assert_eq!(config.idempotency.redis.key_prefix, "app");
+    assert_eq!(config.server.timeouts.request_timeout_ms, Some(2500));
+    assert_eq!(
+        config.server.request_timeout(),
+        Some(Duration::from_millis(2500))
+    );
+    assert!(!config.security.submit_token.enabled);
+    assert_eq!(
+        config.security.submit_token.backend,
+        Some(Backend::Database)
+    );
+}
+
+#[test]
+fn env_names_are_case_insensitive_after_the_prefix() {
+    let dir = dir_with(&[]);
+    let config = load_ok(&dir, &[("AUTUMN_Server__Port", "4000")]);
+    assert_eq!(config.server.port, 4000);
+}
+
+#[test]
+fn env_without_double_underscore_or_prefix_is_ignored() {
+    let dir = dir_with(&[]);
+    let config = load_ok(
+        &dir,
+        &[
+            ("AUTUMN_FOO", "bar"),
+            ("AUTUMN_SERVER_PORT", "not a port"),
+            ("SERVER__PORT", "1"),
+            ("autumn_server__port", "1"),
+            ("AUTUMN_DATABASE__URL", ""),
+        ],
+    );
+    assert_eq!(config, AutumnConfig::default());
+    assert_eq!(config.database.url, None);
+}
+
+#[test]
+fn env_inline_table_merges_and_more_specific_variable_wins() {
+    let dir = dir_with(&[("autumn.toml", "[server]\nport = 8080\n")]);
+    let config = load_ok(
+        &dir,
+        &[
+            ("AUTUMN_SERVER", "ignored"),
+            ("AUTUMN_SERVER__TIMEOUTS", "{ request_timeout_ms = 1 }"),
+        ],
+    );
+    assert_eq!(config.server.timeouts.request_timeout_ms, Some(1));
+    assert_eq!(config.server.port, 8080);
+
+    let config = load_ok(
+        &dir,
+        &[
+            ("AUTUMN_SERVER__TIMEOUTS", "{ request_timeout_ms = 1 }"),
+            ("AUTUMN_SERVER__TIMEOUTS__REQUEST_TIMEOUT_MS", "2"),
+        ],
+    );
+    assert_eq!(config.server.timeouts.request_timeout_ms, Some(2));
+}
+
+// ---- env value typing -----------------------------------------------------------------------
+
+#[test]
+fn env_quoted_value_is_a_string() {
+    let dir = dir_with(&[]);
+    let config = load_ok(
+        &dir,
+        &[
+            ("AUTUMN_SESSION__COOKIE_NAME", "\"123\""),
+            ("AUTUMN_LOG__LEVEL", "'debug'"),
+        ],
+    );
+    assert_eq!(config.session.cookie_name, "123");
+    assert_eq!(config.log.level, "debug");
+}
+
+#[test]
+fn env_array_value() {
+    let dir = dir_with(&[]);
+    let config = load_ok(
+        &dir,
+        &[(
+            "AUTUMN_SECURITY__SUBMIT_TOKEN__EXEMPT_PATHS",
+            r#"["/a", "/b"]"#,
+        )],
+    );
+    assert_eq!(config.security.submit_token.exempt_paths, ["/a", "/b"]);
+}
+
+#[test]
+fn env_value_that_is_not_toml_is_a_plain_string() {
+    let dir = dir_with(&[]);
+    let config = load_ok(
+        &dir,
+        &[
+            ("AUTUMN_IDEMPOTENCY__REDIS__URL", "redis://localhost:6379/0"),
+            ("AUTUMN_DATABASE__URL", "sqlite://data/app.db"),
+            ("AUTUMN_LOG__LEVEL", "debug,hyper=warn"),
+            ("AUTUMN_SERVER__HOST", "0.0.0.0"),
+        ],
+    );
+    assert_eq!(
+        config.idempotency.redis.url.as_deref(),
+        Some("redis://localhost:6379/0")
+    );
+    assert_eq!(config.database.url.as_deref(), Some("sqlite://data/app.db"));
+    assert_eq!(config.log.level, "debug,hyper=warn");
+    assert_eq!(config.server.host, "0.0.0.0");
+}
+
+#[test]
+fn env_typed_value_for_string_key_falls_back_to_string() {
+    let dir = dir_with(&[]);
+    let config = load_ok(
+        &dir,
+        &[
+            ("AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX", "123"),
+            ("AUTUMN_TENANCY__HEADER", "true"),
+            ("AUTUMN_SESSION__COOKIE_NAME", "1.5"),
+        ],
+    );
+    assert_eq!(config.idempotency.redis.key_prefix, "123");
+    assert_eq!(config.tenancy.header, "true");
+    assert_eq!(config.session.cookie_name, "1.5");
+}
+
+#[test]
+fn env_string_fallback_does_not_hide_another_error() {
+    let dir = dir_with(&[]);
+    let error = load_err(
+        &dir,
+        &[
+            ("AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX", "123"),
+            ("AUTUMN_SERVER__PORT", "abc"),
+        ],
+    );
+    assert_eq!(
+        one_line(&error),
+        "invalid value for `server.port` in environment variable AUTUMN_SERVER__PORT: \
+         invalid type: string \"abc\", expected u16"
+    );
+}
+
+#[test]
+fn env_typed_value_that_fails_as_string_too_reports_the_typed_error() {
+    let dir = dir_with(&[]);
+    let error = load_err(&dir, &[("AUTUMN_SERVER__PORT", "70000")]);
+    assert_eq!(
+        one_line(&error),
+        "invalid value for `server.port` in environment variable AUTUMN_SERVER__PORT: \
+         invalid value: integer `70000`, expected u16"
+    );
+}
+
+// ---- error messages -------------------------------------------------------------------------
+
+#[test]
+fn bad_value_in_file_names_key_file_and_expectation() {
+    let dir = dir_with(&[
+        ("autumn.toml", "[server]\nport = 8080\n"),
+        ("autumn-prod.toml", "[server]\nport = \"abc\"\n"),
+    ]);
+    let error = load_err(&dir, &[("AUTUMN_PROFILE", "prod")]);
+    let path = file(&dir, "autumn-prod.toml");
+    assert_eq!(
+        one_line(&error),
+        format!(
+            "invalid value for `server.port` in {}: invalid type: string \"abc\", expected u16",
+            path.display()
+        )
+    );
+    match error {
+        ConfigError::InvalidValue {
+            key,
+            origin,
+            message,
+        } => {
+            assert_eq!(key, "server.port");
+            assert_eq!(origin, Source::File(path));
+            assert_eq!(message, "invalid type: string \"abc\", expected u16");
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
+}
+
+#[test]
+fn bad_array_element_names_its_index() {
+    let dir = dir_with(&[(
+        "autumn.toml",
+        "[security.submit_token]\nexempt_paths = [\"/a\", 2]\n",
+    )]);
+    let error = load_err(&dir, &[]);
+    assert_eq!(
+        one_line(&error),
+        format!(
+            "invalid value for `security.submit_token.exempt_paths[1]` in {}: \
+             invalid type: integer `2`, expected a string",
+            file(&dir, "autumn.toml").display()
+        )
+    );
+}
+
+#[test]
+fn unknown_key_in_file_section() {
+    let dir = dir_with(&[("autumn.toml", "[server]\nprot = 8080\n")]);
+    let error = load_err(&dir, &[]);
+    let path = file(&dir, "autumn.toml");
+    assert_eq!(
+        one_line(&error),
+        format!(
+            "unknown key `server.prot` in {} (expected one of: host, port, timeouts)",
+            path.display()
+        )
+    );
+    match error {
+        ConfigError::UnknownKey {
+            key,
+            origin,
+            expected,
+        } => {
+            assert_eq!(key, "server.prot");
+            assert_eq!(origin, Source::File(path));
+            assert_eq!(expected, ["host", "port", "timeouts"]);
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
+}
+
+#[test]
+fn unknown_key_in_nested_file_section() {
+    let dir = dir_with(&[(
+        "autumn-dev.toml",
+        "[idempotency.redis]\nuri = \"redis://h\"\n",
+    )]);
+    assert_eq!(
+        one_line(&load_err(&dir, &[])),
+        format!(
+            "unknown key `idempotency.redis.uri` in {} (expected one of: url, key_prefix)",
+            file(&dir, "autumn-dev.toml").display()
+        )
+    );
+
+    // The unknown key's name equals its parent's: the key must still be the full path.
+    let dir = dir_with(&[("autumn.toml", "[server.timeouts]\ntimeouts = 1\n")]);
+    assert_eq!(load_err(&dir, &[]).key(), Some("server.timeouts.timeouts"));
+}
+
+#[test]
+fn unknown_top_level_section() {
+    let dir = dir_with(&[("autumn.toml", "[servr]\nport = 1\n")]);
+    assert_eq!(
+        one_line(&load_err(&dir, &[])),
+        format!(
+            "unknown key `servr` in {} (expected one of: server, log, database, idempotency, \
+             security, session, tenancy)",
+            file(&dir, "autumn.toml").display()
+        )
+    );
+}
+
+#[test]
+fn unknown_env_key() {
+    let dir = dir_with(&[]);
+    let error = load_err(&dir, &[("AUTUMN_SERVER__BOGUS", "1")]);
+    assert_eq!(
+        one_line(&error),
+        "unknown key `server.bogus` in environment variable AUTUMN_SERVER__BOGUS \
+         (expected one of: host, port, timeouts)"
+    );
+    assert_eq!(
+        error.origin(),
+        Some(Source::Env("AUTUMN_SERVER__BOGUS".to_owned()))
+    );
+}
+
+#[test]
+fn bad_enum_value_via_env() {
+    let dir = dir_with(&[("autumn.toml", "[idempotency]\nbackend = \"redis\"\n")]);
+    let error = load_err(&dir, &[("AUTUMN_IDEMPOTENCY__BACKEND", "mongo")]);
+    assert_eq!(
+        one_line(&error),
+        "invalid value for `idempotency.backend` in environment variable \
+         AUTUMN_IDEMPOTENCY__BACKEND: unknown variant `mongo`, expected one of `memory`, \
+         `redis`, `database`"
+    );
+}
+
+#[test]
+fn bad_enum_type_in_file() {
+    let dir = dir_with(&[("autumn.toml", "[idempotency]\nbackend = 5\n")]);
+    assert_eq!(
+        one_line(&load_err(&dir, &[])),
+        format!(
+            "invalid value for `idempotency.backend` in {}: invalid type: integer `5`, \
+             expected one of `memory`, `redis`, `database`",
+            file(&dir, "autumn.toml").display()
+        )
+    );
+}
+
+#[test]
+fn toml_syntax_error() {
+    let dir = dir_with(&[("autumn.toml", "[server]\nport = 80\n[log\nlevel = \"x\"\n")]);
+    let error = load_err(&dir, &[]);
+    let path = file(&dir, "autumn.toml");
+    let message = one_line(&error);
+    assert!(
+        message.starts_with(&format!("cannot parse {}: line 3, column ", path.display())),
+        "{message}"
+    );
+    assert!(message.contains("expected `]`"), "{message}");
+    assert!(matches!(
+        error,
+        ConfigError::Parse { origin: Source::File(p), .. } if p == path
+    ));
+}
+
+#[test]
+fn toml_duplicate_key_is_a_syntax_error() {
+    let dir = dir_with(&[("autumn.toml", "[server]\nport = 1\nport = 2\n")]);
+    let message = one_line(&load_err(&dir, &[]));
+    assert!(message.contains("duplicate key"), "{message}");
+}
+
+#[test]
+fn unreadable_file() {
+    let dir = dir_with(&[]);
+    std::fs::create_dir(dir.path().join("autumn.toml")).expect("create dir");
+    let error = load_err(&dir, &[]);
+    let message = one_line(&error);
+    assert!(
+        message.starts_with(&format!(
+            "cannot read {}: ",
+            file(&dir, "autumn.toml").display()
+        )),
+        "{message}"
+    );
+    assert!(matches!(error, ConfigError::Read { .. }));
+}
+
+#[test]
+fn invalid_profile_name() {
+    let dir = dir_with(&[]);
+    let error = load_err(&dir, &[("AUTUMN_PROFILE", "../etc/passwd")]);
+    assert!(matches!(&error, ConfigError::InvalidProfile { name } if name == "../etc/passwd"));
+    assert!(one_line(&error).contains("AUTUMN_PROFILE"));
+}
+
+#[test]
+fn error_messages_redact_passwords() {
+    let dir = dir_with(&[(
+        "autumn.toml",
+        "[server]\nport = \"postgres://app:hunter2@db/app\"\n",
+    )]);
+    let message = one_line(&load_err(&dir, &[]));
+    assert!(message.contains("postgres://app:***@db/app"), "{message}");
+    assert!(!message.contains("hunter2"), "{message}");
+}
+
+#[test]
+fn from_toml_str_names_inline_source() {
+    let config = AutumnConfig::from_toml_str("[tenancy]\nenabled = true\n")
+        .expect("inline TOML should load");
+    assert!(config.tenancy.enabled);
+    assert_eq!(config.profile, Profile::default());
+
+    let error = AutumnConfig::from_toml_str("[tenancy]\nheadr = \"X\"\n").expect_err("unknown key");
+    assert_eq!(
+        one_line(&error),
+        "unknown key `tenancy.headr` in inline TOML (expected one of: enabled, header)"
+    );
+    let error = AutumnConfig::from_toml_str("[tenancy").expect_err("syntax error");
+    assert!(
+        one_line(&error).starts_with("cannot parse inline TOML: line 1, column "),
+        "{error}"
+    );
+}
+
+// ---- profile and convenience methods --------------------------------------------------------
+
+#[test]
+fn profile_is_production() {
+    assert!(Profile::new("prod").is_production());
+    assert!(Profile::new("production").is_production());
+    assert!(Profile::new("PROD").is_production());
+    assert!(!Profile::new("dev").is_production());
+    assert!(!Profile::new("test").is_production());
+    assert!(!Profile::new("preprod").is_production());
+    assert!(!Profile::default().is_production());
+    assert_eq!(Profile::default().name(), "dev");
+    assert_eq!(Profile::new("staging").to_string(), "staging");
+}
+
+#[test]
+fn convenience_methods() {
+    let config = AutumnConfig::from_toml_str(
+        "[idempotency]\nbackend = \"redis\"\nttl_secs = 30\nin_flight_ttl_secs = 5\n",
+    )
+    .expect("inline TOML should load");
+    assert_eq!(config.idempotency.ttl(), Duration::from_secs(30));
+    assert_eq!(config.idempotency.in_flight_ttl(), Duration::from_secs(5));
+    assert_eq!(config.server.request_timeout(), None);
+
+    let token = &config.security.submit_token;
+    assert_eq!(token.effective_backend(&config.idempotency), Backend::Redis);
+    let token = SubmitTokenConfig {
+        backend: Some(Backend::Memory),
+        ..SubmitTokenConfig::default()
+    };
+    assert_eq!(
+        token.effective_backend(&config.idempotency),
+        Backend::Memory
+    );
+    assert_eq!(Backend::Database.to_string(), "database");
+}
+
+#[test]
+fn equality_ignores_where_values_came_from() {
+    let config = AutumnConfig::from_toml_str("[server]\nport = 3000\n").expect("loads");
+    assert_eq!(config, AutumnConfig::default());
+}
+
+// ---- effective settings ---------------------------------------------------------------------
+
+#[test]
+fn effective_settings_report_sources() {
+    let dir = dir_with(&[
+        (
+            "autumn.toml",
+            "[server]\nhost = \"0.0.0.0\"\nport = 8080\n[security.submit_token]\nexempt_paths = [\"/hooks\"]\n",
+        ),
+        ("autumn-prod.toml", "[server]\nport = 80\n"),
+    ]);
+    let config = load_ok(
+        &dir,
+        &[
+            ("AUTUMN_PROFILE", "prod"),
+            ("AUTUMN_LOG__LEVEL", "warn"),
+            ("AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX", "42"),
+        ],
+    );
+    let settings = config.effective_settings();
+    let base = Source::File(file(&dir, "autumn.toml"));
+    let prod = Source::File(file(&dir, "autumn-prod.toml"));
+
+    let host = setting(&settings, "server.host");
+    assert_eq!((host.value.as_str(), &host.source), ("\"0.0.0.0\"", &base));
+    let port = setting(&settings, "server.port");
+    assert_eq!((port.value.as_str(), &port.source), ("80", &prod));
+    let level = setting(&settings, "log.level");
+    assert_eq!(level.value, "\"warn\"");
+    assert_eq!(level.source, Source::Env("AUTUMN_LOG__LEVEL".to_owned()));
+    let prefix = setting(&settings, "idempotency.redis.key_prefix");
+    assert_eq!(prefix.value, "\"42\"");
+    assert_eq!(
+        prefix.source,
+        Source::Env("AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX".to_owned())
+    );
+    let paths = setting(&settings, "security.submit_token.exempt_paths");
+    assert_eq!(
+        (paths.value.as_str(), &paths.source),
+        ("[\"/hooks\"]", &base)
+    );
+
+    let timeout = setting(&settings, "server.timeouts.request_timeout_ms");
+    assert_eq!(
+        (timeout.value.as_str(), &timeout.source),
+        ("<unset>", &Source::Default)
+    );
+    let backend = setting(&settings, "idempotency.backend");
+    assert_eq!(
+        (backend.value.as_str(), &backend.source),
+        ("\"memory\"", &Source::Default)
+    );
+
+    assert_eq!(
+        port.to_string(),
+        format!(
+            "server.port = 80 ({})",
+            file(&dir, "autumn-prod.toml").display()
+        )
+    );
+}
+
+#[test]
+fn effective_settings_redact_passwords() {
+    let dir = dir_with(&[("autumn.toml", "[database]\nurl = \"postgres://u:p@h/db\"\n")]);
+    let config = load_ok(
+        &dir,
+        &[(
+            "AUTUMN_IDEMPOTENCY__REDIS__URL",
+            "redis://user:secret@host/0",
+        )],
+    );
+    let settings = config.effective_settings();
+    assert_eq!(
+        setting(&settings, "database.url").value,
+        "\"postgres://u:***@h/db\""
+    );
+    assert_eq!(
+        setting(&settings, "idempotency.redis.url").value,
+        "\"redis://user:***@host/0\""
+    );
+    // The configuration itself keeps the real values.
+    assert_eq!(
+        config.idempotency.redis.url.as_deref(),
+        Some("redis://user:secret@host/0")
+    );
+}
+
+/// Every key `effective_settings` lists can be set in a file, and is then reported as coming
+/// from that file: the listing and the deserializable keys agree.
+#[test]
+fn effective_settings_cover_every_key() {
+    let full = r#"
+        [server]
+        host = "h"
+        port = 1
+        [server.timeouts]
+        request_timeout_ms = 2
+        [log]
+        level = "l"
+        [database]
+        url = "sqlite://x"
+        pool_size = 3
+        connect_timeout_ms = 4
+        [idempotency]
+        enabled = false
+        backend = "database"
+        ttl_secs = 5
+        in_flight_ttl_secs = 6
+        allow_memory_in_production = true
+        max_body_bytes = 7
+        [idempotency.redis]
+        url = "redis://r"
+        key_prefix = "p"
+        [security.submit_token]
+        enabled = false
+        field_name = "f"
+        ttl_secs = 8
+        in_flight_ttl_secs = 9
+        backend = "redis"
+        exempt_paths = ["/x"]
+        max_form_bytes = 10
+        in_flight_wait_ms = 11
+        [session]
+        cookie_name = "c"
+        [tenancy]
+        enabled = true
+        header = "t"
+    "#;
+    let dir = dir_with(&[("autumn.toml", full)]);
+    let config = load_ok(&dir, &[]);
+    let settings = config.effective_settings();
+    let source = Source::File(file(&dir, "autumn.toml"));
+    assert_eq!(settings.len(), 26);
+    for setting in &settings {
+        assert_eq!(setting.source, source, "{setting}");
+        assert_ne!(setting.value, "<unset>", "{setting}");
+    }
+    assert_eq!(
+        config
+            .security
+            .submit_token
+            .effective_backend(&config.idempotency),
+        Backend::Redis
+    );
+}
+
+#[test]
+fn redaction() {
+    assert_eq!(
+        redact("redis://user:secret@host/0"),
+        "redis://user:***@host/0"
+    );
+    assert_eq!(redact("postgres://u:p@h/db"), "postgres://u:***@h/db");
+    assert_eq!(redact("redis://:pw@host:6379"), "redis://:***@host:6379");
+    assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+    assert_eq!(
+        redact("redis://localhost:6379/0"),
+        "redis://localhost:6379/0"
+    );
+    assert_eq!(redact("sqlite://data/app.db"), "sqlite://data/app.db");
+    assert_eq!(
+        redact("postgres://h/db?user=u&password=x&sslmode=require#f"),
+        "postgres://h/db?user=u&password=***&sslmode=require#f"
+    );
+    assert_eq!(
+        redact("postgres://u:a@b@h/db"),
+        "postgres://u:***@h/db",
+        "the host follows the last `@`"
+    );
+    assert_eq!(
+        redact("string \"redis://u:pw@h/0\", expected u16"),
+        "string \"redis://u:***@h/0\", expected u16"
+    );
+    assert_eq!(redact("no url here"), "no url here");
+}
+
+// ---- autumn.toml.example --------------------------------------------------------------------
+
+/// `autumn.toml.example`, found in the crate directory or one of its ancestors (the workspace
+/// root).
+fn example_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|dir| dir.join("autumn.toml.example"))
+        .find(|path| path.is_file())
+        .expect("autumn.toml.example should be in the workspace root")
+}
+
+/// The example loads to the defaults and lists every key, commented out or not, in the order
+/// `effective_settings` reports them.
+#[test]
+fn example_file_matches_defaults_and_lists_every_key() {
+    let path = example_file();
+    let text = std::fs::read_to_string(&path).expect("read autumn.toml.example");
+    let config = AutumnConfig::from_toml_str(&text).expect("autumn.toml.example should load");
+    assert_eq!(config, AutumnConfig::default());
+
+    let mut section = String::new();
+    let mut keys = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.to_owned();
+        } else if let Some((key, _)) = line.trim_start_matches(['#', ' ']).split_once(" = ")
+            && !key.is_empty()
+            && key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        {
+            keys.push(format!("{section}.{key}"));
+        }
+    }
+    let listed: Vec<String> = AutumnConfig::default()
+        .effective_settings()
+        .into_iter()
+        .map(|setting| setting.key)
+        .collect();
+    assert_eq!(keys, listed);
+}

@@ -1,0 +1,120 @@
+//! Who is asking: the [`IdempotencyScope`] every request carries into the
+//! idempotency layer.
+//!
+//! For now the scope is the raw session cookie, the tenant header (when
+//! `[tenancy] enabled`) and the raw `Authorization` header. The session and
+//! tenancy layers will replace these with the session id and the resolved
+//! tenant; an `IdempotencyScope` already in the extensions is left alone.
+
+use autumn_idempotency::IdempotencyScope;
+use axum::extract::Request;
+use http::{HeaderMap, HeaderName, header};
+use tower::util::MapRequestLayer;
+
+use crate::app::LaunchError;
+use crate::config::AutumnConfig;
+
+pub(crate) fn layer(
+    config: &AutumnConfig,
+) -> Result<MapRequestLayer<impl FnMut(Request) -> Request + Clone + use<>>, LaunchError> {
+    let cookie_name: std::sync::Arc<str> = config.session.cookie_name.as_str().into();
+    let tenant_header = match config.tenancy.enabled {
+        true => Some(
+            HeaderName::try_from(config.tenancy.header.as_str()).map_err(|_| {
+                LaunchError::InvalidSetting {
+                    key: "tenancy.header",
+                    message: format!("{:?} is not a valid header name", config.tenancy.header),
+                }
+            })?,
+        ),
+        false => None,
+    };
+    Ok(MapRequestLayer::new(move |mut request: Request| {
+        if request.extensions().get::<IdempotencyScope>().is_none() {
+            let scope = request_scope(request.headers(), &cookie_name, tenant_header.as_ref());
+            request.extensions_mut().insert(scope);
+        }
+        request
+    }))
+}
+
+fn request_scope(
+    headers: &HeaderMap,
+    cookie_name: &str,
+    tenant_header: Option<&HeaderName>,
+) -> IdempotencyScope {
+    let mut scope = IdempotencyScope::default();
+    if let Some(session) = cookie(headers, cookie_name) {
+        scope = scope.with_part("session", session);
+    }
+    if let Some(tenant) = tenant_header.and_then(|name| headers.get(name)) {
+        scope = scope.with_part("tenant", tenant.as_bytes());
+    }
+    if let Some(authorization) = headers.get(header::AUTHORIZATION) {
+        scope = scope.with_part("authorization", authorization.as_bytes());
+    }
+    scope
+}
+
+/// The value of cookie `name`, from any `Cookie` header.
+pub(crate) fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn scope_follows_session_cookie_and_authorization_only() {
+        let a = headers(&[("cookie", "theme=dark; autumn_session=abc")]);
+        let b = headers(&[("cookie", "autumn_session=abc; theme=light")]);
+        let other = headers(&[("cookie", "autumn_session=xyz")]);
+        assert_eq!(
+            request_scope(&a, "autumn_session", None),
+            request_scope(&b, "autumn_session", None)
+        );
+        assert_ne!(
+            request_scope(&a, "autumn_session", None),
+            request_scope(&other, "autumn_session", None)
+        );
+
+        let bearer1 = headers(&[("authorization", "Bearer one")]);
+        let bearer2 = headers(&[("authorization", "Bearer two")]);
+        assert_ne!(
+            request_scope(&bearer1, "autumn_session", None),
+            request_scope(&bearer2, "autumn_session", None)
+        );
+    }
+
+    #[test]
+    fn tenant_counts_only_when_tenancy_is_on() {
+        let tenant = HeaderName::from_static("x-tenant-id");
+        let acme = headers(&[("x-tenant-id", "acme")]);
+        let globex = headers(&[("x-tenant-id", "globex")]);
+        assert_eq!(
+            request_scope(&acme, "s", None),
+            request_scope(&globex, "s", None)
+        );
+        assert_ne!(
+            request_scope(&acme, "s", Some(&tenant)),
+            request_scope(&globex, "s", Some(&tenant))
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! What the layer tells the handler (and what the app tells the layer) through
+//! request extensions.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{FromRequestParts, OptionalFromRequestParts};
+use http::request::Parts;
+
+use crate::key::hash_parts;
+use crate::problem::Problem;
+use crate::store::IdempotencyStore;
+
+/// Who is asking: the parts of the request that keep one caller's records
+/// apart from another's (session, tenant, principal, bearer credential).
+///
+/// Autumn's app builder puts one in the request extensions before the
+/// idempotency layer runs. Without one, the layer scopes by the raw
+/// `Authorization` header alone.
+///
+/// ```
+/// use autumn_idempotency::IdempotencyScope;
+///
+/// let scope = IdempotencyScope::default().with_part("tenant", "acme");
+/// assert_ne!(scope, IdempotencyScope::default());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct IdempotencyScope {
+    encoded: Vec<u8>,
+}
+
+impl IdempotencyScope {
+    /// Adds a named part (e.g. `"session"`, `"tenant"`, `"principal"`,
+    /// `"bearer"`). Parts are length-prefixed, so no two different lists of
+    /// parts encode the same.
+    #[must_use]
+    pub fn with_part(mut self, kind: &str, value: impl AsRef<[u8]>) -> Self {
+        for part in [kind.as_bytes(), value.as_ref()] {
+            self.encoded
+                .extend_from_slice(&(part.len() as u64).to_be_bytes());
+            self.encoded.extend_from_slice(part);
+        }
+        self
+    }
+
+    /// The canonical bytes folded into the storage key.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.encoded
+    }
+
+    /// Whether no part was added.
+    pub fn is_empty(&self) -> bool {
+        self.encoded.is_empty()
+    }
+}
+
+/// The request's idempotency state, handed to the handler through request
+/// extensions while it holds the lock on its storage key.
+///
+/// Handlers take it as an extractor (`Option<IdempotencyContext>` when the
+/// route may be called without a key).
+#[derive(Clone)]
+pub struct IdempotencyContext {
+    pub(crate) key: Arc<str>,
+    pub(crate) storage_key: Arc<str>,
+    pub(crate) owner: Arc<str>,
+    pub(crate) fingerprint: Arc<[u8]>,
+    pub(crate) store: Arc<dyn IdempotencyStore>,
+    pub(crate) ttl: Duration,
+    pub(crate) in_flight_ttl: Duration,
+}
+
+impl std::fmt::Debug for IdempotencyContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdempotencyContext")
+            .field("key", &self.key)
+            .field("storage_key", &self.storage_key)
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IdempotencyContext {
+    /// The key the client sent.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The storage key the store keeps this request's lock and record under.
+    pub fn storage_key(&self) -> &str {
+        &self.storage_key
+    }
+
+    /// The random id of this request's lock.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The request's fingerprint.
+    pub fn fingerprint(&self) -> &[u8] {
+        &self.fingerprint
+    }
+
+    /// The store holding the lock.
+    pub fn store(&self) -> &Arc<dyn IdempotencyStore> {
+        &self.store
+    }
+
+    /// How long the record is kept.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// How long the lock lasts without renewal.
+    pub fn in_flight_ttl(&self) -> Duration {
+        self.in_flight_ttl
+    }
+
+    /// A key for a downstream call (a payment provider, another service) that
+    /// is the same on every retry of this request and different for each
+    /// `purpose` and each caller, so the downstream side deduplicates too.
+    ///
+    /// The lock does not fence work outside the store: give such calls their
+    /// own idempotency key with this.
+    pub fn scoped_key(&self, purpose: &str) -> String {
+        let digest = hash_parts(
+            "autumn.scoped.v1",
+            &[self.storage_key.as_bytes(), purpose.as_bytes()],
+        );
+        hex::encode(digest)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyContext {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts.extensions.get::<Self>().cloned().ok_or_else(|| {
+            Problem::new(
+                http::StatusCode::BAD_REQUEST,
+                "idempotency_key_missing",
+                "this endpoint requires an Idempotency-Key header",
+            )
+        })
+    }
+}
+
+impl<S: Send + Sync> OptionalFromRequestParts<S> for IdempotencyContext {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        Ok(parts.extensions.get::<Self>().cloned())
+    }
+}
+
+/// Set on a request whose hit the outer layer forwards to the route's
+/// [`IdempotencyReplayLayer`](crate::IdempotencyReplayLayer).
+#[derive(Debug, Clone)]
+pub(crate) struct PendingReplay(pub(crate) Arc<crate::IdempotencyRecord>);
+
+/// Response markers that travel back out to the recording layer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PassedReplayLayer;
+
+/// Set by an inner `replay_through_inner()` layer nested in an outer one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OptedIntoReplayThroughInner;
+
+/// Set on a response the replay layer answered from a record.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Replayed;

@@ -1,0 +1,215 @@
+//! Reading the `Idempotency-Key` header, and the hashes derived from a request:
+//! the storage key and the fingerprint.
+
+use http::HeaderMap;
+use sha2::{Digest, Sha256};
+
+/// The request header that carries the key.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// The response header that marks a replay.
+pub const IDEMPOTENT_REPLAYED: &str = "x-idempotent-replayed";
+/// The longest key accepted, in bytes.
+pub const MAX_KEY_LEN: usize = 255;
+
+/// Why an `Idempotency-Key` header was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The header was sent more than once.
+    #[error("send exactly one Idempotency-Key header, not several")]
+    Repeated,
+    /// The key is empty.
+    #[error("the Idempotency-Key header is empty; send a unique value such as a UUID")]
+    Empty,
+    /// The key is longer than [`MAX_KEY_LEN`] bytes.
+    #[error("the Idempotency-Key is {0} bytes long; at most 255 are accepted")]
+    TooLong(usize),
+    /// The key has a byte outside visible ASCII.
+    #[error(
+        "the Idempotency-Key may only contain visible ASCII characters (no spaces or control characters); found byte 0x{0:02x}"
+    )]
+    InvalidByte(u8),
+    /// A quoted key is not a well-formed structured-field string.
+    #[error("the quoted Idempotency-Key is not a valid string: {0}")]
+    BadQuoting(&'static str),
+}
+
+/// The key the client sent, if any: `Ok(None)` when there is no header.
+///
+/// Both forms are accepted: a bare token (`Idempotency-Key: abc-123`) and the
+/// draft's structured-field string (`Idempotency-Key: "abc-123"`).
+///
+/// # Errors
+///
+/// [`KeyError`] for a repeated, empty, oversized or otherwise malformed key.
+pub fn parse_key(headers: &HeaderMap) -> Result<Option<String>, KeyError> {
+    let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(KeyError::Repeated);
+    }
+    let raw = trim_ows(value.as_bytes());
+    let key = match raw {
+        [b'"', ..] => unquote(raw)?,
+        _ => raw.to_vec(),
+    };
+    if key.is_empty() {
+        return Err(KeyError::Empty);
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(KeyError::TooLong(key.len()));
+    }
+    if let Some(&byte) = key.iter().find(|b| !(0x21..=0x7e).contains(*b)) {
+        return Err(KeyError::InvalidByte(byte));
+    }
+    // Every byte is visible ASCII, so this cannot fail.
+    Ok(Some(String::from_utf8_lossy(&key).into_owned()))
+}
+
+fn trim_ows(mut bytes: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = bytes {
+        bytes = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = bytes {
+        bytes = rest;
+    }
+    bytes
+}
+
+/// An RFC 8941 sf-string: `"` ... `"`, where only `\"` and `\\` are escapes.
+fn unquote(raw: &[u8]) -> Result<Vec<u8>, KeyError> {
+    let inner = raw
+        .strip_prefix(b"\"")
+        .and_then(|r| r.strip_suffix(b"\""))
+        .ok_or(KeyError::BadQuoting("missing closing quote"))?;
+    let mut out = Vec::with_capacity(inner.len());
+    let mut bytes = inner.iter();
+    while let Some(&b) = bytes.next() {
+        match b {
+            b'\\' => match bytes.next() {
+                Some(&escaped @ (b'"' | b'\\')) => out.push(escaped),
+                _ => return Err(KeyError::BadQuoting("only \\\" and \\\\ may be escaped")),
+            },
+            b'"' => return Err(KeyError::BadQuoting("unescaped quote inside the string")),
+            _ => out.push(b),
+        }
+    }
+    Ok(out)
+}
+
+/// A SHA-256 over length-prefixed parts, so that no two different tuples of
+/// parts hash the same input by concatenation (`("ab", "c")` vs `("a", "bc")`).
+pub(crate) fn hash_parts(domain: &str, parts: &[&[u8]]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    for part in std::iter::once(domain.as_bytes()).chain(parts.iter().copied()) {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    hasher.finalize().into()
+}
+
+/// The storage key for a key sent to `method path_and_query` by `scope`:
+/// versioned, and never the raw key, so a client cannot pick what the store's
+/// key looks like.
+pub fn storage_key(method: &str, path_and_query: &str, scope: &[u8], key: &str) -> String {
+    let digest = hash_parts(
+        "autumn.idempotency.v1",
+        &[
+            method.as_bytes(),
+            path_and_query.as_bytes(),
+            scope,
+            key.as_bytes(),
+        ],
+    );
+    format!("idem:v1:{}", hex::encode(digest))
+}
+
+/// The fingerprint a replay must match: method, path, content type and body.
+pub fn fingerprint(
+    method: &str,
+    path_and_query: &str,
+    content_type: &[u8],
+    body: &[u8],
+) -> Vec<u8> {
+    hash_parts(
+        "autumn.fingerprint.v1",
+        &[
+            method.as_bytes(),
+            path_and_query.as_bytes(),
+            content_type,
+            body,
+        ],
+    )
+    .to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn parse(values: &[&[u8]]) -> Result<Option<String>, KeyError> {
+        let mut headers = HeaderMap::new();
+        for v in values {
+            headers.append(
+                IDEMPOTENCY_KEY,
+                HeaderValue::from_bytes(v).expect("valid header value"),
+            );
+        }
+        parse_key(&headers)
+    }
+
+    #[test]
+    fn bare_and_quoted_keys_read_the_same() {
+        assert_eq!(parse(&[b"abc-123"]), Ok(Some("abc-123".into())));
+        assert_eq!(parse(&[b"\"abc-123\""]), Ok(Some("abc-123".into())));
+        assert_eq!(parse(&[b"  \"a\\\"b\\\\c\" "]), Ok(Some("a\"b\\c".into())));
+        assert_eq!(parse(&[]), Ok(None));
+    }
+
+    #[test]
+    fn malformed_keys_are_refused_with_the_reason() {
+        assert_eq!(parse(&[b""]), Err(KeyError::Empty));
+        assert_eq!(parse(&[b"\"\""]), Err(KeyError::Empty));
+        assert_eq!(parse(&[b"a", b"b"]), Err(KeyError::Repeated));
+        assert_eq!(parse(&[&[b'k'; 256]]), Err(KeyError::TooLong(256)));
+        assert_eq!(
+            parse(&[&[b'k'; 255]]).map(|k| k.map(|k| k.len())),
+            Ok(Some(255))
+        );
+        assert_eq!(parse(&[b"a b"]), Err(KeyError::InvalidByte(b' ')));
+        assert_eq!(parse(&[b"caf\xc3\xa9"]), Err(KeyError::InvalidByte(0xc3)));
+        assert!(matches!(parse(&[b"\"abc"]), Err(KeyError::BadQuoting(_))));
+        assert!(matches!(
+            parse(&[b"\"a\\nb\""]),
+            Err(KeyError::BadQuoting(_))
+        ));
+        assert!(matches!(
+            parse(&[b"\"a\"b\""]),
+            Err(KeyError::BadQuoting(_))
+        ));
+    }
+
+    #[test]
+    fn storage_keys_do_not_collide_by_concatenation() {
+        let a = storage_key("POST", "/ab", b"", "c");
+        let b = storage_key("POST", "/a", b"", "bc");
+        let c = storage_key("POST", "/a", b"b", "c");
+        assert_ne!(a, b);
+        assert_ne!(b, c);
+        assert_eq!(a, storage_key("POST", "/ab", b"", "c"));
+        assert!(!a.contains('c') || a.starts_with("idem:v1:"));
+        assert_eq!(a.len(), "idem:v1:".len() + 64);
+    }
+
+    #[test]
+    fn fingerprint_covers_content_type_and_body() {
+        let base = fingerprint("POST", "/o", b"application/json", b"{}");
+        assert_ne!(base, fingerprint("POST", "/o", b"text/plain", b"{}"));
+        assert_ne!(base, fingerprint("POST", "/o", b"application/json", b"{ }"));
+        assert_ne!(base, fingerprint("PUT", "/o", b"application/json", b"{}"));
+        assert_eq!(base, fingerprint("POST", "/o", b"application/json", b"{}"));
+    }
+}

@@ -1,0 +1,146 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use tower::Layer;
+
+use super::service::Idempotency;
+use crate::clock::{SharedClock, SystemClock};
+use crate::metrics::IdempotencyMetrics;
+use crate::store::IdempotencyStore;
+
+/// Where a retry's recorded response is answered from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplayMode {
+    /// The layer answers the replay itself: right when nothing between the
+    /// layer and the handler must run again (the default).
+    Direct,
+    /// The layer forwards the retry into the route, where an
+    /// [`IdempotencyReplayLayer`](crate::IdempotencyReplayLayer) placed after
+    /// the route's own checks (auth, tenant, audit) answers it.
+    ThroughInner,
+    /// The layer records first successes but answers a retry with 409: for
+    /// routes whose middleware Autumn cannot see, where replaying in front of
+    /// it could skip a check.
+    FailClosed,
+}
+
+/// Applies [`Idempotency`] to a service. See the [module docs](crate::layer).
+#[derive(Clone)]
+pub struct IdempotencyLayer {
+    pub(crate) settings: Arc<Settings>,
+}
+
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) store: Arc<dyn IdempotencyStore>,
+    pub(crate) ttl: Duration,
+    pub(crate) in_flight_ttl: Duration,
+    pub(crate) max_body_bytes: usize,
+    pub(crate) mode: ReplayMode,
+    pub(crate) metrics: Arc<IdempotencyMetrics>,
+    pub(crate) clock: SharedClock,
+}
+
+impl std::fmt::Debug for IdempotencyLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdempotencyLayer")
+            .field("ttl", &self.settings.ttl)
+            .field("in_flight_ttl", &self.settings.in_flight_ttl)
+            .field("max_body_bytes", &self.settings.max_body_bytes)
+            .field("mode", &self.settings.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Records are kept 24 hours unless told otherwise.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// A lock lapses 60 seconds after a crash unless told otherwise.
+pub const DEFAULT_IN_FLIGHT_TTL: Duration = Duration::from_secs(60);
+/// Bodies up to 2 MiB are buffered to fingerprint them, as axum's default
+/// body limit.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+impl IdempotencyLayer {
+    /// A layer over `store` with the defaults: records kept 24 h, locks 60 s,
+    /// bodies up to 2 MiB, replays answered directly.
+    pub fn new(store: Arc<dyn IdempotencyStore>) -> Self {
+        Self {
+            settings: Arc::new(Settings {
+                store,
+                ttl: DEFAULT_TTL,
+                in_flight_ttl: DEFAULT_IN_FLIGHT_TTL,
+                max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+                mode: ReplayMode::Direct,
+                metrics: Arc::new(IdempotencyMetrics::new()),
+                clock: Arc::new(SystemClock),
+            }),
+        }
+    }
+
+    fn map(mut self, f: impl FnOnce(&mut Settings)) -> Self {
+        f(Arc::make_mut(&mut self.settings));
+        self
+    }
+
+    /// How long a recorded response is replayed.
+    #[must_use]
+    pub fn with_ttl(self, ttl: Duration) -> Self {
+        self.map(|s| s.ttl = ttl)
+    }
+
+    /// How long a lock lasts when its request never finishes (a crash, a
+    /// failed record write). Keep it longer than the slowest request.
+    #[must_use]
+    pub fn with_in_flight_ttl(self, ttl: Duration) -> Self {
+        self.map(|s| s.in_flight_ttl = ttl)
+    }
+
+    /// The largest request body buffered to fingerprint it; larger bodies get
+    /// 413 before the handler runs.
+    #[must_use]
+    pub fn with_max_body_bytes(self, limit: usize) -> Self {
+        self.map(|s| s.max_body_bytes = limit)
+    }
+
+    /// Counters to count hits, misses and conflicts into (shared with the
+    /// app's metrics endpoint).
+    #[must_use]
+    pub fn with_metrics(self, metrics: Arc<IdempotencyMetrics>) -> Self {
+        self.map(|s| s.metrics = metrics)
+    }
+
+    /// The clock used to decide when the lock needs renewing before the
+    /// handler starts.
+    #[must_use]
+    pub fn with_clock(self, clock: SharedClock) -> Self {
+        self.map(|s| s.clock = clock)
+    }
+
+    /// Answer replays from an [`IdempotencyReplayLayer`](crate::IdempotencyReplayLayer)
+    /// inside the route instead of from this layer, so the route's own
+    /// checks run again on every retry.
+    #[must_use]
+    pub fn replay_through_inner(self) -> Self {
+        self.with_replay_mode(ReplayMode::ThroughInner)
+    }
+
+    /// Sets where replays are answered from.
+    #[must_use]
+    pub fn with_replay_mode(self, mode: ReplayMode) -> Self {
+        self.map(|s| s.mode = mode)
+    }
+
+    /// The counters this layer counts into.
+    pub fn metrics(&self) -> &Arc<IdempotencyMetrics> {
+        &self.settings.metrics
+    }
+}
+
+impl<S> Layer<S> for IdempotencyLayer {
+    type Service = Idempotency<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Idempotency::new(inner, self.settings.clone())
+    }
+}

@@ -1,0 +1,415 @@
+use std::convert::Infallible;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::FutureExt as _;
+use http::{HeaderValue, Method, StatusCode, header};
+use http_body_util::{BodyExt as _, LengthLimitError, Limited};
+use tower::Service;
+
+use super::future::ResponseFuture;
+use super::layer::{ReplayMode, Settings};
+use crate::context::{
+    IdempotencyContext, IdempotencyScope, OptedIntoReplayThroughInner, PassedReplayLayer,
+    PendingReplay, Replayed,
+};
+use crate::key::{IDEMPOTENT_REPLAYED, fingerprint, parse_key, storage_key};
+use crate::problem::{IdempotencyRejection, Problem};
+use crate::record::IdempotencyRecord;
+use crate::store::{Claim, StoreOperation};
+
+/// Middleware that runs a mutating request at most once per `Idempotency-Key`.
+/// See the [module docs](crate::layer).
+#[derive(Clone)]
+pub struct Idempotency<S> {
+    inner: S,
+    settings: Arc<Settings>,
+}
+
+impl<S> Idempotency<S> {
+    pub(crate) fn new(inner: S, settings: Arc<Settings>) -> Self {
+        Self { inner, settings }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S> std::fmt::Debug for Idempotency<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Idempotency")
+            .field("mode", &self.settings.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Service<Request> for Idempotency<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        // The clone goes into the future; the service that was polled ready
+        // is the one that gets called.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture {
+            inner: Box::pin(handle(self.settings.clone(), inner, request)),
+        }
+    }
+}
+
+fn is_mutating(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    )
+}
+
+async fn call<S>(mut inner: S, request: Request) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    match inner.call(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+async fn handle<S>(settings: Arc<Settings>, inner: S, request: Request) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    if !is_mutating(request.method()) {
+        return call(inner, request).await;
+    }
+    // Nested inside another idempotency layer: the outer one owns the lock
+    // and the record. Say so if this route replays through an inner layer.
+    let extensions = request.extensions();
+    if extensions.get::<IdempotencyContext>().is_some()
+        || extensions.get::<PendingReplay>().is_some()
+    {
+        let mut response = call(inner, request).await;
+        if settings.mode == ReplayMode::ThroughInner {
+            response
+                .extensions_mut()
+                .insert(OptedIntoReplayThroughInner);
+        }
+        return response;
+    }
+    let key = match parse_key(request.headers()) {
+        Ok(Some(key)) => key,
+        Ok(None) => return call(inner, request).await,
+        Err(error) => return IdempotencyRejection::from(error).into_response(),
+    };
+
+    let (parts, body) = request.into_parts();
+    let body = match read_body(body, &parts.headers, settings.max_body_bytes).await {
+        Ok(body) => body,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let method = parts.method.as_str();
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path(), |p| p.as_str());
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .map_or(&[][..], HeaderValue::as_bytes);
+    let scope = match parts.extensions.get::<IdempotencyScope>() {
+        Some(scope) => scope.clone(),
+        None => fallback_scope(&parts.headers),
+    };
+    let storage_key = storage_key(method, path, scope.as_bytes(), &key);
+    let fingerprint = fingerprint(method, path, content_type, &body);
+    let owner = uuid::Uuid::new_v4().simple().to_string();
+
+    let store = &settings.store;
+    let locked_at = settings.clock.now_millis();
+    let claim = store
+        .claim(&storage_key, &owner, settings.in_flight_ttl)
+        .await;
+    let request = Request::from_parts(parts, Body::from(body));
+    match claim {
+        Err(error) => {
+            tracing::warn!(idempotency.key = %key, %error, "idempotency store failed; not running the handler");
+            store_failure(&settings, error.operation())
+        }
+        Ok(Claim::InFlight) => {
+            settings.metrics.conflict();
+            tracing::debug!(idempotency.key = %key, idempotency.replayed = false, "idempotency key in flight");
+            IdempotencyRejection::InFlight.into_response()
+        }
+        Ok(Claim::Completed { record, body_hash }) => {
+            if body_hash != fingerprint {
+                tracing::debug!(idempotency.key = %key, idempotency.replayed = false, "idempotency key reused for another request");
+                return IdempotencyRejection::PayloadMismatch.into_response();
+            }
+            replay(&settings, inner, request, record, &key).await
+        }
+        Ok(Claim::Acquired) => {
+            settings.metrics.miss();
+            tracing::debug!(idempotency.key = %key, idempotency.replayed = false, "idempotency key claimed; running the handler");
+            let context = IdempotencyContext {
+                key: key.into(),
+                storage_key: storage_key.into(),
+                owner: owner.into(),
+                fingerprint: fingerprint.into(),
+                store: settings.store.clone(),
+                ttl: settings.ttl,
+                in_flight_ttl: settings.in_flight_ttl,
+            };
+            if let Err(rejection) = renew_if_aged(&settings, &context, locked_at).await {
+                return rejection.into_response();
+            }
+            run_first(settings, inner, request, context).await
+        }
+    }
+}
+
+/// Without a scope from the app, callers are told apart by their raw
+/// `Authorization` header alone.
+fn fallback_scope(headers: &http::HeaderMap) -> IdempotencyScope {
+    match headers.get(header::AUTHORIZATION) {
+        Some(value) => IdempotencyScope::default().with_part("authorization", value.as_bytes()),
+        None => IdempotencyScope::default(),
+    }
+}
+
+fn store_failure(settings: &Settings, operation: Option<StoreOperation>) -> Response {
+    match operation {
+        Some(StoreOperation::TryLock | StoreOperation::RenewLock) => {
+            settings.metrics.conflict();
+            IdempotencyRejection::LockUnavailable.into_response()
+        }
+        _ => IdempotencyRejection::StoreUnavailable.into_response(),
+    }
+}
+
+async fn read_body(
+    body: Body,
+    headers: &http::HeaderMap,
+    limit: usize,
+) -> Result<Bytes, IdempotencyRejection> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(IdempotencyRejection::BodyTooLarge { limit });
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+            Err(IdempotencyRejection::BodyTooLarge { limit })
+        }
+        Err(error) => Err(IdempotencyRejection::UnreadableBody(error.to_string())),
+    }
+}
+
+async fn replay<S>(
+    settings: &Settings,
+    inner: S,
+    mut request: Request,
+    record: IdempotencyRecord,
+    key: &str,
+) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    match settings.mode {
+        ReplayMode::Direct => {
+            settings.metrics.hit();
+            tracing::debug!(idempotency.key = %key, idempotency.replayed = true, "replaying recorded response");
+            replay_response(&record)
+        }
+        _ if record.replays_through_inner() => {
+            request
+                .extensions_mut()
+                .insert(PendingReplay(Arc::new(record)));
+            let response = call(inner, request).await;
+            if response.extensions().get::<Replayed>().is_some() {
+                settings.metrics.hit();
+                tracing::debug!(idempotency.key = %key, idempotency.replayed = true, "replayed through the route's replay layer");
+            } else {
+                tracing::error!(idempotency.key = %key, "a replay forwarded into the route reached no IdempotencyReplayLayer; the route changed since the key was recorded");
+            }
+            response
+        }
+        _ => {
+            settings.metrics.conflict();
+            tracing::debug!(idempotency.key = %key, idempotency.replayed = false, "replay refused: the route's middleware is opaque");
+            IdempotencyRejection::ReplayUnavailable.into_response()
+        }
+    }
+}
+
+/// The recorded response, marked as a replay.
+pub(crate) fn replay_response(record: &IdempotencyRecord) -> Response {
+    let mut response = record.to_response();
+    response
+        .headers_mut()
+        .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    response.extensions_mut().insert(Replayed);
+    response
+}
+
+/// Work between taking the lock and starting the handler that ate more than a
+/// tenth of the lock's TTL: renew, so the handler starts with a full lock.
+async fn renew_if_aged(
+    settings: &Settings,
+    context: &IdempotencyContext,
+    locked_at: u64,
+) -> Result<(), IdempotencyRejection> {
+    let elapsed = settings.clock.now_millis().saturating_sub(locked_at);
+    if Duration::from_millis(elapsed) <= settings.in_flight_ttl / 10 {
+        return Ok(());
+    }
+    let renewed = context
+        .store
+        .renew_lock(&context.storage_key, &context.owner, settings.in_flight_ttl)
+        .await;
+    match renewed {
+        Ok(true) => Ok(()),
+        Ok(false) | Err(_) => {
+            settings.metrics.conflict();
+            release(context).await;
+            Err(IdempotencyRejection::LockUnavailable)
+        }
+    }
+}
+
+async fn release(context: &IdempotencyContext) {
+    if let Err(error) = context
+        .store
+        .unlock(&context.storage_key, &context.owner)
+        .await
+    {
+        tracing::warn!(idempotency.key = %context.key, %error, "could not release the idempotency lock; it lapses after its TTL");
+    }
+}
+
+/// Runs the handler on its own task, so a client that hangs up does not
+/// cancel it half-way: the response is still recorded, and the retry gets
+/// the replay instead of a 409 for the rest of the lock's TTL.
+async fn run_first<S>(
+    settings: Arc<Settings>,
+    inner: S,
+    mut request: Request,
+    context: IdempotencyContext,
+) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    request.extensions_mut().insert(context.clone());
+    let task = tokio::spawn(async move {
+        let outcome = AssertUnwindSafe(call(inner, request)).catch_unwind().await;
+        let response = match outcome {
+            Ok(response) => response,
+            Err(_panic) => {
+                tracing::error!(idempotency.key = %context.key, "handler panicked; releasing the idempotency key");
+                release(&context).await;
+                return internal_error();
+            }
+        };
+        let status = response.status();
+        if !(status.is_success() || status.is_redirection()) {
+            release(&context).await;
+            return response;
+        }
+        record_and_respond(&settings, &context, response).await
+    });
+    task.await.unwrap_or_else(|error| {
+        tracing::error!(%error, "idempotent request task ended without a response");
+        internal_error()
+    })
+}
+
+async fn record_and_respond(
+    settings: &Settings,
+    context: &IdempotencyContext,
+    response: Response,
+) -> Response {
+    let (parts, body) = response.into_parts();
+    let body = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            // The handler ran but its response is lost: keep the lock, so a
+            // retry gets 409 until it lapses rather than a second run now.
+            tracing::error!(idempotency.key = %context.key, %error, "response body failed; keeping the idempotency lock");
+            return internal_error();
+        }
+    };
+    let through_inner = (settings.mode == ReplayMode::ThroughInner
+        || parts
+            .extensions
+            .get::<OptedIntoReplayThroughInner>()
+            .is_some())
+        && parts.extensions.get::<PassedReplayLayer>().is_some();
+    let record = IdempotencyRecord::new(
+        parts.status,
+        parts.headers.iter().map(|(n, v)| (n.clone(), v.clone())),
+        body.clone(),
+    )
+    .with_replay_through_inner(through_inner);
+    let finished = context
+        .store
+        .finish(
+            &context.storage_key,
+            &context.owner,
+            record,
+            context.fingerprint.to_vec(),
+            settings.ttl,
+        )
+        .await;
+    match finished {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(idempotency.key = %context.key, "idempotency lock lapsed before the response was recorded; increase in_flight_ttl_secs")
+        }
+        // The handler's work is done: answer with its response, and keep the
+        // lock so a retry gets 409 until it lapses instead of a second run.
+        Err(error) => {
+            tracing::error!(idempotency.key = %context.key, %error, "could not record the response; the key stays locked until in_flight_ttl_secs")
+        }
+    }
+    Response::from_parts(parts, Body::from(body))
+}
+
+fn internal_error() -> Response {
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal_error",
+        "the server failed while handling this request; it was not recorded, so a retry with the same Idempotency-Key runs it again",
+    )
+    .into_response()
+}

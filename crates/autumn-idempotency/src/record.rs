@@ -1,0 +1,287 @@
+//! What a store keeps: the recorded response and the entry `get` returns.
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, StatusCode};
+
+/// A recorded response: status, headers and body, replayed byte for byte.
+///
+/// Stores persist it however they like; [`IdempotencyRecord::encode`] and
+/// [`IdempotencyRecord::decode`] give a compact binary form that every
+/// built-in store uses, and that custom stores may use too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    status: StatusCode,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    body: Bytes,
+    replay_through_inner: bool,
+}
+
+/// Headers that describe one connection or one transfer, not the response:
+/// they are never recorded.
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection" | "keep-alive" | "transfer-encoding" | "upgrade" | "content-length"
+    )
+}
+
+impl IdempotencyRecord {
+    /// A record of a response with this status, headers and body.
+    ///
+    /// Per-connection headers (`connection`, `transfer-encoding`,
+    /// `content-length`, ...) are dropped: they are recomputed on replay.
+    pub fn new(
+        status: StatusCode,
+        headers: impl IntoIterator<Item = (HeaderName, HeaderValue)>,
+        body: impl Into<Bytes>,
+    ) -> Self {
+        Self {
+            status,
+            headers: headers
+                .into_iter()
+                .filter(|(name, _)| !is_hop_by_hop(name))
+                .collect(),
+            body: body.into(),
+            replay_through_inner: false,
+        }
+    }
+
+    /// The recorded status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The recorded headers, in their original order.
+    pub fn headers(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.headers
+    }
+
+    /// The recorded body.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// Whether a hit on this record is answered by an
+    /// [`IdempotencyReplayLayer`](crate::IdempotencyReplayLayer) inside the
+    /// route, after the route's own checks, rather than by the outer layer.
+    pub fn replays_through_inner(&self) -> bool {
+        self.replay_through_inner
+    }
+
+    pub(crate) fn with_replay_through_inner(mut self, yes: bool) -> Self {
+        self.replay_through_inner = yes;
+        self
+    }
+
+    /// Rebuilds the response. Cheap: the body is reference-counted.
+    pub fn to_response(&self) -> Response {
+        let mut response = Response::new(Body::from(self.body.clone()));
+        *response.status_mut() = self.status;
+        let headers = response.headers_mut();
+        for (name, value) in &self.headers {
+            headers.append(name.clone(), value.clone());
+        }
+        response
+    }
+
+    /// A compact binary form: version, status, flags, headers and body, each
+    /// length-prefixed.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(
+            16 + self.body.len()
+                + self
+                    .headers
+                    .iter()
+                    .map(|(n, v)| 8 + n.as_str().len() + v.len())
+                    .sum::<usize>(),
+        );
+        out.push(CODEC_VERSION);
+        out.extend_from_slice(&self.status.as_u16().to_be_bytes());
+        out.push(u8::from(self.replay_through_inner));
+        put_len(&mut out, self.headers.len());
+        for (name, value) in &self.headers {
+            put_bytes(&mut out, name.as_str().as_bytes());
+            put_bytes(&mut out, value.as_bytes());
+        }
+        put_bytes(&mut out, &self.body);
+        out
+    }
+
+    /// Reads what [`encode`](Self::encode) wrote.
+    ///
+    /// # Errors
+    ///
+    /// [`RecordDecodeError`] when the bytes are not a record of this version.
+    pub fn decode(bytes: &[u8]) -> Result<Self, RecordDecodeError> {
+        let mut input = Reader(bytes);
+        if input.take(1)? != [CODEC_VERSION] {
+            return Err(RecordDecodeError("unknown record version"));
+        }
+        let status = u16::from_be_bytes(input.array()?);
+        let status =
+            StatusCode::from_u16(status).map_err(|_| RecordDecodeError("invalid status code"))?;
+        let replay_through_inner = input.take(1)? != [0];
+        let count = input.len()?;
+        let mut headers = Vec::with_capacity(count.min(64));
+        for _ in 0..count {
+            let name = HeaderName::from_bytes(input.bytes()?)
+                .map_err(|_| RecordDecodeError("invalid header name"))?;
+            let value = HeaderValue::from_bytes(input.bytes()?)
+                .map_err(|_| RecordDecodeError("invalid header value"))?;
+            headers.push((name, value));
+        }
+        let body = Bytes::copy_from_slice(input.bytes()?);
+        if !input.0.is_empty() {
+            return Err(RecordDecodeError("trailing bytes"));
+        }
+        Ok(Self {
+            status,
+            headers,
+            body,
+            replay_through_inner,
+        })
+    }
+}
+
+const CODEC_VERSION: u8 = 1;
+
+fn put_len(out: &mut Vec<u8>, len: usize) {
+    out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_len(out, bytes.len());
+    out.extend_from_slice(bytes);
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], RecordDecodeError> {
+        if self.0.len() < n {
+            return Err(RecordDecodeError("truncated record"));
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], RecordDecodeError> {
+        let mut out = [0; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn len(&mut self) -> Result<usize, RecordDecodeError> {
+        Ok(u32::from_be_bytes(self.array()?) as usize)
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], RecordDecodeError> {
+        let len = self.len()?;
+        self.take(len)
+    }
+}
+
+/// Stored bytes that are not a record [`IdempotencyRecord::decode`] can read.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot decode idempotency record: {0}")]
+pub struct RecordDecodeError(&'static str);
+
+/// What a store holds under a storage key: a lock, a record, or both.
+///
+/// A record whose lock is still held is not final (the session may still be
+/// rewriting it), so it is answered with 409 rather than replayed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyEntry {
+    record: Option<(IdempotencyRecord, Vec<u8>)>,
+    locked: bool,
+}
+
+impl IdempotencyEntry {
+    /// A request holds the lock and nothing is recorded yet.
+    pub fn in_flight() -> Self {
+        Self {
+            record: None,
+            locked: true,
+        }
+    }
+
+    /// A recorded response with the fingerprint (`body_hash`) of the request
+    /// that produced it.
+    pub fn completed(record: IdempotencyRecord, body_hash: Vec<u8>) -> Self {
+        Self {
+            record: Some((record, body_hash)),
+            locked: false,
+        }
+    }
+
+    /// The same entry, marked as still locked (or not).
+    #[must_use]
+    pub fn locked(mut self, locked: bool) -> Self {
+        self.locked = locked;
+        self
+    }
+
+    /// Whether a request still holds the lock.
+    pub fn is_locked(&self) -> bool {
+        self.locked
+    }
+
+    /// The recorded response, if any.
+    pub fn record(&self) -> Option<&IdempotencyRecord> {
+        self.record.as_ref().map(|(record, _)| record)
+    }
+
+    /// The fingerprint of the request that produced the record, if any.
+    pub fn body_hash(&self) -> Option<&[u8]> {
+        self.record.as_ref().map(|(_, hash)| hash.as_slice())
+    }
+
+    pub(crate) fn into_record(self) -> Option<(IdempotencyRecord, Vec<u8>)> {
+        self.record
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_decode_round_trips_and_drops_per_connection_headers() {
+        let record = IdempotencyRecord::new(
+            StatusCode::CREATED,
+            [
+                (
+                    http::header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                ),
+                (http::header::CONTENT_LENGTH, HeaderValue::from_static("2")),
+                (http::header::SET_COOKIE, HeaderValue::from_static("a=1")),
+                (http::header::SET_COOKIE, HeaderValue::from_static("b=2")),
+            ],
+            Bytes::from_static(b"{}"),
+        )
+        .with_replay_through_inner(true);
+        assert_eq!(record.headers().len(), 3);
+        let decoded = IdempotencyRecord::decode(&record.encode()).expect("decodes");
+        assert_eq!(decoded, record);
+        assert!(decoded.replays_through_inner());
+    }
+
+    #[test]
+    fn decode_rejects_garbage_without_panicking() {
+        for bytes in [
+            &b""[..],
+            b"\x02",
+            b"\x01\x00",
+            b"\x01\x00\xc8\x00\xff\xff\xff\xff",
+        ] {
+            assert!(IdempotencyRecord::decode(bytes).is_err());
+        }
+        let mut ok = IdempotencyRecord::new(StatusCode::OK, [], "x").encode();
+        ok.push(0);
+        assert!(IdempotencyRecord::decode(&ok).is_err(), "trailing byte");
+    }
+}

@@ -1,0 +1,329 @@
+//! The in-process store: zero configuration, one process only.
+
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::{Claim, IdempotencyFuture, IdempotencyStore};
+use crate::clock::{SharedClock, SystemClock, deadline};
+use crate::record::{IdempotencyEntry, IdempotencyRecord};
+
+const SHARDS: usize = 16;
+/// How often, at most, a shard drops its expired entries (on its next write).
+const SWEEP_EVERY_MILLIS: u64 = 1_000;
+
+/// An [`IdempotencyStore`] in this process's memory.
+///
+/// Good for development, tests and single-instance apps: it does not share
+/// state across replicas, so a retry routed to another instance runs the
+/// handler again. Expired entries are dropped by the store itself as it is
+/// written to, so memory stays flat under a stream of unique keys.
+///
+/// ```
+/// use std::{sync::Arc, time::Duration};
+/// use autumn_idempotency::{IdempotencyStore, MemoryIdempotencyStore};
+///
+/// let store: Arc<dyn IdempotencyStore> =
+///     Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(3600)));
+/// ```
+pub struct MemoryIdempotencyStore {
+    shards: Box<[Mutex<Shard>]>,
+    max_ttl: Duration,
+    clock: SharedClock,
+}
+
+#[derive(Default)]
+struct Shard {
+    slots: HashMap<Box<str>, Slot>,
+    next_sweep: u64,
+}
+
+#[derive(Default)]
+struct Slot {
+    lock: Option<Lock>,
+    record: Option<Stored>,
+}
+
+struct Lock {
+    owner: Box<str>,
+    expires: u64,
+}
+
+struct Stored {
+    record: IdempotencyRecord,
+    body_hash: Box<[u8]>,
+    /// A hash of the owner that wrote it: enough to tell "the same request
+    /// rewriting its record" from "another request", at 8 bytes a record.
+    owner_tag: u64,
+    expires: u64,
+}
+
+impl Slot {
+    fn live_lock(&self, now: u64) -> Option<&Lock> {
+        self.lock.as_ref().filter(|lock| lock.expires > now)
+    }
+
+    fn live_record(&self, now: u64) -> Option<&Stored> {
+        self.record.as_ref().filter(|stored| stored.expires > now)
+    }
+
+    fn is_dead(&self, now: u64) -> bool {
+        self.live_lock(now).is_none() && self.live_record(now).is_none()
+    }
+}
+
+fn owner_tag(owner: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    owner.hash(&mut hasher);
+    hasher.finish()
+}
+
+impl MemoryIdempotencyStore {
+    /// A store that keeps each record for at most `ttl` (a shorter TTL given
+    /// to [`set`](IdempotencyStore::set) wins).
+    pub fn new(ttl: Duration) -> Self {
+        Self::with_clock(ttl, Arc::new(SystemClock))
+    }
+
+    /// The same store reading time from `clock`: tests pass a
+    /// [`ManualClock`](crate::clock::ManualClock) to expire entries without
+    /// sleeping.
+    pub fn with_clock(ttl: Duration, clock: SharedClock) -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            max_ttl: ttl,
+            clock,
+        }
+    }
+
+    /// Entries held right now, counting expired ones not yet swept.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| lock(shard).slots.len())
+            .sum()
+    }
+
+    /// Whether the store holds no entries at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
+        let mut hasher = DefaultHasher::new();
+        key.hash(&mut hasher);
+        lock(&self.shards[hasher.finish() as usize % SHARDS])
+    }
+
+    /// Runs `write` on the shard holding `key`, first sweeping the shard when
+    /// a sweep is due.
+    fn write<T>(&self, key: &str, write: impl FnOnce(&mut Shard, u64) -> T) -> T {
+        let now = self.clock.now_millis();
+        let mut shard = self.shard(key);
+        if now >= shard.next_sweep {
+            shard.slots.retain(|_, slot| !slot.is_dead(now));
+            shard.next_sweep = now + SWEEP_EVERY_MILLIS;
+        }
+        write(&mut shard, now)
+    }
+
+    fn get_now(&self, key: &str) -> Option<IdempotencyEntry> {
+        let now = self.clock.now_millis();
+        let shard = self.shard(key);
+        let slot = shard.slots.get(key)?;
+        let locked = slot.live_lock(now).is_some();
+        match slot.live_record(now) {
+            Some(stored) => Some(
+                IdempotencyEntry::completed(stored.record.clone(), stored.body_hash.to_vec())
+                    .locked(locked),
+            ),
+            None if locked => Some(IdempotencyEntry::in_flight()),
+            None => None,
+        }
+    }
+
+    fn set_now(
+        &self,
+        key: &str,
+        owner: &str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+        and_unlock: bool,
+    ) -> bool {
+        let tag = owner_tag(owner);
+        let ttl = ttl.min(self.max_ttl);
+        self.write(key, |shard, now| {
+            let slot = shard.slots.entry(key.into()).or_default();
+            let locked_by_other = slot.live_lock(now).is_some_and(|l| &*l.owner != owner);
+            let recorded_by_other = slot.live_record(now).is_some_and(|s| s.owner_tag != tag);
+            if locked_by_other || recorded_by_other {
+                return false;
+            }
+            slot.record = Some(Stored {
+                record,
+                body_hash: body_hash.into_boxed_slice(),
+                owner_tag: tag,
+                expires: deadline(now, ttl),
+            });
+            if and_unlock {
+                slot.lock = None;
+            }
+            true
+        })
+    }
+
+    fn claim_now(&self, key: &str, owner: &str, ttl: Duration) -> Claim {
+        self.write(key, |shard, now| {
+            let slot = shard.slots.entry(key.into()).or_default();
+            if slot.live_lock(now).is_some() {
+                return Claim::InFlight;
+            }
+            if let Some(stored) = slot.live_record(now) {
+                return Claim::Completed {
+                    record: stored.record.clone(),
+                    body_hash: stored.body_hash.to_vec(),
+                };
+            }
+            slot.lock = Some(Lock {
+                owner: owner.into(),
+                expires: deadline(now, ttl),
+            });
+            Claim::Acquired
+        })
+    }
+
+    fn try_lock_now(&self, key: &str, owner: &str, ttl: Duration) -> bool {
+        self.write(key, |shard, now| {
+            let slot = shard.slots.entry(key.into()).or_default();
+            if slot.live_lock(now).is_some() || slot.live_record(now).is_some() {
+                return false;
+            }
+            slot.lock = Some(Lock {
+                owner: owner.into(),
+                expires: deadline(now, ttl),
+            });
+            true
+        })
+    }
+
+    fn unlock_now(&self, key: &str, owner: &str) {
+        let now = self.clock.now_millis();
+        let mut shard = self.shard(key);
+        let Some(slot) = shard.slots.get_mut(key) else {
+            return;
+        };
+        if slot.lock.as_ref().is_some_and(|l| &*l.owner == owner) {
+            slot.lock = None;
+        }
+        if slot.is_dead(now) {
+            shard.slots.remove(key);
+        }
+    }
+
+    fn renew_now(&self, key: &str, owner: &str, ttl: Duration) -> bool {
+        let now = self.clock.now_millis();
+        let mut shard = self.shard(key);
+        let lock = shard
+            .slots
+            .get_mut(key)
+            .and_then(|slot| slot.lock.as_mut())
+            .filter(|lock| lock.expires > now && &*lock.owner == owner);
+        match lock {
+            Some(lock) => {
+                lock.expires = deadline(now, ttl);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A poisoned shard only means a panic elsewhere while it was held; every
+/// write leaves the map consistent, so keep going.
+fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    shard
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl std::fmt::Debug for MemoryIdempotencyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryIdempotencyStore")
+            .field("max_ttl", &self.max_ttl)
+            .field("entries", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl IdempotencyStore for MemoryIdempotencyStore {
+    fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
+        Box::pin(std::future::ready(Ok(self.get_now(key))))
+    }
+
+    fn set<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(
+            self.set_now(key, owner, record, body_hash, ttl, false)
+        )))
+    }
+
+    fn try_lock<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(self.try_lock_now(key, owner, ttl))))
+    }
+
+    fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()> {
+        self.unlock_now(key, owner);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn renew_lock<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(self.renew_now(key, owner, ttl))))
+    }
+
+    /// Looks up and locks under one shard lock, so a request that finishes
+    /// between the two steps is seen as finished, not as in flight.
+    fn claim<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        in_flight_ttl: Duration,
+    ) -> IdempotencyFuture<'a, Claim> {
+        Box::pin(std::future::ready(Ok(self.claim_now(
+            key,
+            owner,
+            in_flight_ttl,
+        ))))
+    }
+
+    /// Records and unlocks under one shard lock.
+    fn finish<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        let stored = self.set_now(key, owner, record, body_hash, ttl, true);
+        Box::pin(std::future::ready(Ok(stored)))
+    }
+}

@@ -1,0 +1,211 @@
+//! The storage contract every backend implements, and the in-memory store.
+//!
+//! A store keeps, per storage key, at most one lock (held by an owner until it
+//! expires or is released) and at most one record. The five required methods
+//! are the whole contract; [`IdempotencyStore::claim`] and
+//! [`IdempotencyStore::finish`] are provided on top of them so that a backend
+//! which can do better (one round trip instead of two) overrides them.
+
+mod memory;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+pub use memory::MemoryIdempotencyStore;
+
+use crate::record::{IdempotencyEntry, IdempotencyRecord};
+
+/// The boxed future every store method returns.
+pub type IdempotencyFuture<'a, T> =
+    Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// A backend that keeps idempotency locks and records.
+///
+/// Implementations must be safe to call concurrently from many requests (and,
+/// for shared backends, from many processes), must not block the runtime
+/// thread, and should return backend failures as [`StoreError`]s: the
+/// middleware fails closed on them (503 for `get`/`set`, 409 for
+/// `try_lock`/`renew_lock`), so a broken store never runs a handler twice.
+pub trait IdempotencyStore: Send + Sync + 'static {
+    /// The lock and record under `key`, if either is live.
+    fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>>;
+
+    /// Records `record` (with the request fingerprint `body_hash`) under `key`
+    /// for `ttl`. Writes nothing while another owner holds a live lock on
+    /// `key`, or has stored an unexpired response for it. `true` = stored.
+    fn set<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool>;
+
+    /// Takes the lock on `key` for `owner` for `ttl`, unless a live lock or a
+    /// live record exists. `true` = lock acquired by `owner`.
+    fn try_lock<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool>;
+
+    /// Releases the lock on `key`, only when `owner` holds it.
+    fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()>;
+
+    /// Runs `owner`'s lock for `ttl` from now, only while `owner` holds it.
+    /// `true` = renewed. Optional: the default renews nothing, so a request
+    /// that needs a renewal gets 409 rather than running on a lapsed lock.
+    fn renew_lock<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        let _ = (key, owner, ttl);
+        Box::pin(async { Ok(false) })
+    }
+
+    /// Looks `key` up and, when nothing is there, locks it for `owner`: the
+    /// first step of every request that carries a key.
+    ///
+    /// The default calls [`get`](Self::get) then [`try_lock`](Self::try_lock)
+    /// (two round trips); shared backends override it with one.
+    fn claim<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        in_flight_ttl: Duration,
+    ) -> IdempotencyFuture<'a, Claim> {
+        Box::pin(async move {
+            let entry = self
+                .get(key)
+                .await
+                .map_err(|e| e.during(StoreOperation::Get))?;
+            if let Some(entry) = entry {
+                return Ok(Claim::from_entry(entry));
+            }
+            let locked = self
+                .try_lock(key, owner, in_flight_ttl)
+                .await
+                .map_err(|e| e.during(StoreOperation::TryLock))?;
+            Ok(if locked {
+                Claim::Acquired
+            } else {
+                // Someone took it between our two calls: they are in flight.
+                Claim::InFlight
+            })
+        })
+    }
+
+    /// Records the response and releases `owner`'s lock: the last step of a
+    /// first-time request. `true` = recorded.
+    ///
+    /// The default calls [`set`](Self::set) then [`unlock`](Self::unlock);
+    /// shared backends override it with one round trip. When the record could
+    /// not be written the lock is kept, so a retry gets 409 until the lock's
+    /// TTL runs out rather than a second run of the handler right away.
+    fn finish<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        Box::pin(async move {
+            let stored = self
+                .set(key, owner, record, body_hash, ttl)
+                .await
+                .map_err(|e| e.during(StoreOperation::Set))?;
+            if stored {
+                self.unlock(key, owner)
+                    .await
+                    .map_err(|e| e.during(StoreOperation::Unlock))?;
+            }
+            Ok(stored)
+        })
+    }
+}
+
+/// What [`IdempotencyStore::claim`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Claim {
+    /// Nothing was there; the caller now holds the lock.
+    Acquired,
+    /// Another request holds the lock.
+    InFlight,
+    /// A final record, with the fingerprint of the request that made it.
+    Completed {
+        /// The recorded response.
+        record: IdempotencyRecord,
+        /// The fingerprint of the request that produced it.
+        body_hash: Vec<u8>,
+    },
+}
+
+impl Claim {
+    /// The claim a looked-up entry amounts to (a locked entry is in flight).
+    pub fn from_entry(entry: IdempotencyEntry) -> Self {
+        if entry.is_locked() {
+            return Self::InFlight;
+        }
+        match entry.into_record() {
+            Some((record, body_hash)) => Self::Completed { record, body_hash },
+            None => Self::InFlight,
+        }
+    }
+}
+
+/// The store operation a [`StoreError`] happened in; it decides the status
+/// the client gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreOperation {
+    /// `get`, or a `claim` that failed looking up.
+    Get,
+    /// `set`, or a `finish` that failed recording.
+    Set,
+    /// `try_lock`.
+    TryLock,
+    /// `unlock`.
+    Unlock,
+    /// `renew_lock`.
+    RenewLock,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A backend failure: the store could not answer.
+#[derive(Debug, thiserror::Error)]
+#[error("idempotency store failed{}: {source}", operation.map(|op| format!(" during {op:?}")).unwrap_or_default())]
+pub struct StoreError {
+    operation: Option<StoreOperation>,
+    #[source]
+    source: BoxError,
+}
+
+impl StoreError {
+    /// Wraps a backend's error.
+    pub fn new(source: impl Into<BoxError>) -> Self {
+        Self {
+            operation: None,
+            source: source.into(),
+        }
+    }
+
+    /// Tags the error with the operation it happened in, unless already tagged.
+    #[must_use]
+    pub fn during(mut self, operation: StoreOperation) -> Self {
+        self.operation.get_or_insert(operation);
+        self
+    }
+
+    /// The operation the error happened in, when known.
+    pub fn operation(&self) -> Option<StoreOperation> {
+        self.operation
+    }
+}

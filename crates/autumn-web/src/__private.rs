@@ -1,0 +1,52 @@
+//! What the macros expand to. Not public API: names here may change in any
+//! release.
+
+use std::future::Future;
+
+pub use axum;
+pub use http;
+
+use crate::{AutumnConfig, Route};
+
+/// Implemented by the unit struct a route macro generates next to its
+/// handler function.
+pub trait RouteDef {
+    /// The route the macro describes.
+    fn route() -> Route;
+}
+
+/// `routes![a]` calls this for each listed handler.
+pub fn route_of<T: RouteDef>() -> Route {
+    T::route()
+}
+
+/// A route as the macros make it: known to the framework, so a retry is
+/// replayed unless `idempotent = false`.
+pub fn macro_route(
+    method: http::Method,
+    path: &'static str,
+    name: &'static str,
+    handler: axum::routing::MethodRouter,
+    idempotent: bool,
+) -> Route {
+    Route::from_macro(method, path, name, handler, idempotent)
+}
+
+/// The body of `#[autumn_web::main]`: logging from `[log]` (or `RUST_LOG`),
+/// then a multi-threaded tokio runtime running `main`.
+pub fn run_main<F: Future>(main: F) -> F::Output {
+    // A configuration error is reported by `run()` with the key to fix; here
+    // it only means logging starts at the default level.
+    let level = AutumnConfig::load().map_or_else(|_| "info".to_owned(), |c| c.log.level);
+    autumn_core::telemetry::init_tracing(&level);
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(main),
+        Err(error) => {
+            eprintln!("autumn: cannot start the tokio runtime: {error}");
+            std::process::exit(1);
+        }
+    }
+}
