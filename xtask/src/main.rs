@@ -1,1 +1,210 @@
-fn main() {}
+//! Autumn's own automation, run as `cargo xtask <command>`.
+//!
+//! - `ci`: the checks CI runs (formatting, clippy, tests, docs, feature
+//!   builds), after making sure the services the tests need are up.
+//! - `bench`: the idempotency benchmark.
+//! - `services`: only the service check.
+//!
+//! Std only, so that it builds in seconds before anything else.
+
+mod services;
+
+use std::env;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  ci        check services, then fmt, clippy, test, doc and feature builds;
+            stops at the first failure
+  bench     cargo bench -p autumn-web --bench idempotency
+  services  make sure Redis and PostgreSQL answer on loopback (start them if
+            they are installed)
+  help      this text";
+
+/// Features of `autumn-web` that are each built alone by `cargo xtask ci`
+/// (on top of `--no-default-features`). Adding a backend is one line here:
+/// `"redis"`, `"postgres"`, `"sqlite"`.
+const FEATURES: &[&str] = &[];
+
+fn main() -> ExitCode {
+    let mut args = env::args().skip(1);
+    let command = args.next();
+    let root = repo_root();
+    let result = match command.as_deref() {
+        Some("ci") => ci(&root),
+        Some("bench") => bench(&root),
+        Some("services") => services::ensure(),
+        Some("help" | "-h" | "--help") => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => {
+            eprintln!("xtask: unknown command `{other}`\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+        None => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("\nxtask: FAILED: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root: the parent of this crate's directory.
+fn repo_root() -> PathBuf {
+    let manifest_dir = env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest_dir
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or(manifest_dir)
+}
+
+/// One `cargo` invocation of the CI pipeline.
+struct Step {
+    name: String,
+    args: Vec<String>,
+    env: Vec<(&'static str, &'static str)>,
+}
+
+impl Step {
+    fn new(name: impl Into<String>, args: &[&str]) -> Self {
+        Self {
+            name: name.into(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            env: Vec::new(),
+        }
+    }
+
+    fn env(mut self, key: &'static str, value: &'static str) -> Self {
+        self.env.push((key, value));
+        self
+    }
+}
+
+fn ci_steps() -> Vec<Step> {
+    let mut steps = vec![
+        Step::new("fmt", &["fmt", "--all", "--check"]),
+        Step::new(
+            "clippy",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--all-features",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ),
+        // No RUSTFLAGS here: changing them between steps rebuilds everything.
+        // Warnings are made fatal by clippy's `-D warnings` above, which sees
+        // the `[workspace.lints]` rustc lints too.
+        Step::new("test", &["test", "--workspace", "--all-features"]),
+        Step::new(
+            "doc",
+            &["doc", "--workspace", "--no-deps", "--all-features"],
+        )
+        .env("RUSTDOCFLAGS", "-D warnings"),
+        Step::new(
+            "check (no default features)",
+            &["check", "-p", "autumn-web", "--no-default-features"],
+        ),
+    ];
+    for feature in FEATURES {
+        steps.push(Step::new(
+            format!("check (feature {feature})"),
+            &[
+                "check",
+                "-p",
+                "autumn-web",
+                "--no-default-features",
+                "--features",
+                feature,
+            ],
+        ));
+    }
+    steps
+}
+
+fn ci(root: &Path) -> Result<(), String> {
+    let started = Instant::now();
+    services::ensure()?;
+    let steps = ci_steps();
+    let total = steps.len();
+    for (index, step) in steps.iter().enumerate() {
+        println!(
+            "\n==> [{}/{total}] {}: cargo {}",
+            index + 1,
+            step.name,
+            step.args.join(" ")
+        );
+        let step_started = Instant::now();
+        let outcome = cargo(root, &step.args, &step.env);
+        let secs = step_started.elapsed().as_secs_f64();
+        match outcome {
+            Ok(()) => println!("==> {} ok in {secs:.1}s", step.name),
+            Err(why) => {
+                return Err(format!(
+                    "step `{}` failed after {secs:.1}s: {why}",
+                    step.name
+                ));
+            }
+        }
+    }
+    println!(
+        "\n==> ci passed: {total} steps in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn bench(root: &Path) -> Result<(), String> {
+    let args = ["bench", "-p", "autumn-web", "--bench", "idempotency"].map(str::to_owned);
+    let started = Instant::now();
+    cargo(root, &args, &[])?;
+    println!("==> bench done in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Runs the `cargo` that runs us (falling back to the one on `PATH`) in the
+/// repository root, with inherited stdio.
+fn cargo(root: &Path, args: &[String], envs: &[(&str, &str)]) -> Result<(), String> {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(&cargo);
+    command.args(args).current_dir(root);
+    for (key, value) in envs {
+        command.env(key, value);
+    }
+    let status = command.status().map_err(|e| {
+        format!(
+            "could not run `{} {}`: {e}",
+            Path::new(&cargo).display(),
+            args.join(" ")
+        )
+    })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` exited with {status}", args.join(" ")))
+    }
+}
+
+/// Whether `program` can be found on `PATH`.
+fn on_path(program: impl AsRef<OsStr>) -> bool {
+    let program = program.as_ref();
+    env::var_os("PATH")
+        .is_some_and(|paths| env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}

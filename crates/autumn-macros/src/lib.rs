@@ -1,1 +1,119 @@
-//! placeholder
+//! Procedural macros for [Autumn](https://docs.rs/autumn-web).
+//!
+//! Do not depend on this crate directly: use the re-exports in
+//! `autumn_web::prelude` (`get`, `post`, `put`, `patch`, `delete`, `routes`)
+//! and `#[autumn_web::main]`. The generated code refers to
+//! `::autumn_web::__private`, so it only compiles with `autumn_web` as a
+//! dependency.
+//!
+//! The examples below are `ignore`d because this crate cannot run doctests
+//! against its own macros; they are compiled and tested in `autumn_web`'s
+//! `tests/ui` suite.
+//!
+//! ```ignore
+//! use autumn_web::prelude::*;
+//!
+//! #[get("/orders")]
+//! async fn list_orders() -> Json<Vec<Order>> {
+//!     Json(Vec::new())
+//! }
+//!
+//! #[post("/orders", idempotent = false)]
+//! async fn place_order(Json(order): Json<NewOrder>) -> impl IntoResponse {
+//!     // ...
+//! }
+//!
+//! #[autumn_web::main]
+//! async fn main() {
+//!     autumn_web::app()
+//!         .routes(routes![list_orders, place_order])
+//!         .run()
+//!         .await;
+//! }
+//! ```
+
+mod exports;
+mod main_fn;
+mod route;
+mod routes;
+
+use proc_macro::TokenStream;
+use route::Method;
+
+/// Registers an `async fn` as the handler for `GET <path>`.
+///
+/// `#[get("/orders")]`, optionally `#[get("/orders", idempotent = false)]`.
+/// The function is kept as written; a hidden marker type of the same name
+/// is added so the handler can be listed in `routes![...]`.
+#[proc_macro_attribute]
+pub fn get(attr: TokenStream, item: TokenStream) -> TokenStream {
+    route::expand(Method::Get, attr.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Registers an `async fn` as the handler for `POST <path>`.
+///
+/// `#[post("/orders")]`, optionally `#[post("/orders", idempotent = false)]`
+/// to opt the route out of at-most-once handling.
+#[proc_macro_attribute]
+pub fn post(attr: TokenStream, item: TokenStream) -> TokenStream {
+    route::expand(Method::Post, attr.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Registers an `async fn` as the handler for `PUT <path>`.
+///
+/// `#[put("/orders/{id}")]`, optionally with `idempotent = false`.
+#[proc_macro_attribute]
+pub fn put(attr: TokenStream, item: TokenStream) -> TokenStream {
+    route::expand(Method::Put, attr.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Registers an `async fn` as the handler for `PATCH <path>`.
+///
+/// `#[patch("/orders/{id}")]`, optionally with `idempotent = false`.
+#[proc_macro_attribute]
+pub fn patch(attr: TokenStream, item: TokenStream) -> TokenStream {
+    route::expand(Method::Patch, attr.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Registers an `async fn` as the handler for `DELETE <path>`.
+///
+/// `#[delete("/orders/{id}")]`, optionally with `idempotent = false`.
+#[proc_macro_attribute]
+pub fn delete(attr: TokenStream, item: TokenStream) -> TokenStream {
+    route::expand(Method::Delete, attr.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Collects route handlers into a `Vec<autumn_web::Route>`.
+///
+/// Takes a comma-separated list of paths to functions annotated with a
+/// route attribute: `routes![list_orders, place_order, auth::signup]`.
+/// A trailing comma and an empty list are accepted.
+#[proc_macro]
+pub fn routes(input: TokenStream) -> TokenStream {
+    routes::expand(input.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Runs an `async fn main()` on Autumn's runtime.
+///
+/// The function may return `()` or any type, such as
+/// `Result<(), Box<dyn std::error::Error>>`; it takes no arguments and the
+/// attribute takes none either.
+#[proc_macro_attribute]
+pub fn main(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let item = proc_macro2::TokenStream::from(item);
+    main_fn::expand(attr.into(), item.clone())
+        .unwrap_or_else(|error| main_fn::recover(&error, item))
+        .into()
+}

@@ -8,8 +8,12 @@ pub use http;
 
 use crate::{AutumnConfig, Route};
 
-/// Implemented by the unit struct a route macro generates next to its
-/// handler function.
+/// Implemented by the marker struct a route macro generates next to its
+/// handler function (same name, type namespace).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a route",
+    note = "annotate an async fn with #[get(\"/path\")], #[post(..)], #[put(..)], #[patch(..)] or #[delete(..)] to list it in routes![]"
+)]
 pub trait RouteDef {
     /// The route the macro describes.
     fn route() -> Route;

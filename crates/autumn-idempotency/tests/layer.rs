@@ -1,0 +1,489 @@
+//! The Idempotency-Key layer on a raw axum router, over the memory store.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use autumn_idempotency::clock::ManualClock;
+use autumn_idempotency::{IdempotencyStore, MemoryIdempotencyStore};
+use http::StatusCode;
+use support::app::{Call, Fixture, LOCK_TTL, RECORD_TTL};
+use support::faulty::{Faults, FaultyStore};
+
+#[tokio::test]
+async fn a_retry_replays_the_first_response_byte_for_byte() {
+    let f = Fixture::new();
+    let first = f.post("/orders").key("k1").body("hello").send().await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert!(!first.replayed());
+    assert_eq!(f.runs(), 1);
+
+    let retry = f.post("/orders").key("k1").body("hello").send().await;
+    assert_eq!(f.runs(), 1, "the handler did not run again");
+    assert!(retry.replayed());
+    assert_eq!(retry.status, first.status);
+    assert_eq!(retry.body, first.body);
+    let mut replay_headers = retry.headers.clone();
+    replay_headers.remove("x-idempotent-replayed");
+    assert_eq!(
+        replay_headers, first.headers,
+        "same headers, Set-Cookie included"
+    );
+    assert_eq!(retry.header("set-cookie"), Some("flash=created; Path=/"));
+}
+
+#[tokio::test]
+async fn quoted_and_bare_forms_of_a_key_are_the_same_key() {
+    let f = Fixture::new();
+    f.post("/orders").key("abc").body("x").send().await;
+    let retry = f.post("/orders").key("\"abc\"").body("x").send().await;
+    assert!(retry.replayed());
+    assert_eq!(f.runs(), 1);
+}
+
+#[tokio::test]
+async fn the_same_key_with_another_body_is_422_and_runs_nothing() {
+    let f = Fixture::new();
+    f.post("/orders").key("k").body("one").send().await;
+    let other = f.post("/orders").key("k").body("two").send().await;
+    other.assert_problem(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused");
+    let other_type = f
+        .post("/orders")
+        .key("k")
+        .header("content-type", "text/plain")
+        .body("one")
+        .send()
+        .await;
+    assert_eq!(other_type.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(f.runs(), 1);
+    // The record is untouched: the original request still replays.
+    assert!(
+        f.post("/orders")
+            .key("k")
+            .body("one")
+            .send()
+            .await
+            .replayed()
+    );
+}
+
+#[tokio::test]
+async fn keys_are_per_method_and_path() {
+    let f = Fixture::new();
+    f.post("/orders").key("k").send().await;
+    let put = Call::new(f.app.clone(), "PUT", "/orders")
+        .key("k")
+        .send()
+        .await;
+    assert!(!put.replayed());
+    let other_query = f.post("/orders?x=1").key("k").send().await;
+    assert!(!other_query.replayed());
+    assert_eq!(f.runs(), 3);
+}
+
+#[tokio::test]
+async fn a_duplicate_while_the_first_runs_gets_409_with_retry_after() {
+    let f = Fixture::new();
+    let first = tokio::spawn(f.post("/gated").key("k").send());
+    f.started.notified().await;
+
+    let duplicate = f.post("/gated").key("k").send().await;
+    duplicate.assert_problem(StatusCode::CONFLICT, "idempotency_key_in_flight");
+    assert_eq!(duplicate.header("retry-after"), Some("1"));
+
+    f.gate.notify_one();
+    let first = first.await.expect("first request");
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(f.post("/gated").key("k").send().await.replayed());
+    assert_eq!(f.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_concurrent_duplicates_run_the_handler_once() {
+    let f = Fixture::new();
+    let requests: Vec<_> = (0..100)
+        .map(|_| tokio::spawn(f.post("/orders").key("burst").body("same").send()))
+        .collect();
+    let mut created = 0;
+    let mut replays = 0;
+    let mut conflicts = 0;
+    for request in requests {
+        let answer = request.await.expect("request");
+        match answer.status {
+            StatusCode::CREATED if answer.replayed() => replays += 1,
+            StatusCode::CREATED => created += 1,
+            StatusCode::CONFLICT => {
+                assert_eq!(answer.header("retry-after"), Some("1"));
+                conflicts += 1;
+            }
+            other => panic!("unexpected {other}: {}", answer.text()),
+        }
+    }
+    assert_eq!(f.runs(), 1, "exactly one run");
+    assert_eq!(created, 1, "exactly one first-time answer");
+    assert_eq!(replays + conflicts, 99);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_the_first_is_held_every_duplicate_is_a_409() {
+    let f = Fixture::new();
+    let first = tokio::spawn(f.post("/gated").key("held").send());
+    f.started.notified().await;
+    let duplicates: Vec<_> = (0..99)
+        .map(|_| tokio::spawn(f.post("/gated").key("held").send()))
+        .collect();
+    for duplicate in duplicates {
+        let answer = duplicate.await.expect("duplicate");
+        assert_eq!(answer.status, StatusCode::CONFLICT);
+        assert_eq!(answer.header("retry-after"), Some("1"));
+    }
+    f.gate.notify_one();
+    assert_eq!(first.await.expect("first").status, StatusCode::OK);
+    assert_eq!(f.runs(), 1);
+}
+
+#[tokio::test]
+async fn error_responses_are_not_recorded_and_release_the_key() {
+    let f = Fixture::new();
+    for path in ["/fail", "/invalid"] {
+        let first = f.post(path).key("k").send().await;
+        assert!(first.status.is_client_error() || first.status.is_server_error());
+        let again = f.post(path).key("k").send().await;
+        assert_eq!(again.status, first.status);
+        assert!(!again.replayed());
+    }
+    assert_eq!(f.runs(), 4, "every attempt ran");
+}
+
+#[tokio::test]
+async fn redirects_are_recorded_and_replayed() {
+    let f = Fixture::new();
+    let first = f.post("/redirect").key("k").send().await;
+    assert_eq!(first.status, StatusCode::SEE_OTHER);
+    let retry = f.post("/redirect").key("k").send().await;
+    assert!(retry.replayed());
+    assert_eq!(retry.header("location"), Some("/done/1"));
+    assert_eq!(f.runs(), 1);
+}
+
+#[tokio::test]
+async fn a_panicking_handler_answers_500_and_releases_the_key() {
+    let f = Fixture::new();
+    let first = f.post("/panic").key("k").send().await;
+    first.assert_problem(StatusCode::INTERNAL_SERVER_ERROR, "internal_error");
+    let retry = f.post("/panic").key("k").send().await;
+    assert_eq!(retry.status, StatusCode::OK);
+    assert_eq!(retry.text(), "recovered");
+    assert_eq!(f.runs(), 2);
+}
+
+#[test]
+fn a_crashed_request_keeps_the_key_locked_until_the_in_flight_ttl() {
+    let f = Fixture::new();
+    // The "crashed replica": a runtime dropped while its handler is running.
+    let crashed = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let request = f.post("/gated").key("k").send();
+    crashed.spawn(request);
+    crashed.block_on(f.started.notified());
+    drop(crashed);
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let locked = f.post("/orders").key("k").send().await;
+        assert!(!locked.replayed());
+        let retry = f.post("/gated").key("k").send().await;
+        retry.assert_problem(StatusCode::CONFLICT, "idempotency_key_in_flight");
+
+        f.clock.advance(LOCK_TTL - Duration::from_secs(1));
+        let still = f.post("/gated").key("k").send().await;
+        assert_eq!(still.status, StatusCode::CONFLICT, "lock still live");
+
+        f.clock.advance(Duration::from_secs(2));
+        let released = tokio::spawn(f.post("/gated").key("k").send());
+        f.started.notified().await;
+        f.gate.notify_one();
+        let released = released.await.expect("retry");
+        assert_eq!(released.status, StatusCode::OK);
+        assert_eq!(released.text(), "gated 3");
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_does_not_cancel_the_first_request() {
+    let f = Fixture::new();
+    let client = tokio::spawn(f.post("/gated").key("k").send());
+    f.started.notified().await;
+    client.abort(); // the client disconnects
+    assert!(client.await.expect_err("aborted").is_cancelled());
+
+    let finished = f.finished.notified();
+    f.gate.notify_one();
+    // A guard, not a wait for time to pass: without it a regression would
+    // hang here instead of failing.
+    tokio::time::timeout(Duration::from_secs(10), finished)
+        .await
+        .expect("the handler ran to completion after the client hung up");
+    // The handler ran to completion and its response was recorded: the
+    // client's retry gets it, not a 409 for the rest of the lock's TTL.
+    let retry = loop {
+        let retry = f.post("/gated").key("k").send().await;
+        if retry.status != StatusCode::CONFLICT {
+            break retry;
+        }
+        tokio::task::yield_now().await; // recording follows the handler
+    };
+    assert!(retry.replayed(), "{}", retry.text());
+    assert_eq!(retry.text(), "gated 1");
+    assert_eq!(f.runs(), 1);
+}
+
+#[tokio::test]
+async fn records_expire_with_the_clock() {
+    let f = Fixture::new();
+    f.post("/orders").key("k").send().await;
+    f.clock.advance(RECORD_TTL - Duration::from_secs(1));
+    assert!(f.post("/orders").key("k").send().await.replayed());
+    f.clock.advance(Duration::from_secs(2));
+    let after = f.post("/orders").key("k").send().await;
+    assert!(!after.replayed());
+    assert_eq!(f.runs(), 2);
+}
+
+#[tokio::test]
+async fn malformed_keys_get_400_and_run_nothing() {
+    let f = Fixture::new();
+    let long = "k".repeat(256);
+    for bad in [
+        &b""[..],
+        b"   ",
+        long.as_bytes(),
+        b"two words",
+        b"caf\xc3\xa9",
+        b"\"open",
+    ] {
+        let answer = f
+            .post("/orders")
+            .header("idempotency-key", bad)
+            .send()
+            .await;
+        answer.assert_problem(StatusCode::BAD_REQUEST, "idempotency_key_malformed");
+    }
+    let twice = f
+        .post("/orders")
+        .key("a")
+        .header("idempotency-key", "b")
+        .send()
+        .await;
+    twice.assert_problem(StatusCode::BAD_REQUEST, "idempotency_key_malformed");
+    let ok = f.post("/orders").key(&"k".repeat(255)).send().await;
+    assert_eq!(ok.status, StatusCode::CREATED);
+    assert_eq!(f.runs(), 1);
+}
+
+#[tokio::test]
+async fn bodies_over_the_limit_get_413_and_run_nothing() {
+    let f = Fixture::new(); // limit: 1024 bytes
+    let big = vec![b'x'; 1025];
+    let declared = f.post("/orders").key("k").body(big.clone()).send().await;
+    declared.assert_problem(StatusCode::PAYLOAD_TOO_LARGE, "request_body_too_large");
+    assert!(declared.text().contains("max_body_bytes"));
+
+    // Without a Content-Length the limit holds as the body streams in.
+    let stream = futures_util::stream::iter(
+        big.chunks(100)
+            .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c)))
+            .collect::<Vec<_>>(),
+    );
+    let request = http::Request::post("/orders")
+        .header("idempotency-key", "k")
+        .body(axum::body::Body::from_stream(stream))
+        .expect("request");
+    let response = tower::ServiceExt::oneshot(f.app.clone(), request)
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+
+    let fits = f
+        .post("/orders")
+        .key("k")
+        .body(vec![b'x'; 1024])
+        .send()
+        .await;
+    assert_eq!(fits.status, StatusCode::CREATED);
+    assert_eq!(f.runs(), 1);
+}
+
+#[tokio::test]
+async fn requests_without_a_key_and_safe_methods_pass_through() {
+    let f = Fixture::new();
+    for _ in 0..2 {
+        let answer = f.post("/orders").body("x").send().await;
+        assert!(!answer.replayed());
+    }
+    assert_eq!(f.runs(), 2);
+    // A GET with a key is not guarded (and a DELETE is).
+    let get = Call::new(f.app.clone(), "GET", "/orders")
+        .key("g")
+        .send()
+        .await;
+    assert_eq!(get.status, StatusCode::METHOD_NOT_ALLOWED);
+    Call::new(f.app.clone(), "DELETE", "/orders")
+        .key("d")
+        .send()
+        .await;
+    let again = Call::new(f.app.clone(), "DELETE", "/orders")
+        .key("d")
+        .send()
+        .await;
+    assert!(again.replayed());
+    assert_eq!(f.runs(), 3);
+}
+
+#[tokio::test]
+async fn bearer_clients_with_the_same_key_get_their_own_runs() {
+    let f = Fixture::new();
+    let alice = f
+        .post("/orders")
+        .key("k")
+        .header("authorization", "Bearer alice")
+        .body("b")
+        .send()
+        .await;
+    let bob = f
+        .post("/orders")
+        .key("k")
+        .header("authorization", "Bearer bob")
+        .body("b")
+        .send()
+        .await;
+    assert!(!bob.replayed(), "bob is not served alice's response");
+    assert_eq!(f.runs(), 2);
+    let alice_retry = f
+        .post("/orders")
+        .key("k")
+        .header("authorization", "Bearer alice")
+        .body("b")
+        .send()
+        .await;
+    let bob_retry = f
+        .post("/orders")
+        .key("k")
+        .header("authorization", "Bearer bob")
+        .body("b")
+        .send()
+        .await;
+    assert!(alice_retry.replayed() && bob_retry.replayed());
+    assert_eq!(alice_retry.header("x-run"), alice.header("x-run"));
+    assert_eq!(bob_retry.header("x-run"), bob.header("x-run"));
+    assert_ne!(alice.header("x-run"), bob.header("x-run"));
+}
+
+fn faulty() -> (Fixture, Arc<Faults>) {
+    let clock = ManualClock::new();
+    let faults = Arc::new(Faults::default());
+    let store = FaultyStore {
+        inner: Arc::new(MemoryIdempotencyStore::with_clock(
+            RECORD_TTL,
+            Arc::new(clock.clone()),
+        )),
+        faults: faults.clone(),
+        on_lock: Box::new(|| {}),
+    };
+    (Fixture::with_store(Arc::new(store), clock, |l| l), faults)
+}
+
+#[tokio::test]
+async fn a_failing_lookup_is_503_and_never_runs_the_handler() {
+    let (f, faults) = faulty();
+    faults.get.store(true, Ordering::SeqCst);
+    let answer = f.post("/orders").key("k").send().await;
+    answer.assert_problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "idempotency_store_unavailable",
+    );
+    assert_eq!(f.runs(), 0);
+    faults.get.store(false, Ordering::SeqCst);
+    assert_eq!(
+        f.post("/orders").key("k").send().await.status,
+        StatusCode::CREATED
+    );
+}
+
+#[tokio::test]
+async fn a_failing_lock_is_409_and_never_runs_the_handler() {
+    let (f, faults) = faulty();
+    faults.try_lock.store(true, Ordering::SeqCst);
+    let answer = f.post("/orders").key("k").send().await;
+    answer.assert_problem(StatusCode::CONFLICT, "idempotency_lock_unavailable");
+    assert_eq!(answer.header("retry-after"), Some("1"));
+    assert_eq!(f.runs(), 0);
+}
+
+#[tokio::test]
+async fn a_failing_record_write_keeps_the_key_locked() {
+    let (f, faults) = faulty();
+    faults.set.store(true, Ordering::SeqCst);
+    let first = f.post("/orders").key("k").send().await;
+    // The handler's work is done, so its answer is sent...
+    assert_eq!(first.status, StatusCode::CREATED);
+    faults.set.store(false, Ordering::SeqCst);
+    // ...but without a record, a retry must not run it again while the lock lives.
+    let retry = f.post("/orders").key("k").send().await;
+    assert_eq!(retry.status, StatusCode::CONFLICT);
+    f.clock.advance(LOCK_TTL + Duration::from_secs(1));
+    assert_eq!(
+        f.post("/orders").key("k").send().await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(f.runs(), 2);
+}
+
+#[tokio::test]
+async fn slow_work_before_the_handler_renews_the_lock() {
+    let clock = ManualClock::new();
+    let faults = Arc::new(Faults::default());
+    let inner = Arc::new(MemoryIdempotencyStore::with_clock(
+        RECORD_TTL,
+        Arc::new(clock.clone()),
+    ));
+    let ticking = clock.clone();
+    let store: Arc<dyn IdempotencyStore> = Arc::new(FaultyStore {
+        inner: inner.clone(),
+        faults: faults.clone(),
+        // Taking the lock "takes" 10 s: more than a tenth of the lock's TTL.
+        on_lock: Box::new(move || ticking.advance(Duration::from_secs(10))),
+    });
+    let f = Fixture::with_store(store, clock.clone(), |l| l);
+    let first = tokio::spawn(f.post("/gated").key("k").send());
+    f.started.notified().await;
+    // Renewed at lock time + 10 s: the lock now lasts until +70 s, so at
+    // +65 s (55 s after renewal) it still holds.
+    clock.advance(Duration::from_secs(55));
+    assert_eq!(
+        f.post("/gated").key("k").send().await.status,
+        StatusCode::CONFLICT
+    );
+    f.gate.notify_one();
+    assert_eq!(first.await.expect("first").status, StatusCode::OK);
+
+    // A store that cannot renew gets 409 instead of running on a lapsing lock.
+    faults.renew.store(true, Ordering::SeqCst);
+    let refused = f.post("/orders").key("other").send().await;
+    refused.assert_problem(StatusCode::CONFLICT, "idempotency_lock_unavailable");
+    assert_eq!(f.runs(), 1);
+    faults.renew.store(false, Ordering::SeqCst);
+    assert_eq!(
+        f.post("/orders").key("other").send().await.status,
+        StatusCode::CREATED,
+        "lock was released"
+    );
+}

@@ -1,0 +1,85 @@
+//! Fault injection: a real memory store whose chosen operations fail, to
+//! prove the layer fails closed. (The shared stores' outage tests run against
+//! a stopped Redis; this covers the layer's own logic.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use autumn_idempotency::{
+    IdempotencyEntry, IdempotencyFuture, IdempotencyRecord, IdempotencyStore,
+    MemoryIdempotencyStore, StoreError,
+};
+
+#[derive(Default)]
+pub struct Faults {
+    pub get: AtomicBool,
+    pub set: AtomicBool,
+    pub try_lock: AtomicBool,
+    pub renew: AtomicBool,
+}
+
+pub struct FaultyStore {
+    pub inner: Arc<MemoryIdempotencyStore>,
+    pub faults: Arc<Faults>,
+    /// Called inside every `try_lock`, e.g. to move a clock forward.
+    pub on_lock: Box<dyn Fn() + Send + Sync>,
+}
+
+fn fail<'a, T: Send + 'a>(what: &'static str) -> IdempotencyFuture<'a, T> {
+    Box::pin(async move { Err(StoreError::new(format!("injected {what} failure"))) })
+}
+
+impl IdempotencyStore for FaultyStore {
+    fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
+        if self.faults.get.load(Ordering::SeqCst) {
+            return fail("get");
+        }
+        self.inner.get(key)
+    }
+
+    fn set<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        if self.faults.set.load(Ordering::SeqCst) {
+            return fail("set");
+        }
+        self.inner.set(key, owner, record, body_hash, ttl)
+    }
+
+    fn try_lock<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        (self.on_lock)();
+        if self.faults.try_lock.load(Ordering::SeqCst) {
+            return fail("try_lock");
+        }
+        self.inner.try_lock(key, owner, ttl)
+    }
+
+    fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()> {
+        self.inner.unlock(key, owner)
+    }
+
+    fn renew_lock<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        if self.faults.renew.load(Ordering::SeqCst) {
+            return fail("renew_lock");
+        }
+        self.inner.renew_lock(key, owner, ttl)
+    }
+    // `claim` and `finish` keep their provided bodies, so this store also
+    // proves the trait's defaults.
+}

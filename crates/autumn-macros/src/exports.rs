@@ -1,0 +1,82 @@
+//! Every path the generated code names, defined once.
+//!
+//! Generated code must only reach into `::autumn_web::Route` and
+//! `::autumn_web::__private::...`, so the facade stays free to reorganise
+//! everything else. Keeping the paths here (Rocket's `exports.rs` habit)
+//! means a rename in the facade is a one-line change in this crate.
+
+use proc_macro2::{Ident, Punct, Spacing, Span, TokenStream};
+use quote::{ToTokens, TokenStreamExt};
+
+/// An absolute path (`::a::b::c`) into the `autumn_web` facade.
+#[derive(Clone, Copy)]
+pub(crate) struct ExportPath(&'static [&'static str]);
+
+impl ExportPath {
+    /// The path with every token carrying `span`, so errors about it point
+    /// at user code instead of at the macro invocation.
+    pub(crate) fn spanned(self, span: Span) -> TokenStream {
+        let mut tokens = TokenStream::new();
+        for segment in self.0 {
+            let mut colon = Punct::new(':', Spacing::Joint);
+            colon.set_span(span);
+            tokens.append(colon);
+            let mut colon = Punct::new(':', Spacing::Alone);
+            colon.set_span(span);
+            tokens.append(colon);
+            tokens.append(Ident::new(segment, span));
+        }
+        tokens
+    }
+}
+
+impl ToTokens for ExportPath {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        tokens.extend(self.spanned(Span::call_site()));
+    }
+}
+
+/// `::autumn_web::Route`, what `routes![]` collects.
+pub(crate) const ROUTE: ExportPath = ExportPath(&["autumn_web", "Route"]);
+
+/// `::autumn_web::__private::RouteDef`, implemented by each handler's marker struct.
+pub(crate) const ROUTE_DEF: ExportPath = ExportPath(&["autumn_web", "__private", "RouteDef"]);
+
+/// `::autumn_web::__private::macro_route`, builds a `Route` from a handler.
+pub(crate) const MACRO_ROUTE: ExportPath = ExportPath(&["autumn_web", "__private", "macro_route"]);
+
+/// `::autumn_web::__private::route_of`, turns a marker type into a `Route`.
+pub(crate) const ROUTE_OF: ExportPath = ExportPath(&["autumn_web", "__private", "route_of"]);
+
+/// `::autumn_web::__private::run_main`, drives `#[autumn_web::main]`'s body.
+pub(crate) const RUN_MAIN: ExportPath = ExportPath(&["autumn_web", "__private", "run_main"]);
+
+/// `::autumn_web::__private::http::Method`.
+pub(crate) const HTTP_METHOD: ExportPath =
+    ExportPath(&["autumn_web", "__private", "http", "Method"]);
+
+/// `::autumn_web::__private::axum::routing`, home of `get`, `post`, ...
+pub(crate) const AXUM_ROUTING: ExportPath =
+    ExportPath(&["autumn_web", "__private", "axum", "routing"]);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    #[test]
+    fn paths_render_as_absolute_paths() {
+        assert_eq!(
+            quote!(#ROUTE_OF).to_string(),
+            quote!(::autumn_web::__private::route_of).to_string()
+        );
+        assert_eq!(
+            quote!(#HTTP_METHOD).to_string(),
+            quote!(::autumn_web::__private::http::Method).to_string()
+        );
+        assert_eq!(
+            quote!(#ROUTE).to_string(),
+            quote!(::autumn_web::Route).to_string()
+        );
+    }
+}

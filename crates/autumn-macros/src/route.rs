@@ -1,0 +1,460 @@
+//! `#[get]`, `#[post]`, `#[put]`, `#[patch]` and `#[delete]`.
+//!
+//! The handler function is kept untouched and a braced, field-less struct of
+//! the same name is added in the type namespace (Rocket's trick). The struct
+//! implements `RouteDef`, which is what `routes![...]` looks up.
+
+use proc_macro2::{Span, TokenStream};
+use quote::quote;
+use syn::parse::{ParseStream, Parser};
+use syn::{FnArg, ItemFn, LitBool, LitStr, Token};
+
+use crate::exports::{AXUM_ROUTING, HTTP_METHOD, MACRO_ROUTE, ROUTE, ROUTE_DEF};
+
+mod kw {
+    syn::custom_keyword!(idempotent);
+}
+
+/// The HTTP method a route attribute registers its handler for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Method {
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+impl Method {
+    /// The attribute's name, which is also the `axum::routing` function name.
+    fn attr_name(self) -> &'static str {
+        match self {
+            Self::Get => "get",
+            Self::Post => "post",
+            Self::Put => "put",
+            Self::Patch => "patch",
+            Self::Delete => "delete",
+        }
+    }
+
+    /// The `http::Method` associated constant name.
+    fn constant(self) -> &'static str {
+        match self {
+            Self::Get => "GET",
+            Self::Post => "POST",
+            Self::Put => "PUT",
+            Self::Patch => "PATCH",
+            Self::Delete => "DELETE",
+        }
+    }
+}
+
+/// The parsed `("/path", idempotent = bool)` of a route attribute.
+struct RouteArgs {
+    path: LitStr,
+    idempotent: Option<LitBool>,
+}
+
+fn parse_args(method: Method, input: ParseStream<'_>) -> syn::Result<RouteArgs> {
+    let missing_path = || {
+        format!(
+            "expected a route path string literal, like #[{}(\"/orders\")]",
+            method.attr_name()
+        )
+    };
+    if input.is_empty() {
+        // Attribute macros get no span for the attribute itself; the call
+        // site is the attribute, which is exactly where this belongs.
+        return Err(syn::Error::new(Span::call_site(), missing_path()));
+    }
+    if !input.peek(LitStr) {
+        return Err(input.error(missing_path()));
+    }
+    let path: LitStr = input.parse()?;
+    check_path(&path)?;
+
+    let mut idempotent: Option<LitBool> = None;
+    while !input.is_empty() {
+        input.parse::<Token![,]>()?;
+        if input.is_empty() {
+            break;
+        }
+        let lookahead = input.lookahead1();
+        if lookahead.peek(kw::idempotent) {
+            let keyword: kw::idempotent = input.parse()?;
+            if idempotent.is_some() {
+                return Err(syn::Error::new(keyword.span, "`idempotent` given twice"));
+            }
+            input.parse::<Token![=]>()?;
+            if !input.peek(LitBool) {
+                return Err(input.error("expected `true` or `false`"));
+            }
+            idempotent = Some(input.parse()?);
+        } else {
+            return Err(lookahead.error());
+        }
+    }
+    Ok(RouteArgs { path, idempotent })
+}
+
+/// Rejects paths axum would panic on at startup, at compile time instead.
+fn check_path(path: &LitStr) -> syn::Result<()> {
+    let value = path.value();
+    if !value.starts_with('/') {
+        return Err(syn::Error::new(
+            path.span(),
+            "route path must start with `/`",
+        ));
+    }
+    for segment in value.split('/') {
+        if segment.starts_with(':') || segment.starts_with('*') {
+            return Err(syn::Error::new(
+                path.span(),
+                format!(
+                    "`{segment}`: path parameters use braces since axum 0.8, \
+                     like `/orders/{{id}}` or `/files/{{*rest}}`"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_handler(func: &ItemFn) -> syn::Result<()> {
+    let sig = &func.sig;
+    if sig.asyncness.is_none() {
+        return Err(syn::Error::new(
+            sig.fn_token.span,
+            "route handlers must be `async fn`",
+        ));
+    }
+    if !sig.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &sig.generics,
+            "route handlers cannot be generic",
+        ));
+    }
+    if let Some(where_clause) = &sig.generics.where_clause {
+        return Err(syn::Error::new_spanned(
+            where_clause,
+            "route handlers cannot be generic",
+        ));
+    }
+    if let Some(FnArg::Receiver(receiver)) = sig.inputs.first() {
+        return Err(syn::Error::new_spanned(
+            receiver,
+            "route handlers must be free functions, not methods taking `self`",
+        ));
+    }
+    Ok(())
+}
+
+/// Expands one route attribute on `item`.
+pub(crate) fn expand(
+    method: Method,
+    attr: TokenStream,
+    item: TokenStream,
+) -> syn::Result<TokenStream> {
+    let args = (|input: ParseStream<'_>| parse_args(method, input)).parse2(attr)?;
+    let func: ItemFn = syn::parse2(item)?;
+    check_handler(&func)?;
+
+    let vis = &func.vis;
+    let name = &func.sig.ident;
+    let name_str = name.to_string();
+    let path = &args.path;
+    let idempotent = args.idempotent.is_none_or(|lit| lit.value);
+    let constant = syn::Ident::new(method.constant(), Span::call_site());
+    let routing_fn = syn::Ident::new(method.attr_name(), Span::call_site());
+
+    Ok(quote! {
+        #func
+
+        #[allow(non_camel_case_types)]
+        #[doc(hidden)]
+        #vis struct #name {}
+
+        impl #ROUTE_DEF for #name {
+            fn route() -> #ROUTE {
+                #MACRO_ROUTE(
+                    #HTTP_METHOD::#constant,
+                    #path,
+                    #name_str,
+                    #AXUM_ROUTING::#routing_fn(#name),
+                    #idempotent,
+                )
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(method: Method, attr: TokenStream, item: TokenStream) -> String {
+        expand(method, attr, item)
+            .expect_err("expansion should fail")
+            .to_string()
+    }
+
+    fn ok(method: Method, attr: TokenStream, item: TokenStream) -> String {
+        expand(method, attr, item)
+            .expect("expansion should succeed")
+            .to_string()
+    }
+
+    fn handler() -> TokenStream {
+        quote!(
+            async fn place_order() -> &'static str {
+                "ok"
+            }
+        )
+    }
+
+    #[test]
+    fn expands_post_with_defaults() {
+        let out = ok(Method::Post, quote!("/orders"), handler());
+        let expected = [
+            quote!(
+                async fn place_order() -> &'static str {
+                    "ok"
+                }
+            ),
+            quote!(
+                #[allow(non_camel_case_types)]
+                #[doc(hidden)]
+                struct place_order {}
+            ),
+            quote!(impl ::autumn_web::__private::RouteDef for place_order),
+            quote!(fn route() -> ::autumn_web::Route),
+            quote!(::autumn_web::__private::http::Method::POST),
+            quote!("/orders", "place_order"),
+            quote!(
+                ::autumn_web::__private::axum::routing::post(place_order),
+                true,
+            ),
+        ];
+        for piece in expected {
+            assert!(
+                out.contains(&piece.to_string()),
+                "missing `{piece}` in `{out}`"
+            );
+        }
+    }
+
+    #[test]
+    fn each_method_maps_to_constant_and_routing_fn() {
+        for (method, constant, routing) in [
+            (
+                Method::Get,
+                quote!(Method::GET),
+                quote!(routing::get(place_order)),
+            ),
+            (
+                Method::Post,
+                quote!(Method::POST),
+                quote!(routing::post(place_order)),
+            ),
+            (
+                Method::Put,
+                quote!(Method::PUT),
+                quote!(routing::put(place_order)),
+            ),
+            (
+                Method::Patch,
+                quote!(Method::PATCH),
+                quote!(routing::patch(place_order)),
+            ),
+            (
+                Method::Delete,
+                quote!(Method::DELETE),
+                quote!(routing::delete(place_order)),
+            ),
+        ] {
+            let out = ok(method, quote!("/orders"), handler());
+            assert!(out.contains(&constant.to_string()), "{out}");
+            assert!(out.contains(&routing.to_string()), "{out}");
+        }
+    }
+
+    #[test]
+    fn idempotent_false_and_true() {
+        let out = ok(
+            Method::Post,
+            quote!("/orders", idempotent = false),
+            handler(),
+        );
+        assert!(
+            out.contains(&quote!(post(place_order), false,).to_string()),
+            "{out}"
+        );
+        let out = ok(
+            Method::Post,
+            quote!("/orders", idempotent = true,),
+            handler(),
+        );
+        assert!(
+            out.contains(&quote!(post(place_order), true,).to_string()),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn trailing_comma_after_path() {
+        ok(Method::Get, quote!("/orders",), handler());
+    }
+
+    #[test]
+    fn keeps_visibility_and_attributes() {
+        let item = quote!(
+            /// Lists orders.
+            #[allow(clippy::unused_async)]
+            pub(crate) async fn list(axum::Json(x): axum::Json<u8>) -> u8 {
+                x
+            }
+        );
+        let out = ok(Method::Get, quote!("/orders/{id}"), item);
+        assert!(
+            out.contains(&quote!(#[allow(clippy::unused_async)]).to_string()),
+            "{out}"
+        );
+        assert!(
+            out.contains(&quote!(pub(crate) async fn list).to_string()),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                &quote!(
+                    pub(crate) struct list {}
+                )
+                .to_string()
+            ),
+            "{out}"
+        );
+        assert!(
+            !out.contains("mod "),
+            "must emit only items usable in a fn body: {out}"
+        );
+    }
+
+    #[test]
+    fn unknown_argument() {
+        let msg = err(Method::Post, quote!("/orders", retries = 3), handler());
+        assert_eq!(msg, "expected `idempotent`");
+    }
+
+    #[test]
+    fn idempotent_twice() {
+        let msg = err(
+            Method::Post,
+            quote!("/orders", idempotent = false, idempotent = true),
+            handler(),
+        );
+        assert_eq!(msg, "`idempotent` given twice");
+    }
+
+    #[test]
+    fn idempotent_not_bool() {
+        let msg = err(
+            Method::Post,
+            quote!("/orders", idempotent = "no"),
+            handler(),
+        );
+        assert_eq!(msg, "expected `true` or `false`");
+    }
+
+    #[test]
+    fn missing_path() {
+        let msg = err(Method::Post, quote!(), handler());
+        assert_eq!(
+            msg,
+            "expected a route path string literal, like #[post(\"/orders\")]"
+        );
+        let msg = err(Method::Get, quote!(idempotent = false), handler());
+        assert_eq!(
+            msg,
+            "expected a route path string literal, like #[get(\"/orders\")]"
+        );
+    }
+
+    #[test]
+    fn path_without_leading_slash() {
+        let msg = err(Method::Get, quote!("orders"), handler());
+        assert_eq!(msg, "route path must start with `/`");
+    }
+
+    #[test]
+    fn old_axum_path_syntax() {
+        let msg = err(Method::Get, quote!("/orders/:id"), handler());
+        assert!(msg.contains("`:id`: path parameters use braces"), "{msg}");
+        let msg = err(Method::Get, quote!("/files/*rest"), handler());
+        assert!(msg.contains("`*rest`"), "{msg}");
+    }
+
+    #[test]
+    fn missing_comma() {
+        let msg = err(Method::Get, quote!("/orders" idempotent = false), handler());
+        assert_eq!(msg, "expected `,`");
+    }
+
+    #[test]
+    fn non_async() {
+        let msg = err(
+            Method::Get,
+            quote!("/orders"),
+            quote!(
+                fn list() {}
+            ),
+        );
+        assert_eq!(msg, "route handlers must be `async fn`");
+    }
+
+    #[test]
+    fn generic() {
+        let msg = err(
+            Method::Get,
+            quote!("/o"),
+            quote!(
+                async fn list<T>() {}
+            ),
+        );
+        assert_eq!(msg, "route handlers cannot be generic");
+        let msg = err(
+            Method::Get,
+            quote!("/o"),
+            quote!(
+                async fn list()
+                where
+                    u8: Copy,
+                {
+                }
+            ),
+        );
+        assert_eq!(msg, "route handlers cannot be generic");
+    }
+
+    #[test]
+    fn method_receiver() {
+        let msg = err(
+            Method::Get,
+            quote!("/o"),
+            quote!(
+                async fn list(&self) {}
+            ),
+        );
+        assert!(msg.contains("not methods taking `self`"), "{msg}");
+    }
+
+    #[test]
+    fn not_a_fn() {
+        let msg = err(
+            Method::Get,
+            quote!("/o"),
+            quote!(
+                struct Orders;
+            ),
+        );
+        assert_eq!(msg, "expected `fn`");
+    }
+}

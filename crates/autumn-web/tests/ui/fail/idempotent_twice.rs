@@ -1,0 +1,6 @@
+use autumn_web::prelude::*;
+
+#[post("/orders", idempotent = false, idempotent = true)]
+async fn place_order() {}
+
+fn main() {}

@@ -1,0 +1,2 @@
+#[autumn_web::main(flavor = "current_thread")]
+async fn main() {}

@@ -1,0 +1,4 @@
+#[autumn_web::main]
+async fn main(port: u16) {
+    let _ = port;
+}

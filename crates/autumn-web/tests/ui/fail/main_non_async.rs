@@ -1,0 +1,2 @@
+#[autumn_web::main]
+fn main() {}

@@ -1,0 +1,6 @@
+use autumn_web::prelude::*;
+
+#[get("orders")]
+async fn list_orders() {}
+
+fn main() {}
