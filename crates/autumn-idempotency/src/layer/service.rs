@@ -5,7 +5,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{OriginalUri, Request};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::FutureExt as _;
@@ -136,10 +136,15 @@ where
         Err(rejection) => return rejection.into_response(),
     };
     let method = parts.method.as_str();
-    let path = parts
-        .uri
+    // Inside a nested router the URI has lost its prefix: key on the URI the
+    // client sent, so `/api/x` and `/x` never share records.
+    let uri = match parts.extensions.get::<OriginalUri>() {
+        Some(OriginalUri(original)) => original,
+        None => &parts.uri,
+    };
+    let path = uri
         .path_and_query()
-        .map_or_else(|| parts.uri.path(), |p| p.as_str());
+        .map_or_else(|| uri.path(), |p| p.as_str());
     let content_type = parts
         .headers
         .get(header::CONTENT_TYPE)

@@ -1,0 +1,305 @@
+//! `.idempotent()` on the app builder: which routes replay, which fail closed,
+//! which opt out; scoping; metrics; the clock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use autumn_web::config::AutumnConfig;
+use autumn_web::idempotency::clock::ManualClock;
+use autumn_web::idempotency::{IdempotencyLayer, IdempotencyReplayLayer, MemoryIdempotencyStore};
+use autumn_web::prelude::*;
+use autumn_web::test::{TestApp, TestClient};
+use axum::middleware::{self, Next};
+use axum::routing::post as axum_post;
+
+static MACRO_RUNS: AtomicUsize = AtomicUsize::new(0);
+static OPT_OUT_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+#[post("/managed")]
+async fn managed() -> (StatusCode, String) {
+    let run = MACRO_RUNS.fetch_add(1, Ordering::SeqCst) + 1;
+    (StatusCode::CREATED, format!("managed {run}"))
+}
+
+#[post("/opted-out", idempotent = false)]
+async fn opted_out() -> String {
+    format!(
+        "opted out {}",
+        OPT_OUT_RUNS.fetch_add(1, Ordering::SeqCst) + 1
+    )
+}
+
+/// A counting handler for hand-built routes and raw routers.
+fn counter() -> (Arc<AtomicUsize>, axum::routing::MethodRouter) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let handler = axum_post(move || {
+        let counted = counted.clone();
+        async move { format!("run {}", counted.fetch_add(1, Ordering::SeqCst) + 1) }
+    });
+    (runs, handler)
+}
+
+/// A route-local check that must run on every attempt, replays included.
+async fn require_token(request: axum::extract::Request, next: Next) -> Response {
+    match request.headers().get("x-token") {
+        Some(token) if token == "secret" => next.run(request).await,
+        _ => StatusCode::UNAUTHORIZED.into_response(),
+    }
+}
+
+async fn post_twice(
+    client: &TestClient,
+    path: &str,
+    key: &str,
+) -> [autumn_web::test::TestResponse; 2] {
+    let first = client
+        .post(path)
+        .header("idempotency-key", key)
+        .send()
+        .await;
+    let second = client
+        .post(path)
+        .header("idempotency-key", key)
+        .send()
+        .await;
+    [first, second]
+}
+
+#[tokio::test]
+async fn macro_routes_replay_and_opted_out_routes_always_run() {
+    let client = TestApp::new()
+        .routes(routes![managed, opted_out])
+        .idempotent()
+        .build();
+    let [first, retry] = post_twice(&client, "/managed", "k").await;
+    first.assert_status(201);
+    retry.assert_header("x-idempotent-replayed", "true");
+    assert_eq!(retry.text(), first.text());
+
+    let [first, second] = post_twice(&client, "/opted-out", "k").await;
+    assert_eq!(first.header("x-idempotent-replayed"), None);
+    assert_eq!(second.header("x-idempotent-replayed"), None);
+    assert_ne!(first.text(), second.text(), "the handler ran twice");
+}
+
+#[tokio::test]
+async fn without_idempotent_nothing_is_replayed() {
+    let (runs, handler) = counter();
+    let client = TestApp::new()
+        .routes(vec![
+            Route::new(http::Method::POST, "/plain", handler)
+                .with_idempotency(RouteIdempotency::Managed),
+        ])
+        .build();
+    post_twice(&client, "/plain", "k").await;
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn merged_and_nested_raw_routers_record_but_fail_closed_on_a_hit() {
+    let (merged_runs, merged) = counter();
+    let (nested_runs, nested) = counter();
+    let client = TestApp::new()
+        .merge(axum::Router::new().route("/raw", merged))
+        .nest("/api", axum::Router::new().route("/raw", nested))
+        .idempotent()
+        .build();
+    for (path, runs) in [("/raw", &merged_runs), ("/api/raw", &nested_runs)] {
+        let [first, retry] = post_twice(&client, path, "k").await;
+        first.assert_ok();
+        retry.assert_status(409);
+        assert!(
+            retry.text().contains("idempotency_replay_unavailable"),
+            "{}",
+            retry.text()
+        );
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "{path}: no second run");
+    }
+}
+
+#[tokio::test]
+async fn hand_built_routes_are_opaque_unless_they_opt_in() {
+    let (opaque_runs, opaque) = counter();
+    let (off_runs, off) = counter();
+    let client = TestApp::new()
+        .routes(vec![
+            Route::new(http::Method::POST, "/opaque", opaque),
+            Route::new(http::Method::POST, "/off", off).with_idempotency(RouteIdempotency::Off),
+        ])
+        .idempotent()
+        .build();
+    let [_, retry] = post_twice(&client, "/opaque", "k").await;
+    retry.assert_status(409);
+    assert_eq!(opaque_runs.load(Ordering::SeqCst), 1);
+
+    let [first, second] = post_twice(&client, "/off", "k").await;
+    assert_eq!(
+        (
+            first.header("x-idempotent-replayed"),
+            second.header("x-idempotent-replayed")
+        ),
+        (None, None)
+    );
+    assert_eq!(off_runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn replay_through_inner_runs_the_route_checks_before_replaying() {
+    let (runs, handler) = counter();
+    let route = Route::new(
+        http::Method::POST,
+        "/guarded",
+        handler
+            .layer(IdempotencyReplayLayer::new())
+            .layer(middleware::from_fn(require_token)),
+    )
+    .with_idempotency(RouteIdempotency::ReplayThroughInner);
+    let client = TestApp::new().routes(vec![route]).idempotent().build();
+
+    let send = |token: &'static str| {
+        client
+            .post("/guarded")
+            .header("idempotency-key", "k")
+            .header("x-token", token)
+            .send()
+    };
+    send("secret").await.assert_ok();
+    send("wrong").await.assert_status(401); // the check ran on the retry
+    let replay = send("secret").await;
+    replay.assert_header("x-idempotent-replayed", "true");
+    assert_eq!(replay.text(), "run 1");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn replay_through_inner_without_a_replay_layer_fails_closed() {
+    let (runs, handler) = counter();
+    let route = Route::new(http::Method::POST, "/forgot", handler)
+        .with_idempotency(RouteIdempotency::ReplayThroughInner);
+    let client = TestApp::new().routes(vec![route]).idempotent().build();
+    let [_, retry] = post_twice(&client, "/forgot", "k").await;
+    retry.assert_status(409);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "never a second run");
+}
+
+#[tokio::test]
+async fn a_raw_router_opts_in_with_its_own_replay_through_inner_layer() {
+    let (runs, handler) = counter();
+    let own_store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(60)));
+    let raw = axum::Router::new()
+        .route(
+            "/raw",
+            handler
+                .layer(IdempotencyReplayLayer::new())
+                .layer(middleware::from_fn(require_token)),
+        )
+        .layer(IdempotencyLayer::new(own_store.clone()).replay_through_inner());
+    let client = TestApp::new().merge(raw).idempotent().build();
+    let send = |token: &'static str| {
+        client
+            .post("/raw")
+            .header("idempotency-key", "k")
+            .header("x-token", token)
+            .send()
+    };
+    send("secret").await.assert_ok();
+    send("nope").await.assert_status(401);
+    send("secret")
+        .await
+        .assert_header("x-idempotent-replayed", "true");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(
+        own_store.is_empty(),
+        "the app's layer owns the record; the inner one deferred"
+    );
+}
+
+#[tokio::test]
+async fn sessions_keep_their_records_apart() {
+    let (runs, handler) = counter();
+    let client = TestApp::new()
+        .routes(vec![
+            Route::new(http::Method::POST, "/s", handler)
+                .with_idempotency(RouteIdempotency::Managed),
+        ])
+        .idempotent()
+        .build();
+    let send = |session: &'static str| {
+        client
+            .post("/s")
+            .header("idempotency-key", "same")
+            .header("cookie", session)
+            .send()
+    };
+    let alice = send("autumn_session=alice").await;
+    let bob = send("autumn_session=bob; theme=dark").await;
+    assert_eq!(
+        bob.header("x-idempotent-replayed"),
+        None,
+        "bob never sees alice's response"
+    );
+    let alice_again = send("theme=light; autumn_session=alice").await;
+    alice_again.assert_header("x-idempotent-replayed", "true");
+    assert_eq!(alice_again.text(), alice.text());
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn the_metrics_endpoint_counts_hits_misses_and_conflicts() {
+    let client = TestApp::new()
+        .routes(routes![managed])
+        .merge(axum::Router::new().route("/raw", counter().1))
+        .idempotent()
+        .build();
+    post_twice(&client, "/managed", "m1").await; // miss + hit
+    post_twice(&client, "/managed", "m2").await; // miss + hit
+    post_twice(&client, "/raw", "r1").await; // miss + conflict (fail closed)
+    let metrics: serde_json::Value = client.get("/actuator/metrics").send().await.json();
+    assert_eq!(
+        metrics["idempotency"],
+        serde_json::json!({ "hits": 2, "misses": 3, "conflicts": 1 })
+    );
+}
+
+#[tokio::test]
+async fn record_ttl_comes_from_config_and_follows_the_clock() {
+    let clock = ManualClock::new();
+    let config = AutumnConfig::from_toml_str("[idempotency]\nttl_secs = 30\n").expect("config");
+    let (runs, handler) = counter();
+    let client = TestApp::new()
+        .routes(vec![
+            Route::new(http::Method::POST, "/t", handler)
+                .with_idempotency(RouteIdempotency::Managed),
+        ])
+        .config(config)
+        .clock(Arc::new(clock.clone()))
+        .idempotent()
+        .build();
+    post_twice(&client, "/t", "k").await;
+    clock.advance(Duration::from_secs(31));
+    let after = client
+        .post("/t")
+        .header("idempotency-key", "k")
+        .send()
+        .await;
+    assert_eq!(after.header("x-idempotent-replayed"), None);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn disabled_in_config_means_no_layer() {
+    let config = AutumnConfig::from_toml_str("[idempotency]\nenabled = false\n").expect("config");
+    let (runs, handler) = counter();
+    let client = TestApp::new()
+        .routes(vec![
+            Route::new(http::Method::POST, "/d", handler)
+                .with_idempotency(RouteIdempotency::Managed),
+        ])
+        .config(config)
+        .idempotent()
+        .build();
+    post_twice(&client, "/d", "k").await;
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}

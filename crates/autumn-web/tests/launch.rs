@@ -1,0 +1,146 @@
+//! The launch path refuses what cannot work, with one line naming the key.
+
+use autumn_web::config::{AutumnConfig, Profile};
+use autumn_web::prelude::*;
+use autumn_web::test::TestApp;
+
+#[post("/orders")]
+async fn create() -> &'static str {
+    "created"
+}
+
+#[post("/orders")]
+async fn create_again() -> &'static str {
+    "again"
+}
+
+fn config(toml: &str, profile: &str) -> AutumnConfig {
+    let mut config = AutumnConfig::from_toml_str(toml).expect("valid TOML");
+    config.profile = Profile::new(profile);
+    config
+}
+
+fn launch_error(app: TestApp) -> String {
+    match app.try_build() {
+        Ok(_) => panic!("expected a launch error"),
+        Err(error) => {
+            let message = error.to_string();
+            assert!(!message.contains('\n'), "one line: {message}");
+            message
+        }
+    }
+}
+
+/// The app as `main` would assemble it: `.idempotent()` with the configured backend.
+fn configured(config: AutumnConfig) -> TestApp {
+    TestApp::from_builder(autumn_web::app().routes(routes![create]).idempotent()).config(config)
+}
+
+#[test]
+fn memory_store_in_production_is_refused_unless_allowed() {
+    for profile in ["prod", "production"] {
+        let message = launch_error(configured(config("", profile)));
+        assert!(
+            message.contains("idempotency.allow_memory_in_production"),
+            "{message}"
+        );
+        assert!(message.contains(profile), "{message}");
+    }
+    let allowed = config("[idempotency]\nallow_memory_in_production = true\n", "prod");
+    assert!(configured(allowed).try_build().is_ok());
+    assert!(configured(config("", "dev")).try_build().is_ok());
+}
+
+#[test]
+fn redis_without_a_url_and_database_without_a_database_are_refused() {
+    let message = launch_error(configured(config(
+        "[idempotency]\nbackend = \"redis\"\n",
+        "dev",
+    )));
+    assert!(message.contains("idempotency.redis.url"), "{message}");
+    assert!(
+        message.contains("AUTUMN_IDEMPOTENCY__REDIS__URL"),
+        "{message}"
+    );
+
+    let message = launch_error(configured(config(
+        "[idempotency]\nbackend = \"database\"\n",
+        "dev",
+    )));
+    assert!(message.contains("database.url"), "{message}");
+}
+
+#[test]
+fn duplicate_routes_and_old_path_syntax_are_refused() {
+    let message = launch_error(TestApp::new().routes(routes![create, create_again]));
+    assert!(message.contains("POST /orders"), "{message}");
+    assert!(message.contains("create_again"), "{message}");
+
+    let old = Route::new(
+        http::Method::GET,
+        "/orders/:id",
+        axum::routing::get(|| async { "" }),
+    );
+    let message = launch_error(TestApp::new().routes(vec![old]));
+    assert!(message.contains("{name}"), "{message}");
+}
+
+#[test]
+fn a_bad_tenancy_header_is_refused() {
+    let message = launch_error(TestApp::new().config(config(
+        "[tenancy]\nenabled = true\nheader = \"bad header\"\n",
+        "dev",
+    )));
+    assert!(message.contains("tenancy.header"), "{message}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_request_timeout_answers_408() {
+    #[post("/slow")]
+    async fn slow() -> &'static str {
+        std::future::pending::<()>().await;
+        "never"
+    }
+    let client = TestApp::new()
+        .routes(routes![slow])
+        .config(config(
+            "[server.timeouts]\nrequest_timeout_ms = 250\n",
+            "dev",
+        ))
+        .build();
+    // Time is paused: the runtime jumps to the deadline once nothing else can run.
+    client.post("/slow").send().await.assert_status(408);
+}
+
+#[tokio::test]
+async fn scoped_routes_are_served_under_their_prefix() {
+    let client = TestApp::new().scoped("/admin/", routes![create]).build();
+    client.post("/admin/orders").send().await.assert_ok();
+    client.post("/orders").send().await.assert_status(404);
+}
+
+#[tokio::test]
+async fn errors_choose_their_status_and_never_leak_internals() {
+    #[post("/missing")]
+    async fn missing() -> AutumnResult<&'static str> {
+        Err(AutumnError::not_found("no such order"))
+    }
+    #[post("/broken")]
+    async fn broken() -> AutumnResult<&'static str> {
+        let secret: Result<(), std::io::Error> =
+            Err(std::io::Error::other("password=hunter2 at db.internal"));
+        secret?;
+        Ok("unreachable")
+    }
+    let client = TestApp::new().routes(routes![missing, broken]).build();
+    let missing = client.post("/missing").send().await;
+    missing.assert_status(404);
+    assert!(missing.text().contains("no such order"));
+    let broken = client.post("/broken").send().await;
+    broken.assert_status(500);
+    assert_eq!(
+        broken.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert!(!broken.text().contains("hunter2"), "{}", broken.text());
+}
