@@ -13,7 +13,7 @@ use http::{HeaderName, HeaderValue, StatusCode};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyRecord {
     status: StatusCode,
-    headers: Vec<(HeaderName, HeaderValue)>,
+    headers: Box<[(HeaderName, HeaderValue)]>,
     body: Bytes,
     replay_through_inner: bool,
 }
@@ -39,11 +39,13 @@ impl IdempotencyRecord {
     ) -> Self {
         Self {
             status,
+            // A boxed slice holds exactly the headers kept: records live for
+            // hours, so spare capacity would be paid for per key.
             headers: headers
                 .into_iter()
                 .filter(|(name, _)| !is_hop_by_hop(name))
                 .collect(),
-            body: body.into(),
+            body: compact(body.into()),
             replay_through_inner: false,
         }
     }
@@ -138,7 +140,7 @@ impl IdempotencyRecord {
         }
         Ok(Self {
             status,
-            headers,
+            headers: headers.into_boxed_slice(),
             body,
             replay_through_inner,
         })
@@ -146,6 +148,16 @@ impl IdempotencyRecord {
 }
 
 const CODEC_VERSION: u8 = 1;
+
+/// A small body that shares a larger buffer (a serializer's spare capacity)
+/// is copied out, so the record holds only its own bytes.
+fn compact(body: Bytes) -> Bytes {
+    if body.len() <= 4096 {
+        Bytes::copy_from_slice(&body)
+    } else {
+        body
+    }
+}
 
 fn put_len(out: &mut Vec<u8>, len: usize) {
     out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());

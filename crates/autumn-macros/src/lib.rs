@@ -6,11 +6,11 @@
 //! `::autumn_web::__private`, so it only compiles with `autumn_web` as a
 //! dependency.
 //!
-//! The examples below are `ignore`d because this crate cannot run doctests
+//! The example below is not compiled here because this crate cannot run doctests
 //! against its own macros; they are compiled and tested in `autumn_web`'s
 //! `tests/ui` suite.
 //!
-//! ```ignore
+//! ```text
 //! use autumn_web::prelude::*;
 //!
 //! #[get("/orders")]

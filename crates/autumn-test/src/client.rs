@@ -160,12 +160,11 @@ impl TestRequest {
         for (name, value) in self.headers {
             headers.append(name, value);
         }
-        if !headers.contains_key(COOKIE) {
-            if let Some(cookies) = self.client.jar().header() {
-                if let Ok(value) = HeaderValue::try_from(cookies) {
-                    headers.insert(COOKIE, value);
-                }
-            }
+        if !headers.contains_key(COOKIE)
+            && let Some(cookies) = self.client.jar().header()
+            && let Ok(value) = HeaderValue::try_from(cookies)
+        {
+            headers.insert(COOKIE, value);
         }
         let response = match self.client.router.clone().oneshot(request).await {
             Ok(response) => response,

@@ -413,7 +413,11 @@ fn record_one(store: &MemoryIdempotencyStore, key: &str, i: usize) {
     let body = Bytes::from(
         format!(r#"{{"id":"ord_{i:010}","status":"created","sku":"ABC-123"}}"#).into_bytes(),
     );
-    let record = IdempotencyRecord::new(StatusCode::CREATED, [], body);
+    let record = IdempotencyRecord::new(
+        StatusCode::CREATED,
+        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body,
+    );
     let mut body_hash = vec![0u8; 32];
     body_hash[..8].copy_from_slice(&(i as u64).to_le_bytes());
     assert!(

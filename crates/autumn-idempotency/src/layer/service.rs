@@ -1,6 +1,7 @@
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -155,7 +156,7 @@ where
     };
     let storage_key = storage_key(method, path, scope.as_bytes(), &key);
     let fingerprint = fingerprint(method, path, content_type, &body);
-    let owner = uuid::Uuid::new_v4().simple().to_string();
+    let owner = new_owner();
 
     let store = &settings.store;
     let locked_at = settings.clock.now_millis();
@@ -198,6 +199,16 @@ where
             run_first(settings, inner, request, context).await
         }
     }
+}
+
+/// A fresh owner id: a random per-process prefix and a sequence number.
+/// Unique across replicas (the prefix has 122 random bits) and within the
+/// process (the sequence), without asking the OS for randomness per request.
+fn new_owner() -> String {
+    static PROCESS: LazyLock<u128> = LazyLock::new(|| uuid::Uuid::new_v4().as_u128());
+    static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+    let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+    format!("{:032x}{sequence:016x}", *PROCESS)
 }
 
 /// Without a scope from the app, callers are told apart by their raw

@@ -40,6 +40,20 @@ struct Shard {
     next_sweep: u64,
 }
 
+impl Shard {
+    /// The slot for `key`, created empty if absent; the key is copied only
+    /// when it is new.
+    fn slot(&mut self, key: &str) -> &mut Slot {
+        if !self.slots.contains_key(key) {
+            self.slots.insert(key.into(), Slot::default());
+        }
+        match self.slots.get_mut(key) {
+            Some(slot) => slot,
+            None => unreachable!("inserted above"),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Slot {
     lock: Option<Lock>,
@@ -156,7 +170,7 @@ impl MemoryIdempotencyStore {
         let tag = owner_tag(owner);
         let ttl = ttl.min(self.max_ttl);
         self.write(key, |shard, now| {
-            let slot = shard.slots.entry(key.into()).or_default();
+            let slot = shard.slot(key);
             let locked_by_other = slot.live_lock(now).is_some_and(|l| &*l.owner != owner);
             let recorded_by_other = slot.live_record(now).is_some_and(|s| s.owner_tag != tag);
             if locked_by_other || recorded_by_other {
@@ -177,7 +191,7 @@ impl MemoryIdempotencyStore {
 
     fn claim_now(&self, key: &str, owner: &str, ttl: Duration) -> Claim {
         self.write(key, |shard, now| {
-            let slot = shard.slots.entry(key.into()).or_default();
+            let slot = shard.slot(key);
             if slot.live_lock(now).is_some() {
                 return Claim::InFlight;
             }
@@ -197,7 +211,7 @@ impl MemoryIdempotencyStore {
 
     fn try_lock_now(&self, key: &str, owner: &str, ttl: Duration) -> bool {
         self.write(key, |shard, now| {
-            let slot = shard.slots.entry(key.into()).or_default();
+            let slot = shard.slot(key);
             if slot.live_lock(now).is_some() || slot.live_record(now).is_some() {
                 return false;
             }
