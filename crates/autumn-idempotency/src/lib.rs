@@ -16,6 +16,8 @@
 
 pub mod clock;
 mod context;
+#[cfg(feature = "database")]
+pub mod database;
 pub mod key;
 pub mod layer;
 mod metrics;
@@ -25,11 +27,15 @@ pub mod replay;
 pub mod store;
 
 pub use context::{IdempotencyContext, IdempotencyScope};
+#[cfg(feature = "database")]
+pub use database::{DbIdempotencyStore, FRAMEWORK_MIGRATIONS};
 pub use layer::{IdempotencyLayer, ReplayMode};
 pub use metrics::{IdempotencyMetrics, MetricsSnapshot};
 pub use problem::{IdempotencyRejection, Problem};
 pub use record::{IdempotencyEntry, IdempotencyRecord, RecordDecodeError};
 pub use replay::IdempotencyReplayLayer;
+#[cfg(feature = "redis")]
+pub use store::RedisIdempotencyStore;
 pub use store::{
     Claim, IdempotencyFuture, IdempotencyStore, MemoryIdempotencyStore, StoreError, StoreOperation,
 };

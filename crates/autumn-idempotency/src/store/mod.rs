@@ -7,12 +7,16 @@
 //! which can do better (one round trip instead of two) overrides them.
 
 mod memory;
+#[cfg(feature = "redis")]
+mod redis_store;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 pub use memory::MemoryIdempotencyStore;
+#[cfg(feature = "redis")]
+pub use redis_store::RedisIdempotencyStore;
 
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
 

@@ -3,4 +3,8 @@
 
 pub mod app;
 pub mod conformance;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub mod database;
 pub mod faulty;
+#[cfg(feature = "redis")]
+pub mod redis;

@@ -1,0 +1,58 @@
+//! `FRAMEWORK_MIGRATIONS`: the tables Autumn itself needs, embedded in the
+//! binary and run at startup (idempotently: applied ones are skipped).
+
+use diesel_migrations::{EmbeddedMigrations, MigrationHarness as _, embed_migrations};
+
+use super::{DbError, DbPool};
+
+#[cfg(feature = "postgres")]
+const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
+#[cfg(feature = "sqlite")]
+const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
+
+/// The framework's own migrations, one set per backend.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameworkMigrations {
+    _private: (),
+}
+
+/// The framework's own migrations (today: the `autumn_idempotency_keys` table).
+pub const FRAMEWORK_MIGRATIONS: FrameworkMigrations = FrameworkMigrations { _private: () };
+
+impl FrameworkMigrations {
+    /// Applies every framework migration not yet applied to `pool`'s database.
+    ///
+    /// # Errors
+    ///
+    /// [`DbError`] when the database cannot be reached or a migration fails.
+    pub async fn run(&self, pool: &DbPool) -> Result<(), DbError> {
+        let conn = pool.get().await?;
+        // Migrations use diesel's synchronous API: run them on the blocking
+        // pool, over the pooled connection.
+        tokio::task::spawn_blocking(move || run_blocking(conn))
+            .await
+            .map_err(|e| DbError::Migration(e.to_string()))?
+    }
+}
+
+fn run_blocking(conn: super::DbConnection) -> Result<(), DbError> {
+    use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+    let migration = |e: Box<dyn std::error::Error + Send + Sync>| DbError::Migration(e.to_string());
+    match conn {
+        #[cfg(feature = "postgres")]
+        super::DbConnection::Postgres(object) => {
+            let conn = diesel_async::pooled_connection::deadpool::Object::take(object);
+            let mut wrapper: AsyncConnectionWrapper<super::PgConnection> = conn.into();
+            wrapper
+                .run_pending_migrations(POSTGRES)
+                .map_err(migration)?;
+        }
+        #[cfg(feature = "sqlite")]
+        super::DbConnection::Sqlite(object) => {
+            let conn = diesel_async::pooled_connection::deadpool::Object::take(object);
+            let mut wrapper: AsyncConnectionWrapper<super::SqliteConnection> = conn.into();
+            wrapper.run_pending_migrations(SQLITE).map_err(migration)?;
+        }
+    }
+    Ok(())
+}

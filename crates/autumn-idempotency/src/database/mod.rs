@@ -1,0 +1,246 @@
+//! The app database: a connection pool on PostgreSQL or SQLite, the
+//! framework's own migrations, and the database idempotency store.
+//!
+//! Both backends run on diesel-async: `AsyncPgConnection` for PostgreSQL (no
+//! libpq needed), and SQLite's synchronous connection run on tokio's blocking
+//! pool through `SyncConnectionWrapper` (SQLite itself is bundled).
+
+mod migrations;
+mod store;
+
+use std::time::Duration;
+
+use diesel_async::pooled_connection::AsyncDieselConnectionManager;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+
+pub use migrations::{FRAMEWORK_MIGRATIONS, FrameworkMigrations};
+pub use store::DbIdempotencyStore;
+
+/// A pooled PostgreSQL connection.
+#[cfg(feature = "postgres")]
+pub type PgConnection = diesel_async::AsyncPgConnection;
+
+/// A pooled SQLite connection.
+#[cfg(feature = "sqlite")]
+pub type SqliteConnection =
+    diesel_async::sync_connection_wrapper::SyncConnectionWrapper<diesel::SqliteConnection>;
+
+/// A connection pool on the app database.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum DbPool {
+    /// PostgreSQL.
+    #[cfg(feature = "postgres")]
+    Postgres(Pool<PgConnection>),
+    /// SQLite.
+    #[cfg(feature = "sqlite")]
+    Sqlite(Pool<SqliteConnection>),
+}
+
+impl std::fmt::Debug for DbPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("DbPool").field(&self.backend()).finish()
+    }
+}
+
+/// Which database a pool talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DbBackend {
+    /// PostgreSQL.
+    Postgres,
+    /// SQLite.
+    Sqlite,
+}
+
+/// A connection taken from a [`DbPool`]; it goes back to the pool on drop.
+#[non_exhaustive]
+pub enum DbConnection {
+    /// PostgreSQL.
+    #[cfg(feature = "postgres")]
+    Postgres(Object<PgConnection>),
+    /// SQLite.
+    #[cfg(feature = "sqlite")]
+    Sqlite(Object<SqliteConnection>),
+}
+
+/// Why the database could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DbError {
+    /// The URL names no database this build supports.
+    #[error(
+        "database.url {url:?} is not a database this build supports (expected postgres://... or sqlite://path{})",
+        if cfg!(all(feature = "postgres", feature = "sqlite")) { "" } else { "; enable the autumn-web feature for it" }
+    )]
+    UnsupportedUrl {
+        /// The URL, password redacted.
+        url: String,
+    },
+    /// The pool could not be built.
+    #[error("cannot create the database pool for {url}: {message}")]
+    Pool {
+        /// The URL, password redacted.
+        url: String,
+        /// What failed.
+        message: String,
+    },
+    /// No connection could be had.
+    #[error("cannot connect to the database: {0}")]
+    Connect(String),
+    /// A query failed.
+    #[error("database query failed: {0}")]
+    Query(#[from] diesel::result::Error),
+    /// A framework migration failed.
+    #[error("framework migrations failed: {0}")]
+    Migration(String),
+}
+
+/// `scheme://user:password@host` with the password replaced by `***`.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+impl DbPool {
+    /// A pool of at most `size` connections to `url` (`postgres://...` or
+    /// `sqlite://path`). Connections are made on first use; call
+    /// [`health_check`](Self::health_check) to fail fast at startup.
+    ///
+    /// # Errors
+    ///
+    /// [`DbError::UnsupportedUrl`] for another scheme, [`DbError::Pool`] when
+    /// the pool cannot be built.
+    pub fn new(url: &str, size: usize, connect_timeout: Duration) -> Result<Self, DbError> {
+        let pool_error = |error: &dyn std::fmt::Display| DbError::Pool {
+            url: redact(url),
+            message: error.to_string(),
+        };
+        #[cfg(feature = "postgres")]
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let manager = AsyncDieselConnectionManager::<PgConnection>::new(url);
+            let pool = Pool::builder(manager)
+                .max_size(size.max(1))
+                .runtime(deadpool::Runtime::Tokio1)
+                .wait_timeout(Some(connect_timeout))
+                .create_timeout(Some(connect_timeout))
+                .build()
+                .map_err(|e| pool_error(&e))?;
+            return Ok(Self::Postgres(pool));
+        }
+        #[cfg(feature = "sqlite")]
+        if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
+            let manager = AsyncDieselConnectionManager::<SqliteConnection>::new_with_config(
+                path,
+                sqlite_manager_config(),
+            );
+            let pool = Pool::builder(manager)
+                .max_size(size.max(1))
+                .runtime(deadpool::Runtime::Tokio1)
+                .wait_timeout(Some(connect_timeout))
+                .create_timeout(Some(connect_timeout))
+                .build()
+                .map_err(|e| pool_error(&e))?;
+            return Ok(Self::Sqlite(pool));
+        }
+        let _ = (size, connect_timeout, pool_error);
+        Err(DbError::UnsupportedUrl { url: redact(url) })
+    }
+
+    /// Which database this pool talks to.
+    pub fn backend(&self) -> DbBackend {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(_) => DbBackend::Postgres,
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(_) => DbBackend::Sqlite,
+        }
+    }
+
+    /// A connection from the pool.
+    ///
+    /// # Errors
+    ///
+    /// [`DbError::Connect`] when none can be had within the connect timeout.
+    pub async fn get(&self) -> Result<DbConnection, DbError> {
+        let connect = |e: &dyn std::fmt::Display| DbError::Connect(e.to_string());
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(pool) => pool
+                .get()
+                .await
+                .map(DbConnection::Postgres)
+                .map_err(|e| connect(&e)),
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(pool) => pool
+                .get()
+                .await
+                .map(DbConnection::Sqlite)
+                .map_err(|e| connect(&e)),
+        }
+    }
+
+    /// Takes a connection and runs `SELECT 1` on it: the startup check.
+    ///
+    /// # Errors
+    ///
+    /// [`DbError`] when the database cannot be reached or answer.
+    pub async fn health_check(&self) -> Result<(), DbError> {
+        use diesel_async::SimpleAsyncConnection as _;
+        match self.get().await? {
+            #[cfg(feature = "postgres")]
+            DbConnection::Postgres(mut conn) => conn.batch_execute("SELECT 1").await?,
+            #[cfg(feature = "sqlite")]
+            DbConnection::Sqlite(mut conn) => conn.batch_execute("SELECT 1").await?,
+        }
+        Ok(())
+    }
+}
+
+/// SQLite waits for a busy database instead of failing at once, and uses
+/// write-ahead logging so readers do not block the writer.
+#[cfg(feature = "sqlite")]
+fn sqlite_manager_config() -> diesel_async::pooled_connection::ManagerConfig<SqliteConnection> {
+    use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
+    use futures_util::FutureExt as _;
+    let mut config = diesel_async::pooled_connection::ManagerConfig::default();
+    config.custom_setup = Box::new(|url| {
+        let url = url.to_owned();
+        async move {
+            let mut conn = SqliteConnection::establish(&url).await?;
+            conn.batch_execute("PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL;")
+                .await
+                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            Ok(conn)
+        }
+        .boxed()
+    });
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact("postgres://h/db"), "postgres://h/db");
+        assert_eq!(redact("sqlite://data/app.db"), "sqlite://data/app.db");
+    }
+}

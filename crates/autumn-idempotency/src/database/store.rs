@@ -1,0 +1,446 @@
+//! `DbIdempotencyStore`: locks and records in the `autumn_idempotency_keys`
+//! table, on PostgreSQL or SQLite.
+//!
+//! Every write is one conditional upsert or update, so the database decides
+//! who holds a lock; expiry compares against `now` from the app clock, passed
+//! in as a parameter. A first-time request costs two statements (claim,
+//! finish) and a replay one (claim) on PostgreSQL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Binary, Bool, Nullable, Text};
+use diesel_async::RunQueryDsl as _;
+
+use super::{DbConnection, DbError, DbPool};
+use crate::clock::{SharedClock, SystemClock, deadline};
+use crate::record::{IdempotencyEntry, IdempotencyRecord};
+use crate::store::{Claim, IdempotencyFuture, IdempotencyStore, StoreError};
+
+/// An [`IdempotencyStore`] in the app database, shared by every replica that
+/// uses the same database.
+///
+/// The table comes from [`FRAMEWORK_MIGRATIONS`](super::FRAMEWORK_MIGRATIONS).
+/// Expired rows are deleted by [`sweep_expired`](Self::sweep_expired), which
+/// [`spawn_sweeper`](Self::spawn_sweeper) runs in the background.
+#[derive(Clone)]
+pub struct DbIdempotencyStore {
+    pool: DbPool,
+    clock: SharedClock,
+}
+
+impl std::fmt::Debug for DbIdempotencyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbIdempotencyStore")
+            .field("pool", &self.pool)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(QueryableByName)]
+struct Row {
+    #[diesel(sql_type = Nullable<BigInt>)]
+    lock_expires_at: Option<i64>,
+    #[diesel(sql_type = Nullable<Binary>)]
+    record: Option<Vec<u8>>,
+    #[diesel(sql_type = Nullable<Binary>)]
+    body_hash: Option<Vec<u8>>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    record_expires_at: Option<i64>,
+}
+
+#[derive(QueryableByName)]
+struct ClaimRow {
+    #[diesel(sql_type = BigInt)]
+    acquired: i64,
+    #[diesel(embed)]
+    row: Row,
+}
+
+#[derive(QueryableByName)]
+struct Acquired {
+    #[diesel(sql_type = BigInt)]
+    #[allow(dead_code)]
+    acquired: i64,
+}
+
+const GET: &str = "SELECT lock_expires_at, record, body_hash, record_expires_at \
+     FROM autumn_idempotency_keys WHERE storage_key = $1";
+
+/// $1 key, $2 owner, $3 now, $4 lock deadline.
+const TRY_LOCK: &str = "INSERT INTO autumn_idempotency_keys (storage_key, lock_owner, lock_expires_at) \
+     VALUES ($1, $2, $4) \
+     ON CONFLICT (storage_key) DO UPDATE SET lock_owner = excluded.lock_owner, \
+       lock_expires_at = excluded.lock_expires_at, record = NULL, body_hash = NULL, \
+       record_owner = NULL, record_expires_at = NULL \
+     WHERE (autumn_idempotency_keys.lock_expires_at IS NULL OR autumn_idempotency_keys.lock_expires_at <= $3) \
+       AND (autumn_idempotency_keys.record_expires_at IS NULL OR autumn_idempotency_keys.record_expires_at <= $3)";
+
+/// $1 key, $2 owner, $3 record, $4 hash, $5 now, $6 record deadline, $7 unlock.
+const SET: &str = "INSERT INTO autumn_idempotency_keys \
+       (storage_key, record, body_hash, record_owner, record_expires_at) \
+     VALUES ($1, $3, $4, $2, $6) \
+     ON CONFLICT (storage_key) DO UPDATE SET record = excluded.record, \
+       body_hash = excluded.body_hash, record_owner = excluded.record_owner, \
+       record_expires_at = excluded.record_expires_at, \
+       lock_owner = CASE WHEN $7 AND autumn_idempotency_keys.lock_owner = $2 \
+         THEN NULL ELSE autumn_idempotency_keys.lock_owner END, \
+       lock_expires_at = CASE WHEN $7 AND autumn_idempotency_keys.lock_owner = $2 \
+         THEN NULL ELSE autumn_idempotency_keys.lock_expires_at END \
+     WHERE NOT (autumn_idempotency_keys.lock_owner IS NOT NULL \
+         AND autumn_idempotency_keys.lock_owner <> $2 \
+         AND autumn_idempotency_keys.lock_expires_at > $5) \
+       AND NOT (autumn_idempotency_keys.record_owner IS NOT NULL \
+         AND autumn_idempotency_keys.record_owner <> $2 \
+         AND autumn_idempotency_keys.record_expires_at > $5)";
+
+/// $1 key, $2 owner.
+const UNLOCK: &str = "UPDATE autumn_idempotency_keys SET lock_owner = NULL, lock_expires_at = NULL \
+     WHERE storage_key = $1 AND lock_owner = $2";
+
+/// $1 key, $2 now: drop the row once nothing in it is live.
+const DROP_DEAD: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key = $1 \
+     AND (lock_expires_at IS NULL OR lock_expires_at <= $2) \
+     AND (record_expires_at IS NULL OR record_expires_at <= $2)";
+
+/// $1 key, $2 owner, $3 now, $4 new lock deadline.
+const RENEW: &str = "UPDATE autumn_idempotency_keys SET lock_expires_at = $4 \
+     WHERE storage_key = $1 AND lock_owner = $2 AND lock_expires_at > $3";
+
+/// $1 now.
+const SWEEP: &str = "DELETE FROM autumn_idempotency_keys \
+     WHERE COALESCE(lock_expires_at, 0) <= $1 AND COALESCE(record_expires_at, 0) <= $1";
+
+/// PostgreSQL claims in one statement: the upsert takes the lock when nothing
+/// live is there, and the outer select reports what was there before.
+#[cfg(feature = "postgres")]
+const PG_CLAIM: &str = "WITH claimed AS ( \
+       INSERT INTO autumn_idempotency_keys (storage_key, lock_owner, lock_expires_at) \
+       VALUES ($1, $2, $4) \
+       ON CONFLICT (storage_key) DO UPDATE SET lock_owner = excluded.lock_owner, \
+         lock_expires_at = excluded.lock_expires_at, record = NULL, body_hash = NULL, \
+         record_owner = NULL, record_expires_at = NULL \
+       WHERE (autumn_idempotency_keys.lock_expires_at IS NULL OR autumn_idempotency_keys.lock_expires_at <= $3) \
+         AND (autumn_idempotency_keys.record_expires_at IS NULL OR autumn_idempotency_keys.record_expires_at <= $3) \
+       RETURNING 1) \
+     SELECT (SELECT count(*) FROM claimed) AS acquired, \
+       k.lock_expires_at, k.record, k.body_hash, k.record_expires_at \
+     FROM (SELECT 1) AS one LEFT JOIN autumn_idempotency_keys k ON k.storage_key = $1";
+
+/// SQLite numbers its parameters `?N`.
+#[cfg(feature = "sqlite")]
+fn sqlite(sql: &str) -> String {
+    sql.replace('$', "?")
+}
+
+fn millis(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn as_i64(millis: u64) -> i64 {
+    i64::try_from(millis).unwrap_or(i64::MAX)
+}
+
+/// Runs `$body` with `$conn` bound to the backend's connection and `$sql`
+/// turning a statement into the backend's dialect.
+macro_rules! on_backend {
+    ($connection:expr, |$conn:ident, $sql:ident| $body:expr) => {
+        match $connection {
+            #[cfg(feature = "postgres")]
+            DbConnection::Postgres(mut object) => {
+                let $conn = &mut *object;
+                let $sql = |s: &str| s.to_owned();
+                $body
+            }
+            #[cfg(feature = "sqlite")]
+            DbConnection::Sqlite(mut object) => {
+                let $conn = &mut *object;
+                let $sql = sqlite;
+                $body
+            }
+        }
+    };
+}
+
+impl DbIdempotencyStore {
+    /// A store on `pool`. Run [`FRAMEWORK_MIGRATIONS`](super::FRAMEWORK_MIGRATIONS)
+    /// first.
+    pub fn new(pool: DbPool) -> Self {
+        Self {
+            pool,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The same store reading time from `clock`.
+    #[must_use]
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The pool the store uses.
+    pub fn pool(&self) -> &DbPool {
+        &self.pool
+    }
+
+    async fn conn(&self) -> Result<DbConnection, StoreError> {
+        self.pool.get().await.map_err(StoreError::new)
+    }
+
+    fn now(&self) -> i64 {
+        as_i64(self.clock.now_millis())
+    }
+
+    /// Deletes rows whose lock and record have both expired; returns how many.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the database fails.
+    pub async fn sweep_expired(&self) -> Result<usize, StoreError> {
+        let now = self.now();
+        on_backend!(self.conn().await?, |conn, sql| {
+            diesel::sql_query(sql(SWEEP))
+                .bind::<BigInt, _>(now)
+                .execute(conn)
+                .await
+                .map_err(|e| StoreError::new(DbError::from(e)))
+        })
+    }
+
+    /// Sweeps expired rows every `every` on a background task, for as long
+    /// as the runtime lives. Call it from within a tokio runtime.
+    pub fn spawn_sweeper(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let store = self.clone();
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(every);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                match store.sweep_expired().await {
+                    Ok(0) => {}
+                    Ok(swept) => tracing::debug!(swept, "swept expired idempotency rows"),
+                    Err(error) => tracing::warn!(%error, "sweeping idempotency rows failed"),
+                }
+            }
+        })
+    }
+
+    fn entry(&self, row: Row, now: i64) -> Result<Option<IdempotencyEntry>, StoreError> {
+        let locked = row.lock_expires_at.is_some_and(|at| at > now);
+        let record = match (row.record, row.body_hash, row.record_expires_at) {
+            (Some(record), Some(hash), Some(at)) if at > now => Some((
+                IdempotencyRecord::decode(&record).map_err(StoreError::new)?,
+                hash,
+            )),
+            _ => None,
+        };
+        Ok(match record {
+            Some((record, hash)) => Some(IdempotencyEntry::completed(record, hash).locked(locked)),
+            None if locked => Some(IdempotencyEntry::in_flight()),
+            None => None,
+        })
+    }
+
+    async fn write_record(
+        &self,
+        key: &str,
+        owner: &str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+        unlock: bool,
+    ) -> Result<bool, StoreError> {
+        let now = self.now();
+        let bytes = record.encode();
+        on_backend!(self.conn().await?, |conn, sql| {
+            diesel::sql_query(sql(SET))
+                .bind::<Text, _>(key)
+                .bind::<Text, _>(owner)
+                .bind::<Binary, _>(&bytes)
+                .bind::<Binary, _>(&body_hash)
+                .bind::<BigInt, _>(now)
+                .bind::<BigInt, _>(now.saturating_add(millis(ttl)))
+                .bind::<Bool, _>(unlock)
+                .execute(conn)
+                .await
+                .map(|rows| rows == 1)
+                .map_err(|e| StoreError::new(DbError::from(e)))
+        })
+    }
+}
+
+fn query_error(error: diesel::result::Error) -> StoreError {
+    StoreError::new(DbError::from(error))
+}
+
+impl IdempotencyStore for DbIdempotencyStore {
+    fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
+        Box::pin(async move {
+            let now = self.now();
+            let rows: Vec<Row> = on_backend!(self.conn().await?, |conn, sql| {
+                diesel::sql_query(sql(GET))
+                    .bind::<Text, _>(key)
+                    .load(conn)
+                    .await
+                    .map_err(query_error)?
+            });
+            match rows.into_iter().next() {
+                Some(row) => self.entry(row, now),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn set<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        Box::pin(self.write_record(key, owner, record, body_hash, ttl, false))
+    }
+
+    fn try_lock<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        Box::pin(async move {
+            let now = self.now();
+            on_backend!(self.conn().await?, |conn, sql| {
+                diesel::sql_query(sql(TRY_LOCK))
+                    .bind::<Text, _>(key)
+                    .bind::<Text, _>(owner)
+                    .bind::<BigInt, _>(now)
+                    .bind::<BigInt, _>(as_i64(deadline(self.clock.now_millis(), ttl)))
+                    .execute(conn)
+                    .await
+                    .map(|rows| rows == 1)
+                    .map_err(query_error)
+            })
+        })
+    }
+
+    fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()> {
+        Box::pin(async move {
+            let now = self.now();
+            on_backend!(self.conn().await?, |conn, sql| {
+                diesel::sql_query(sql(UNLOCK))
+                    .bind::<Text, _>(key)
+                    .bind::<Text, _>(owner)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(query_error)?;
+                diesel::sql_query(sql(DROP_DEAD))
+                    .bind::<Text, _>(key)
+                    .bind::<BigInt, _>(now)
+                    .execute(conn)
+                    .await
+                    .map_err(query_error)?;
+            });
+            Ok(())
+        })
+    }
+
+    fn renew_lock<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        Box::pin(async move {
+            let now = self.now();
+            on_backend!(self.conn().await?, |conn, sql| {
+                diesel::sql_query(sql(RENEW))
+                    .bind::<Text, _>(key)
+                    .bind::<Text, _>(owner)
+                    .bind::<BigInt, _>(now)
+                    .bind::<BigInt, _>(now.saturating_add(millis(ttl)))
+                    .execute(conn)
+                    .await
+                    .map(|rows| rows == 1)
+                    .map_err(query_error)
+            })
+        })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        in_flight_ttl: Duration,
+    ) -> IdempotencyFuture<'a, Claim> {
+        Box::pin(async move {
+            let now = self.now();
+            let lock_deadline = now.saturating_add(millis(in_flight_ttl));
+            let (acquired, prior) = match self.conn().await? {
+                #[cfg(feature = "postgres")]
+                DbConnection::Postgres(mut conn) => {
+                    let rows: Vec<ClaimRow> = diesel::sql_query(PG_CLAIM)
+                        .bind::<Text, _>(key)
+                        .bind::<Text, _>(owner)
+                        .bind::<BigInt, _>(now)
+                        .bind::<BigInt, _>(lock_deadline)
+                        .load(&mut *conn)
+                        .await
+                        .map_err(query_error)?;
+                    match rows.into_iter().next() {
+                        Some(row) => (row.acquired > 0, Some(row.row)),
+                        None => (false, None),
+                    }
+                }
+                // SQLite runs one writer at a time: lock-or-nothing, then a
+                // read of what is there (both in-process, no network).
+                #[cfg(feature = "sqlite")]
+                DbConnection::Sqlite(mut conn) => {
+                    let locked: Vec<Acquired> =
+                        diesel::sql_query(format!("{} RETURNING 1 AS acquired", sqlite(TRY_LOCK)))
+                            .bind::<Text, _>(key)
+                            .bind::<Text, _>(owner)
+                            .bind::<BigInt, _>(now)
+                            .bind::<BigInt, _>(lock_deadline)
+                            .load(&mut *conn)
+                            .await
+                            .map_err(query_error)?;
+                    if locked.is_empty() {
+                        let rows: Vec<Row> = diesel::sql_query(sqlite(GET))
+                            .bind::<Text, _>(key)
+                            .load(&mut *conn)
+                            .await
+                            .map_err(query_error)?;
+                        (false, rows.into_iter().next())
+                    } else {
+                        (true, None)
+                    }
+                }
+            };
+            if acquired {
+                return Ok(Claim::Acquired);
+            }
+            // Nothing readable but no lock either: someone took it between
+            // our write and our read; they are in flight.
+            Ok(match prior {
+                Some(row) => self
+                    .entry(row, now)?
+                    .map_or(Claim::InFlight, Claim::from_entry),
+                None => Claim::InFlight,
+            })
+        })
+    }
+
+    fn finish<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        Box::pin(self.write_record(key, owner, record, body_hash, ttl, true))
+    }
+}

@@ -1,0 +1,593 @@
+//! The Redis store: one Redis key per storage key, owner-checked Lua scripts.
+//!
+//! Each storage key lives in one Redis hash, `{key_prefix}:{storage_key}`:
+//!
+//! | field | holds |
+//! | --- | --- |
+//! | `lo` | the lock's owner |
+//! | `le` | when the lock expires (ms since the epoch, app clock) |
+//! | `r`  | the record ([`IdempotencyRecord::encode`]d) |
+//! | `h`  | the fingerprint of the request that made the record |
+//! | `ro` | the owner that wrote the record |
+//! | `re` | when the record expires (ms since the epoch, app clock) |
+//!
+//! Whether a lock or record is live is decided by comparing those deadlines
+//! with the app clock's `now`, passed to every script, so tests expire things
+//! by moving a `ManualClock`. Every script that writes also sets `PEXPIRE` on
+//! the key to the longest remaining lifetime of what is still live (or
+//! deletes the key when nothing is), so Redis drops dead keys by itself.
+//!
+//! Every operation is one command: `get` is an `HMGET`, the others one
+//! `EVALSHA` of a script that touches only its own key (cluster-safe).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
+use tokio::sync::OnceCell;
+
+use super::{Claim, IdempotencyFuture, IdempotencyStore, StoreError, StoreOperation};
+use crate::clock::{SharedClock, SystemClock, deadline};
+use crate::record::{IdempotencyEntry, IdempotencyRecord};
+
+/// How long connecting to Redis may take before the store gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one command may wait for its answer.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Reconnection attempts after the first one fails, per connection.
+const CONNECT_RETRIES: usize = 1;
+/// No lock or record outlives this (100 years): it keeps every deadline
+/// exactly representable in Lua's doubles.
+const MAX_TTL_MILLIS: u64 = 100 * 365 * 24 * 3600 * 1000;
+
+/// What every script starts with: the key, `now`, and the bookkeeping.
+macro_rules! script {
+    ($body:literal) => {
+        concat!(
+            r"
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+-- Milliseconds a deadline has left, 0 when absent or past.
+local function left(deadline)
+  local d = tonumber(deadline)
+  if d ~= nil and d > now then return d - now end
+  return 0
+end
+-- Drops what is dead (the whole key when nothing lives) and lets Redis
+-- expire the key when its last live part does.
+local function settle(lock_left, record_left)
+  if lock_left <= 0 and record_left <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  if lock_left <= 0 then redis.call('HDEL', key, 'lo', 'le') end
+  if record_left <= 0 then redis.call('HDEL', key, 'r', 'h', 'ro', 're') end
+  redis.call('PEXPIRE', key, string.format('%.0f', math.max(lock_left, record_left)))
+end
+",
+            $body
+        )
+    };
+}
+
+/// ARGV: now, owner, lock deadline. Returns `{0}` in flight, `{1, record,
+/// body_hash}` completed, `{2}` acquired (padded with nils to three).
+const CLAIM: &str = script!(
+    r"
+local f = redis.call('HMGET', key, 'le', 're', 'r', 'h')
+if left(f[1]) > 0 then return {0, false, false} end
+if left(f[2]) > 0 then return {1, f[3], f[4]} end
+redis.call('DEL', key)
+local lock_left = left(ARGV[3])
+if lock_left > 0 then
+  redis.call('HSET', key, 'lo', ARGV[2], 'le', ARGV[3])
+  redis.call('PEXPIRE', key, string.format('%.0f', lock_left))
+end
+return {2, false, false}
+"
+);
+
+/// ARGV: now, owner, record deadline, record, body hash, "1" to also unlock.
+/// Returns 1 when recorded.
+const SET: &str = script!(
+    r"
+local f = redis.call('HMGET', key, 'lo', 'le', 'ro', 're')
+local lock_left = left(f[2])
+if lock_left > 0 and f[1] ~= ARGV[2] then return 0 end
+if left(f[4]) > 0 and f[3] ~= ARGV[2] then return 0 end
+local record_left = left(ARGV[3])
+if ARGV[6] == '1' then lock_left = 0 end
+if record_left > 0 then
+  redis.call('HSET', key, 'r', ARGV[4], 'h', ARGV[5], 'ro', ARGV[2], 're', ARGV[3])
+end
+settle(lock_left, record_left)
+return 1
+"
+);
+
+/// ARGV: now, owner, lock deadline. Returns 1 when locked.
+const TRY_LOCK: &str = script!(
+    r"
+local f = redis.call('HMGET', key, 'le', 're')
+if left(f[1]) > 0 or left(f[2]) > 0 then return 0 end
+redis.call('DEL', key)
+local lock_left = left(ARGV[3])
+if lock_left > 0 then
+  redis.call('HSET', key, 'lo', ARGV[2], 'le', ARGV[3])
+  redis.call('PEXPIRE', key, string.format('%.0f', lock_left))
+end
+return 1
+"
+);
+
+/// ARGV: now, owner. Compare-and-delete of the lock.
+const UNLOCK: &str = script!(
+    r"
+local f = redis.call('HMGET', key, 'lo', 'le', 're')
+if not (f[1] or f[2] or f[3]) then return 0 end
+local lock_left = left(f[2])
+local released = 0
+if f[1] == ARGV[2] then
+  lock_left = 0
+  released = 1
+end
+settle(lock_left, left(f[3]))
+return released
+"
+);
+
+/// ARGV: now, owner, new lock deadline. Returns 1 when renewed.
+const RENEW_LOCK: &str = script!(
+    r"
+local f = redis.call('HMGET', key, 'lo', 'le', 're')
+if f[1] ~= ARGV[2] or left(f[2]) <= 0 then return 0 end
+local lock_left = left(ARGV[3])
+if lock_left > 0 then redis.call('HSET', key, 'le', ARGV[3]) end
+settle(lock_left, left(f[3]))
+return 1
+"
+);
+
+struct Scripts {
+    claim: Script,
+    set: Script,
+    try_lock: Script,
+    unlock: Script,
+    renew_lock: Script,
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    claim: Script::new(CLAIM),
+    set: Script::new(SET),
+    try_lock: Script::new(TRY_LOCK),
+    unlock: Script::new(UNLOCK),
+    renew_lock: Script::new(RENEW_LOCK),
+});
+
+/// An [`IdempotencyStore`] in Redis, shared by every replica of an app.
+///
+/// Each storage key is one Redis hash under `{key_prefix}:{storage_key}`;
+/// every operation is one command (a Lua script touching only that key, so
+/// it works on Redis Cluster too), and a first-time request costs two
+/// commands, a replay one. Lock and record expiry follow the app's
+/// [`Clock`](crate::clock::Clock); Redis also expires each key by itself once
+/// nothing in it is live, so memory stays bounded.
+///
+/// Building the store does not connect: the connection is made on first use
+/// (see [`ping`](Self::ping) for a launch check) and re-made whenever Redis
+/// comes back after an outage. While Redis is unreachable every operation
+/// fails fast with a [`StoreError`], and the middleware fails closed.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use autumn_idempotency::{IdempotencyLayer, IdempotencyStore, RedisIdempotencyStore};
+///
+/// # async fn launch() -> Result<(), autumn_idempotency::StoreError> {
+/// let store = RedisIdempotencyStore::new("redis://127.0.0.1:6379", "myapp:idem")?;
+/// store.ping().await?; // fail at launch, not on the first request
+/// let store: Arc<dyn IdempotencyStore> = Arc::new(store);
+/// let layer = IdempotencyLayer::new(store);
+/// # let _ = layer;
+/// # Ok(())
+/// # }
+/// ```
+pub struct RedisIdempotencyStore {
+    client: redis::Client,
+    /// The URL with any password masked: safe to log.
+    url: String,
+    prefix: String,
+    clock: SharedClock,
+    connection: OnceCell<ConnectionManager>,
+}
+
+impl RedisIdempotencyStore {
+    /// A store on the Redis at `url` (`redis://[user:password@]host:port[/db]`),
+    /// keeping its keys under `key_prefix:`. Does not connect.
+    ///
+    /// ```
+    /// use autumn_idempotency::RedisIdempotencyStore;
+    ///
+    /// // Nothing listens there: building the store still succeeds.
+    /// let store = RedisIdempotencyStore::new("redis://127.0.0.1:1", "myapp:idem");
+    /// assert!(store.is_ok());
+    /// assert!(RedisIdempotencyStore::new("http://:secret@localhost", "p").is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] naming the URL (its password masked) when it is not a
+    /// Redis URL.
+    pub fn new(url: &str, key_prefix: &str) -> Result<Self, StoreError> {
+        let redacted = redact(url);
+        let client = redis::Client::open(url)
+            .map_err(|error| StoreError::new(format!("invalid Redis URL {redacted:?}: {error}")))?;
+        Ok(Self {
+            client,
+            url: redacted,
+            prefix: key_prefix.to_owned(),
+            clock: std::sync::Arc::new(SystemClock),
+            connection: OnceCell::new(),
+        })
+    }
+
+    /// The same store reading time from `clock`: tests pass a
+    /// [`ManualClock`](crate::clock::ManualClock) to expire locks and records
+    /// without sleeping. Every replica must use the same kind of clock.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use autumn_idempotency::RedisIdempotencyStore;
+    /// use autumn_idempotency::clock::ManualClock;
+    ///
+    /// # fn main() -> Result<(), autumn_idempotency::StoreError> {
+    /// let store = RedisIdempotencyStore::new("redis://127.0.0.1:6379", "test")?
+    ///     .with_clock(Arc::new(ManualClock::new()));
+    /// # let _ = store;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Connects (when not yet connected) and asks Redis for a `PONG`: the
+    /// launch health check.
+    ///
+    /// ```no_run
+    /// # async fn check() -> Result<(), autumn_idempotency::StoreError> {
+    /// use autumn_idempotency::RedisIdempotencyStore;
+    ///
+    /// RedisIdempotencyStore::new("redis://127.0.0.1:6379", "myapp:idem")?
+    ///     .ping()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when Redis cannot be reached or does not answer.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let pong: String = self
+            .run(|| async {
+                let mut connection = self.connection().await?;
+                redis::cmd("PING").query_async(&mut connection).await
+            })
+            .await
+            .map_err(StoreError::new)?;
+        if pong == "PONG" {
+            Ok(())
+        } else {
+            Err(StoreError::new(format!(
+                "Redis at {} answered PING with {pong:?}",
+                self.url
+            )))
+        }
+    }
+
+    /// The connection, made on first use: a reconnecting manager, with the
+    /// scripts loaded so that every later call is one `EVALSHA`.
+    async fn connection(&self) -> Result<ConnectionManager, RedisError> {
+        self.connection
+            .get_or_try_init(|| async {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_number_of_retries(CONNECT_RETRIES)
+                    .set_min_delay(Duration::from_millis(20))
+                    .set_max_delay(Duration::from_millis(200));
+                let mut manager =
+                    ConnectionManager::new_with_config(self.client.clone(), config).await?;
+                let mut load = redis::pipe();
+                for code in [CLAIM, SET, TRY_LOCK, UNLOCK, RENEW_LOCK] {
+                    load.cmd("SCRIPT").arg("LOAD").arg(code);
+                }
+                let _hashes: Vec<String> = load.query_async(&mut manager).await?;
+                Ok(manager)
+            })
+            .await
+            .cloned()
+    }
+
+    /// Runs `attempt`, once more when the first try could not even connect
+    /// (nothing reached Redis, so nothing ran twice): the reconnecting
+    /// manager hands out its last failed attempt once after Redis is back.
+    async fn run<T, F, Fut>(&self, attempt: F) -> Result<T, RedisError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, RedisError>>,
+    {
+        match attempt().await {
+            Err(error) if error.is_connection_refusal() => attempt().await,
+            result => result,
+        }
+    }
+
+    /// Runs one script on `key`: `EVALSHA`, or `EVAL`-equivalent loading
+    /// when Redis lost its scripts (a restart).
+    async fn invoke<T: FromRedisValue>(
+        &self,
+        operation: StoreOperation,
+        invocation: ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        self.run(|| async {
+            let mut connection = self.connection().await?;
+            invocation.invoke_async(&mut connection).await
+        })
+        .await
+        .map_err(|error| StoreError::new(error).during(operation))
+    }
+
+    fn redis_key(&self, key: &str) -> String {
+        format!("{}:{key}", self.prefix)
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.now_millis()
+    }
+}
+
+/// `now + ttl`, with `ttl` capped at [`MAX_TTL_MILLIS`].
+fn deadline_after(now: u64, ttl: Duration) -> u64 {
+    deadline(now, ttl.min(Duration::from_millis(MAX_TTL_MILLIS)))
+}
+
+fn decode(
+    record: Option<Vec<u8>>,
+    body_hash: Option<Vec<u8>>,
+) -> Result<(IdempotencyRecord, Vec<u8>), StoreError> {
+    match (record, body_hash) {
+        (Some(record), Some(body_hash)) => Ok((
+            IdempotencyRecord::decode(&record).map_err(StoreError::new)?,
+            body_hash,
+        )),
+        _ => Err(StoreError::new(
+            "a live Redis idempotency record lacks its response or fingerprint",
+        )),
+    }
+}
+
+/// `url` with the password (and any `password=`/`pass=` query value) masked.
+fn redact(url: &str) -> String {
+    let (head, query) = match url.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (url, None),
+    };
+    let mut out = match head.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) => {
+                    let user = match userinfo.split_once(':') {
+                        Some((user, _password)) => format!("{user}:***"),
+                        None => "***".to_owned(),
+                    };
+                    format!("{scheme}://{user}@{host}{path}")
+                }
+                None => head.to_owned(),
+            }
+        }
+        None => head.to_owned(),
+    };
+    if let Some(query) = query {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) if matches!(name, "password" | "pass") => format!("{name}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&pairs.join("&"));
+    }
+    out
+}
+
+impl std::fmt::Debug for RedisIdempotencyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisIdempotencyStore")
+            .field("url", &self.url)
+            .field("key_prefix", &self.prefix)
+            .field("connected", &self.connection.initialized())
+            .finish_non_exhaustive()
+    }
+}
+
+impl IdempotencyStore for RedisIdempotencyStore {
+    fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
+        Box::pin(async move {
+            let redis_key = self.redis_key(key);
+            let (lock_deadline, record_deadline, record, body_hash): (
+                Option<u64>,
+                Option<u64>,
+                Option<Vec<u8>>,
+                Option<Vec<u8>>,
+            ) = self
+                .run(|| async {
+                    let mut connection = self.connection().await?;
+                    redis::cmd("HMGET")
+                        .arg(&redis_key)
+                        .arg(&["le", "re", "r", "h"])
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await
+                .map_err(|error| StoreError::new(error).during(StoreOperation::Get))?;
+            let now = self.now();
+            let locked = lock_deadline.is_some_and(|d| d > now);
+            if record_deadline.is_some_and(|d| d > now) {
+                let (record, body_hash) =
+                    decode(record, body_hash).map_err(|e| e.during(StoreOperation::Get))?;
+                return Ok(Some(
+                    IdempotencyEntry::completed(record, body_hash).locked(locked),
+                ));
+            }
+            Ok(locked.then(IdempotencyEntry::in_flight))
+        })
+    }
+
+    fn set<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        Box::pin(self.record(key, owner, record, body_hash, ttl, false))
+    }
+
+    fn try_lock<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        Box::pin(async move {
+            let now = self.now();
+            let mut invocation = SCRIPTS.try_lock.key(self.redis_key(key));
+            invocation.arg(now).arg(owner).arg(deadline_after(now, ttl));
+            let locked: i64 = self.invoke(StoreOperation::TryLock, invocation).await?;
+            Ok(locked == 1)
+        })
+    }
+
+    fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()> {
+        Box::pin(async move {
+            let mut invocation = SCRIPTS.unlock.key(self.redis_key(key));
+            invocation.arg(self.now()).arg(owner);
+            let _released: i64 = self.invoke(StoreOperation::Unlock, invocation).await?;
+            Ok(())
+        })
+    }
+
+    fn renew_lock<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        Box::pin(async move {
+            let now = self.now();
+            let mut invocation = SCRIPTS.renew_lock.key(self.redis_key(key));
+            invocation.arg(now).arg(owner).arg(deadline_after(now, ttl));
+            let renewed: i64 = self.invoke(StoreOperation::RenewLock, invocation).await?;
+            Ok(renewed == 1)
+        })
+    }
+
+    /// Looks up and locks in one script: one command.
+    fn claim<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        in_flight_ttl: Duration,
+    ) -> IdempotencyFuture<'a, Claim> {
+        Box::pin(async move {
+            let now = self.now();
+            let mut invocation = SCRIPTS.claim.key(self.redis_key(key));
+            invocation
+                .arg(now)
+                .arg(owner)
+                .arg(deadline_after(now, in_flight_ttl));
+            let (state, record, body_hash): (i64, Option<Vec<u8>>, Option<Vec<u8>>) =
+                self.invoke(StoreOperation::Get, invocation).await?;
+            match state {
+                0 => Ok(Claim::InFlight),
+                1 => {
+                    let (record, body_hash) =
+                        decode(record, body_hash).map_err(|e| e.during(StoreOperation::Get))?;
+                    Ok(Claim::Completed { record, body_hash })
+                }
+                2 => Ok(Claim::Acquired),
+                other => Err(StoreError::new(format!(
+                    "unexpected answer {other} from the Redis claim script"
+                ))
+                .during(StoreOperation::Get)),
+            }
+        })
+    }
+
+    /// Records and unlocks in one script: one command. The lock is kept when
+    /// the record could not be written.
+    fn finish<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+    ) -> IdempotencyFuture<'a, bool> {
+        Box::pin(self.record(key, owner, record, body_hash, ttl, true))
+    }
+}
+
+impl RedisIdempotencyStore {
+    /// `set`, or `finish` when `and_unlock`.
+    async fn record(
+        &self,
+        key: &str,
+        owner: &str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+        and_unlock: bool,
+    ) -> Result<bool, StoreError> {
+        let now = self.now();
+        let mut invocation = SCRIPTS.set.key(self.redis_key(key));
+        invocation
+            .arg(now)
+            .arg(owner)
+            .arg(deadline_after(now, ttl))
+            .arg(record.encode())
+            .arg(body_hash)
+            .arg(if and_unlock { "1" } else { "0" });
+        let stored: i64 = self.invoke(StoreOperation::Set, invocation).await?;
+        Ok(stored == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_reach_an_error_message() {
+        assert_eq!(
+            redact("redis://user:secret@host:6379/2"),
+            "redis://user:***@host:6379/2"
+        );
+        assert_eq!(redact("redis://:secret@host"), "redis://:***@host");
+        assert_eq!(redact("redis://secret@host"), "redis://***@host");
+        assert_eq!(
+            redact("redis+unix:///tmp/r.sock?db=1&pass=secret"),
+            "redis+unix:///tmp/r.sock?db=1&pass=***"
+        );
+        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
+        assert_eq!(redact("not a url"), "not a url");
+    }
+}

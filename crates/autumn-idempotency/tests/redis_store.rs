@@ -1,0 +1,379 @@
+#![cfg(feature = "redis")]
+//! The Redis store against a real Redis: the conformance suite, the command
+//! count as the server sees it, keys that expire in Redis itself, and what
+//! happens while Redis is down.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use autumn_idempotency::clock::ManualClock;
+use autumn_idempotency::{
+    Claim, IdempotencyRecord, IdempotencyStore, RedisIdempotencyStore, StoreOperation,
+};
+use http::{HeaderValue, StatusCode};
+use support::app::{Fixture, LOCK_TTL, RECORD_TTL};
+use support::redis::{
+    Monitor, RedisServer, client_commands, command_name, keys_under, plain_connection,
+    require_redis, unique_prefix,
+};
+
+fn store(url: &str, prefix: &str, clock: &ManualClock) -> Arc<RedisIdempotencyStore> {
+    Arc::new(
+        RedisIdempotencyStore::new(url, prefix)
+            .expect("a valid Redis URL")
+            .with_clock(Arc::new(clock.clone())),
+    )
+}
+
+fn fixture(url: &str, prefix: &str) -> Fixture {
+    let clock = ManualClock::new();
+    Fixture::with_store(store(url, prefix, &clock), clock, |layer| layer)
+}
+
+/// Guards a call that must fail fast: a regression fails instead of hanging.
+async fn fast<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not answer within 10 s"))
+}
+
+async fn pttl(url: &str, key: &str) -> i64 {
+    ::redis::cmd("PTTL")
+        .arg(key)
+        .query_async(&mut plain_connection(url).await)
+        .await
+        .expect("PTTL")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_store_passes_the_conformance_suite() {
+    let url = require_redis();
+    support::conformance::run_all(|clock| store(&url, &unique_prefix(), &clock)).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn redis_store_passes_the_conformance_suite_on_a_current_thread_runtime() {
+    let url = require_redis();
+    support::conformance::run_all(|clock| store(&url, &unique_prefix(), &clock)).await;
+}
+
+#[test]
+fn building_the_store_does_not_connect_and_a_bad_url_is_named_without_its_password() {
+    // Nothing listens on port 1; building needs no runtime and no Redis.
+    let store = RedisIdempotencyStore::new("redis://127.0.0.1:1", "p").expect("not connected");
+    assert!(format!("{store:?}").contains("127.0.0.1:1"));
+
+    let error = RedisIdempotencyStore::new("http://admin:hunter2@localhost:6379", "p")
+        .expect_err("not a Redis URL");
+    let message = error.to_string();
+    assert!(
+        message.contains("http://admin:***@localhost:6379"),
+        "{message}"
+    );
+    assert!(!message.contains("hunter2"), "{message}");
+
+    let debug = format!(
+        "{:?}",
+        RedisIdempotencyStore::new("redis://:hunter2@127.0.0.1:6379", "p").expect("valid")
+    );
+    assert!(!debug.contains("hunter2"), "{debug}");
+}
+
+#[tokio::test]
+async fn ping_answers_and_an_unreachable_redis_fails_fast() {
+    let url = require_redis();
+    let store = RedisIdempotencyStore::new(&url, &unique_prefix()).expect("valid URL");
+    store.ping().await.expect("PONG");
+
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+        listener.local_addr().expect("addr").port()
+    }; // closed again: nothing listens there
+    let down =
+        RedisIdempotencyStore::new(&format!("redis://127.0.0.1:{port}"), "p").expect("valid URL");
+    fast("ping", down.ping())
+        .await
+        .expect_err("nothing listens");
+    let error = fast("get", down.get("k")).await.expect_err("no Redis");
+    assert_eq!(error.operation(), Some(StoreOperation::Get));
+    let error = fast("claim", down.claim("k", "o", LOCK_TTL))
+        .await
+        .expect_err("no Redis");
+    assert_eq!(error.operation(), Some(StoreOperation::Get), "503, not 409");
+    let error = fast("try_lock", down.try_lock("k", "o", LOCK_TTL))
+        .await
+        .expect_err("no Redis");
+    assert_eq!(error.operation(), Some(StoreOperation::TryLock));
+    let record = IdempotencyRecord::new(StatusCode::OK, [], "x");
+    let error = fast("finish", down.finish("k", "o", record, vec![1], RECORD_TTL))
+        .await
+        .expect_err("no Redis");
+    assert_eq!(error.operation(), Some(StoreOperation::Set));
+}
+
+#[tokio::test]
+async fn keys_expire_in_redis_itself() {
+    let url = require_redis();
+    let prefix = unique_prefix();
+    let clock = ManualClock::new();
+    let store = store(&url, &prefix, &clock);
+    let key = format!("{prefix}:k");
+
+    assert!(store.try_lock("k", "a", LOCK_TTL).await.expect("lock"));
+    let ttl = pttl(&url, &key).await;
+    assert!(ttl > 0 && ttl <= 60_000, "a lock lives for its TTL: {ttl}");
+
+    let record = IdempotencyRecord::new(StatusCode::CREATED, [], "done");
+    assert!(
+        store
+            .finish("k", "a", record, vec![7; 32], RECORD_TTL)
+            .await
+            .expect("finish")
+    );
+    let ttl = pttl(&url, &key).await;
+    assert!(
+        ttl > 60_000 && ttl <= 3_600_000,
+        "a record lives for its TTL: {ttl}"
+    );
+
+    // A lock released with nothing recorded leaves no key behind.
+    assert!(store.try_lock("gone", "a", LOCK_TTL).await.expect("lock"));
+    store.unlock("gone", "a").await.expect("unlock");
+    assert_eq!(pttl(&url, &format!("{prefix}:gone")).await, -2, "no key");
+
+    // A renewal moves Redis's own expiry too.
+    assert!(
+        store
+            .try_lock("renewed", "a", LOCK_TTL)
+            .await
+            .expect("lock")
+    );
+    assert!(
+        store
+            .renew_lock("renewed", "a", Duration::from_secs(600))
+            .await
+            .expect("renew")
+    );
+    let ttl = pttl(&url, &format!("{prefix}:renewed")).await;
+    assert!(ttl > 60_000 && ttl <= 600_000, "renewed: {ttl}");
+}
+
+#[tokio::test]
+async fn a_request_through_the_layer_leaves_one_key_that_redis_expires() {
+    let url = require_redis();
+    let prefix = unique_prefix();
+    let f = fixture(&url, &prefix);
+    let first = f.post("/orders").key("my-order-42").body("x").send().await;
+    assert_eq!(first.status, StatusCode::CREATED);
+
+    let keys = keys_under(&url, &prefix).await;
+    assert_eq!(keys.len(), 1, "one Redis key per storage key: {keys:?}");
+    assert!(
+        !keys[0].contains("my-order-42"),
+        "the raw Idempotency-Key is never a Redis key: {}",
+        keys[0]
+    );
+    let ttl = pttl(&url, &keys[0]).await;
+    assert!(ttl > 0 && ttl <= 3_600_000, "PTTL {ttl}");
+}
+
+#[tokio::test]
+async fn binary_records_round_trip_between_store_instances() {
+    let url = require_redis();
+    let prefix = unique_prefix();
+    let clock = ManualClock::new();
+    let (writer, reader) = (store(&url, &prefix, &clock), store(&url, &prefix, &clock));
+    let body: Vec<u8> = (0..=255u8).chain(*b"\r\n\0\"'\\").collect();
+    let record = IdempotencyRecord::new(
+        StatusCode::CREATED,
+        [
+            (
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            ),
+            (http::header::SET_COOKIE, HeaderValue::from_static("a=1")),
+            (http::header::SET_COOKIE, HeaderValue::from_static("b=2")),
+        ],
+        body,
+    );
+    let hash: Vec<u8> = (0..32).map(|i| 255 - i).collect();
+    assert_eq!(
+        writer.claim("k", "a", LOCK_TTL).await.expect("claim"),
+        Claim::Acquired
+    );
+    assert!(
+        writer
+            .finish("k", "a", record.clone(), hash.clone(), RECORD_TTL)
+            .await
+            .expect("finish")
+    );
+    assert_eq!(
+        reader.claim("k", "b", LOCK_TTL).await.expect("claim"),
+        Claim::Completed {
+            record: record.clone(),
+            body_hash: hash.clone()
+        }
+    );
+    let entry = reader.get("k").await.expect("get").expect("entry");
+    assert_eq!(entry.record(), Some(&record));
+    assert_eq!(entry.body_hash(), Some(&hash[..]));
+}
+
+#[tokio::test]
+async fn a_first_time_request_costs_two_commands_and_a_replay_one() {
+    // A server of the test's own, so every command it sees is ours.
+    let server = RedisServer::new();
+    let prefix = unique_prefix();
+    let f = fixture(&server.url(), &prefix);
+    let mut monitor = Monitor::connect(&server.url()).await;
+
+    // Warm up: connect, and load the scripts once.
+    let warm_up = f.post("/orders").key("warm-up").send().await;
+    assert_eq!(warm_up.status, StatusCode::CREATED);
+    let lines = monitor.mark().await;
+    let loads = client_commands(&lines, "")
+        .into_iter()
+        .filter(|line| command_name(line) == "SCRIPT")
+        .count();
+    assert_eq!(loads, 5, "each script loaded once: {lines:#?}");
+
+    let first = f.post("/orders").key("k").body("x").send().await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert!(!first.replayed());
+    let lines = monitor.mark().await;
+    let on_key = client_commands(&lines, &prefix);
+    assert_eq!(on_key.len(), 2, "claim + finish: {lines:#?}");
+    assert_eq!(
+        client_commands(&lines, "").len(),
+        2,
+        "nothing else: {lines:#?}"
+    );
+    assert!(on_key.iter().all(|line| command_name(line) == "EVALSHA"));
+
+    let replay = f.post("/orders").key("k").body("x").send().await;
+    assert!(replay.replayed());
+    let lines = monitor.mark().await;
+    assert_eq!(
+        client_commands(&lines, &prefix).len(),
+        1,
+        "claim: {lines:#?}"
+    );
+    assert_eq!(
+        client_commands(&lines, "").len(),
+        1,
+        "nothing else: {lines:#?}"
+    );
+    assert_eq!(f.runs(), 2, "warm-up + first");
+
+    // Redis forgets its scripts (as on a restart): the next calls load them
+    // again by themselves, then it is one command per operation again.
+    let mut plain = plain_connection(&server.url()).await;
+    let () = ::redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut plain)
+        .await
+        .expect("SCRIPT FLUSH");
+    monitor.mark().await;
+    let reloaded = f.post("/orders").key("after-flush").send().await;
+    assert_eq!(reloaded.status, StatusCode::CREATED);
+    let lines = monitor.mark().await;
+    let names: Vec<&str> = client_commands(&lines, "")
+        .into_iter()
+        .map(command_name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "EVALSHA", "SCRIPT", "EVALSHA", "EVALSHA", "SCRIPT", "EVALSHA"
+        ],
+        "NOSCRIPT, load, run, for claim then finish: {lines:#?}"
+    );
+    f.post("/orders").key("steady").send().await;
+    let lines = monitor.mark().await;
+    assert_eq!(client_commands(&lines, "").len(), 2, "{lines:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_redis_is_down_requests_get_503_and_service_resumes_when_it_returns() {
+    let mut server = RedisServer::new();
+    let f = fixture(&server.url(), &unique_prefix());
+
+    // Down before the first use: the store never connected.
+    server.stop();
+    for _ in 0..2 {
+        let answer = fast("request", f.post("/orders").key("k").send()).await;
+        answer.assert_problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "idempotency_store_unavailable",
+        );
+    }
+    assert_eq!(f.runs(), 0, "the handler never ran");
+    server.start();
+    let answer = fast("request", f.post("/orders").key("k").send()).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.text());
+    assert!(f.post("/orders").key("k").send().await.replayed());
+    assert_eq!(f.runs(), 1);
+
+    // Down while connected.
+    server.stop();
+    for key in ["k", "k2", "k2"] {
+        let answer = fast("request", f.post("/orders").key(key).send()).await;
+        answer.assert_problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "idempotency_store_unavailable",
+        );
+    }
+    assert_eq!(f.runs(), 1, "no run while the store cannot answer");
+    server.start();
+    let answer = fast("request", f.post("/orders").key("k2").send()).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.text());
+    assert!(f.post("/orders").key("k2").send().await.replayed());
+    assert_eq!(f.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_dying_mid_handler_keeps_the_response_and_the_lock_it_kept() {
+    // Redis writes every command to disk before answering: what it held
+    // when killed is still there after the restart.
+    let mut server = RedisServer::persistent();
+    let f = fixture(&server.url(), &unique_prefix());
+
+    let first = tokio::spawn(f.post("/gated").key("k").send());
+    f.started.notified().await; // claimed: the lock is in Redis
+    server.stop();
+    f.gate.notify_one();
+    let first = fast("the first request", first)
+        .await
+        .expect("first request");
+    assert_eq!(first.status, StatusCode::OK, "the handler's answer is sent");
+    assert_eq!(first.text(), "gated 1");
+
+    let retry = fast("retry", f.post("/gated").key("k").send()).await;
+    retry.assert_problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "idempotency_store_unavailable",
+    );
+
+    server.start();
+    let retry = fast("retry", f.post("/gated").key("k").send()).await;
+    retry.assert_problem(StatusCode::CONFLICT, "idempotency_key_in_flight");
+    assert_eq!(retry.header("retry-after"), Some("1"));
+    f.clock.advance(LOCK_TTL - Duration::from_secs(1));
+    let retry = fast("retry", f.post("/gated").key("k").send()).await;
+    assert_eq!(retry.status, StatusCode::CONFLICT, "the lock still lives");
+    assert_eq!(f.runs(), 1, "no second run while the lock lives");
+
+    f.clock.advance(Duration::from_secs(2));
+    let released = tokio::spawn(f.post("/gated").key("k").send());
+    f.started.notified().await;
+    f.gate.notify_one();
+    let released = fast("the retry", released).await.expect("retry");
+    assert_eq!(released.status, StatusCode::OK);
+    assert_eq!(
+        released.text(),
+        "gated 2",
+        "runs again once the lock lapsed"
+    );
+}

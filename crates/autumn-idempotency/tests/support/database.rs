@@ -1,0 +1,128 @@
+//! Real databases for the store tests: a fresh PostgreSQL schema or a fresh
+//! SQLite file per store, with the framework migrations applied, so tests run
+//! in parallel without seeing each other's rows.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use autumn_idempotency::FRAMEWORK_MIGRATIONS;
+use autumn_idempotency::clock::ManualClock;
+use autumn_idempotency::database::{DbIdempotencyStore, DbPool};
+
+/// `TEST_DATABASE_URL`, or the loopback PostgreSQL of the project's machines.
+pub fn postgres_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// Runs `work` on a runtime of its own on another thread, so a synchronous
+/// store factory can set a database up from inside an async test.
+fn on_own_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> std::pin::Pin<Box<dyn Future<Output = T> + Send>> + Send + 'static,
+) -> T {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(work())
+    })
+    .join()
+    .expect("setup thread")
+}
+
+/// A new empty schema with the framework tables; returns a URL whose
+/// connections use it.
+#[cfg(feature = "postgres")]
+pub fn fresh_postgres_schema() -> String {
+    use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
+    let base = postgres_url();
+    // The creation time in the name lets later runs drop schemas that
+    // crashed runs left behind, without touching ones in use.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs();
+    let schema = format!("autumn_test_{now}_{}", uuid::Uuid::new_v4().simple());
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+    let (setup_base, setup_url) = (base.clone(), url.clone());
+    on_own_runtime(move || {
+        Box::pin(async move {
+            let mut conn = diesel_async::AsyncPgConnection::establish(&setup_base)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "PostgreSQL is not reachable at {setup_base} ({e}); start it with \
+                         `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start` \
+                         or set TEST_DATABASE_URL"
+                    )
+                });
+            drop_stale_schemas(&mut conn, now).await;
+            conn.batch_execute(&format!("CREATE SCHEMA {schema}"))
+                .await
+                .expect("create schema");
+            let pool = DbPool::new(&setup_url, 1, Duration::from_secs(5)).expect("pool");
+            FRAMEWORK_MIGRATIONS.run(&pool).await.expect("migrations");
+        })
+    });
+    url
+}
+
+/// Drops test schemas created more than an hour before `now`.
+#[cfg(feature = "postgres")]
+async fn drop_stale_schemas(conn: &mut diesel_async::AsyncPgConnection, now: u64) {
+    use diesel::sql_types::Text;
+    use diesel_async::{RunQueryDsl as _, SimpleAsyncConnection as _};
+    #[derive(diesel::QueryableByName)]
+    struct Schema {
+        #[diesel(sql_type = Text)]
+        nspname: String,
+    }
+    let schemas: Vec<Schema> = diesel::sql_query(
+        "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'autumn\\_test\\_%'",
+    )
+    .load(conn)
+    .await
+    .expect("list test schemas");
+    for Schema { nspname } in schemas {
+        let created = nspname
+            .split('_')
+            .nth(2)
+            .and_then(|t| t.parse::<u64>().ok());
+        // Unparsable names come from older runs: drop those too.
+        if created.is_none_or(|created| created + 3600 < now) {
+            let _ = conn
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS {nspname} CASCADE"))
+                .await;
+        }
+    }
+}
+
+/// A new SQLite file with the framework tables; the directory lives as long
+/// as the process (tests are short).
+#[cfg(feature = "sqlite")]
+pub fn fresh_sqlite_file() -> String {
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let url = format!("sqlite://{}", dir.join("autumn.db").display());
+    let setup_url = url.clone();
+    on_own_runtime(move || {
+        Box::pin(async move {
+            let pool = DbPool::new(&setup_url, 1, Duration::from_secs(5)).expect("pool");
+            FRAMEWORK_MIGRATIONS.run(&pool).await.expect("migrations");
+            // Applying them twice is a no-op: startup runs them every time.
+            FRAMEWORK_MIGRATIONS
+                .run(&pool)
+                .await
+                .expect("migrations again");
+        })
+    });
+    url
+}
+
+/// A store on `url` reading time from `clock`.
+pub fn store(url: &str, clock: ManualClock) -> DbIdempotencyStore {
+    let pool = DbPool::new(url, 8, Duration::from_secs(5)).expect("pool");
+    DbIdempotencyStore::new(pool).with_clock(Arc::new(clock))
+}

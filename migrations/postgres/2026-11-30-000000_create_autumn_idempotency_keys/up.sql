@@ -1,0 +1,15 @@
+-- Idempotency locks and records. Times are milliseconds since the Unix epoch
+-- on the app's clock (not the database's), so every replica agrees with its
+-- own expiry checks.
+CREATE TABLE IF NOT EXISTS autumn_idempotency_keys (
+    storage_key       TEXT PRIMARY KEY,
+    lock_owner        TEXT,
+    lock_expires_at   BIGINT,
+    record            BYTEA,
+    body_hash         BYTEA,
+    record_owner      TEXT,
+    record_expires_at BIGINT
+);
+-- The sweeper deletes rows whose lock and record have both expired.
+CREATE INDEX IF NOT EXISTS autumn_idempotency_keys_expiry
+    ON autumn_idempotency_keys (GREATEST(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)));
