@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use crate::on_path;
 
-/// Whether an unreachable service fails `cargo xtask ci`. No test uses Redis or
-/// PostgreSQL yet, so a missing one is only a warning; set this to `true` when
-/// the first test that needs them lands.
-const REQUIRED: bool = false;
+/// Whether an unreachable service fails `cargo xtask ci`: the store tests run
+/// against real Redis and PostgreSQL, so a missing one is an error that says
+/// what to install or start.
+const REQUIRED: bool = true;
 
 /// How long a service that was just started gets to accept connections.
 const START_WAIT: Duration = Duration::from_secs(15);

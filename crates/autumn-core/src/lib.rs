@@ -6,6 +6,8 @@
 mod actuator;
 pub mod app;
 pub mod config;
+#[cfg(feature = "database")]
+pub mod db;
 mod error;
 mod route;
 mod scope;

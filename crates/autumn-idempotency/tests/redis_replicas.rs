@@ -1,7 +1,7 @@
-#![cfg(feature = "redis")]
 //! Two replicas of one app on one Redis: two `RedisIdempotencyStore`s (each
 //! with its own connection) behind two routers and layers, sharing nothing
 //! but the Redis key prefix and the clock.
+#![cfg(feature = "redis")]
 
 mod support;
 

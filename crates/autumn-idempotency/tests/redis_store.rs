@@ -1,7 +1,7 @@
-#![cfg(feature = "redis")]
 //! The Redis store against a real Redis: the conformance suite, the command
 //! count as the server sees it, keys that expire in Redis itself, and what
 //! happens while Redis is down.
+#![cfg(feature = "redis")]
 
 mod support;
 
@@ -93,9 +93,13 @@ async fn ping_answers_and_an_unreachable_redis_fails_fast() {
     }; // closed again: nothing listens there
     let down =
         RedisIdempotencyStore::new(&format!("redis://127.0.0.1:{port}"), "p").expect("valid URL");
-    fast("ping", down.ping())
+    let error = fast("ping", down.ping())
         .await
         .expect_err("nothing listens");
+    assert!(
+        error.to_string().contains(&format!("127.0.0.1:{port}")),
+        "names the Redis: {error}"
+    );
     let error = fast("get", down.get("k")).await.expect_err("no Redis");
     assert_eq!(error.operation(), Some(StoreOperation::Get));
     let error = fast("claim", down.claim("k", "o", LOCK_TTL))
@@ -326,6 +330,10 @@ async fn while_redis_is_down_requests_get_503_and_service_resumes_when_it_return
         );
     }
     assert_eq!(f.runs(), 1, "no run while the store cannot answer");
+    // Not a wait for something to happen: it makes the harder case certain,
+    // the connection's background reconnect having given up before Redis is
+    // back, so the first request after the restart meets that failure.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     server.start();
     let answer = fast("request", f.post("/orders").key("k2").send()).await;
     assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.text());

@@ -24,7 +24,8 @@
 //! ```
 //!
 //! The guides: [idempotency keys](docs::idempotency),
-//! [configuration](docs::configuration), [testing](docs::testing).
+//! [configuration](docs::configuration), [testing](docs::testing),
+//! [middleware](docs::middleware).
 
 pub use autumn_core::{
     AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, Route,
@@ -35,6 +36,14 @@ pub use autumn_macros::{delete, get, main, patch, post, put, routes};
 /// Configuration: [`AutumnConfig`] and its sections.
 pub mod config {
     pub use autumn_core::config::*;
+}
+
+/// The app database: the [`Db`](db::Db) extractor and transactions
+/// (features `postgres`, `sqlite`).
+#[cfg(feature = "database")]
+pub mod db {
+    pub use autumn_core::db::*;
+    pub use autumn_idempotency::database::{DbPool, FRAMEWORK_MIGRATIONS};
 }
 
 /// Idempotency keys: the layer, the stores and what handlers read.
@@ -59,10 +68,14 @@ pub mod reexports {
     pub use serde_json;
     pub use tokio;
     pub use tracing;
+    #[cfg(feature = "database")]
+    pub use {diesel, diesel_async, scoped_futures};
 }
 
 /// What most handlers need: `use autumn_web::prelude::*;`.
 pub mod prelude {
+    #[cfg(feature = "database")]
+    pub use crate::db::Db;
     pub use crate::{
         AutumnError, AutumnResult, Route, RouteIdempotency, delete, get, patch, post, put, routes,
     };
@@ -81,6 +94,8 @@ pub mod docs {
     pub mod configuration {}
     #[doc = include_str!("../../../docs/testing.md")]
     pub mod testing {}
+    #[doc = include_str!("../../../docs/middleware.md")]
+    pub mod middleware {}
 }
 
 #[doc(hidden)]

@@ -49,6 +49,22 @@ pub enum LaunchError {
         /// The backend that was asked for.
         backend: String,
     },
+    /// Redis could not be reached at startup.
+    #[error("cannot reach Redis for idempotency.redis.url ({url}): {message}")]
+    Redis {
+        /// The URL, password redacted.
+        url: String,
+        /// What failed.
+        message: String,
+    },
+    /// The database could not be used at startup.
+    #[error("cannot use the database at database.url ({url}): {message}")]
+    Database {
+        /// The URL, password redacted.
+        url: String,
+        /// What failed.
+        message: String,
+    },
     /// A setting has a value that parses but cannot work.
     #[error("invalid {key}: {message}")]
     InvalidSetting {
@@ -96,6 +112,82 @@ pub enum LaunchError {
 pub(crate) struct Launched {
     pub(crate) router: Router,
     pub(crate) config: AutumnConfig,
+    pub(crate) startup: Startup,
+}
+
+/// What must be checked against live services before serving: done by
+/// `run()` on its runtime, and by `into_router()`/`TestApp` on a runtime of
+/// their own, always over connections of their own.
+#[derive(Debug, Default)]
+pub(crate) struct Startup {
+    /// Redis URL and key prefix to ping.
+    redis: Option<(String, String)>,
+    /// Database URL to health-check and migrate.
+    database: Option<String>,
+}
+
+impl Startup {
+    /// Pings Redis, health-checks the database and applies the framework
+    /// migrations.
+    pub(crate) async fn check(&self) -> Result<(), LaunchError> {
+        // Each check exists only in builds with its backend.
+        let (_redis, _database) = (&self.redis, &self.database);
+        #[cfg(feature = "redis")]
+        if let Some((url, prefix)) = &self.redis {
+            let redis_error = |e: &dyn std::fmt::Display| LaunchError::Redis {
+                url: redact(url),
+                message: e.to_string(),
+            };
+            let store = autumn_idempotency::RedisIdempotencyStore::new(url, prefix)
+                .map_err(|e| redis_error(&e))?;
+            store.ping().await.map_err(|e| redis_error(&e))?;
+        }
+        #[cfg(feature = "database")]
+        if let Some(url) = &self.database {
+            use autumn_idempotency::database::DbPool;
+            let database_error = |e: &dyn std::fmt::Display| LaunchError::Database {
+                url: redact(url),
+                message: e.to_string(),
+            };
+            let pool = DbPool::new(url, 1, std::time::Duration::from_secs(5))
+                .map_err(|e| database_error(&e))?;
+            pool.health_check().await.map_err(|e| database_error(&e))?;
+            autumn_idempotency::FRAMEWORK_MIGRATIONS
+                .run(&pool)
+                .await
+                .map_err(|e| database_error(&e))?;
+        }
+        Ok(())
+    }
+
+    /// [`check`](Self::check) from synchronous code: on a runtime of its own,
+    /// on another thread, so it works inside or outside a runtime.
+    pub(crate) fn check_blocking(&self) -> Result<(), LaunchError> {
+        if self.redis.is_none() && self.database.is_none() {
+            return Ok(());
+        }
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(LaunchError::Serve)?
+                        .block_on(self.check())
+                })
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(LaunchError::Serve(std::io::Error::other(
+                        "the startup check panicked",
+                    )))
+                })
+        })
+    }
+}
+
+/// `scheme://user:password@host` with the password replaced.
+fn redact(url: &str) -> String {
+    crate::config::redact(url)
 }
 
 impl AppBuilder {
@@ -110,16 +202,12 @@ impl AppBuilder {
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let metrics = AppMetrics::default();
 
+        let mut startup = Startup::default();
+        let database = database_pool(&config, &mut startup)?;
         let idempotency = if self.idempotent && config.idempotency.enabled {
             let store = match self.store {
                 Some(store) => store,
-                None => {
-                    check_backend(&config)?;
-                    Arc::new(MemoryIdempotencyStore::with_clock(
-                        config.idempotency.ttl(),
-                        clock.clone(),
-                    ))
-                }
+                None => build_store(&config, database.as_ref(), &clock, &mut startup)?,
             };
             warn_about_timeouts(&config);
             Some(
@@ -175,6 +263,10 @@ impl AppBuilder {
         // API-token layer puts the principal there), then the app's layers,
         // then timeout and trace outermost.
         router = router.layer(scope::layer(&config)?);
+        #[cfg(feature = "database")]
+        if let Some(pool) = database {
+            router = router.layer(axum::Extension(pool));
+        }
         for layer in self.layers {
             router = layer(router);
         }
@@ -185,11 +277,59 @@ impl AppBuilder {
             ));
         }
         router = router.layer(TraceLayer::new_for_http());
-        Ok(Launched { router, config })
+        Ok(Launched {
+            router,
+            config,
+            startup,
+        })
     }
 }
 
-fn check_backend(config: &AutumnConfig) -> Result<(), LaunchError> {
+#[cfg(feature = "database")]
+type Database = autumn_idempotency::database::DbPool;
+#[cfg(not(feature = "database"))]
+type Database = std::convert::Infallible;
+
+/// The app's pool when `[database] url` is set (connections are made on
+/// first use; the startup check proves the database answers).
+fn database_pool(
+    config: &AutumnConfig,
+    startup: &mut Startup,
+) -> Result<Option<Database>, LaunchError> {
+    let Some(url) = &config.database.url else {
+        return Ok(None);
+    };
+    #[cfg(feature = "database")]
+    {
+        let pool = autumn_idempotency::database::DbPool::new(
+            url,
+            config.database.pool_size as usize,
+            std::time::Duration::from_millis(config.database.connect_timeout_ms),
+        )
+        .map_err(|e| LaunchError::Database {
+            url: redact(url),
+            message: e.to_string(),
+        })?;
+        startup.database = Some(url.clone());
+        Ok(Some(pool))
+    }
+    #[cfg(not(feature = "database"))]
+    {
+        let _ = startup;
+        Err(LaunchError::Database {
+            url: redact(url),
+            message: "autumn-web was built without the `postgres` and `sqlite` features".into(),
+        })
+    }
+}
+
+/// The store `[idempotency] backend` names, refusing what cannot work.
+fn build_store(
+    config: &AutumnConfig,
+    database: Option<&Database>,
+    clock: &autumn_idempotency::clock::SharedClock,
+    startup: &mut Startup,
+) -> Result<Arc<dyn autumn_idempotency::IdempotencyStore>, LaunchError> {
     let idempotency = &config.idempotency;
     match idempotency.backend {
         Backend::Memory => {
@@ -198,10 +338,55 @@ fn check_backend(config: &AutumnConfig) -> Result<(), LaunchError> {
                     profile: config.profile.name().to_owned(),
                 });
             }
-            Ok(())
+            Ok(Arc::new(MemoryIdempotencyStore::with_clock(
+                idempotency.ttl(),
+                clock.clone(),
+            )))
         }
-        Backend::Redis if idempotency.redis.url.is_none() => Err(LaunchError::RedisUrlMissing),
-        Backend::Database if config.database.url.is_none() => Err(LaunchError::DatabaseMissing),
+        Backend::Redis => {
+            let Some(url) = &idempotency.redis.url else {
+                return Err(LaunchError::RedisUrlMissing);
+            };
+            #[cfg(feature = "redis")]
+            {
+                let store = autumn_idempotency::RedisIdempotencyStore::new(
+                    url,
+                    &idempotency.redis.key_prefix,
+                )
+                .map_err(|e| LaunchError::Redis {
+                    url: redact(url),
+                    message: e.to_string(),
+                })?
+                .with_clock(clock.clone());
+                startup.redis = Some((url.clone(), idempotency.redis.key_prefix.clone()));
+                Ok(Arc::new(store))
+            }
+            #[cfg(not(feature = "redis"))]
+            {
+                let _ = (url, startup);
+                Err(LaunchError::BackendUnavailable {
+                    backend: "redis".to_owned(),
+                })
+            }
+        }
+        Backend::Database => {
+            let Some(pool) = database else {
+                return Err(LaunchError::DatabaseMissing);
+            };
+            #[cfg(feature = "database")]
+            {
+                let store = autumn_idempotency::DbIdempotencyStore::new(pool.clone())
+                    .with_clock(clock.clone());
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    let _guard = runtime.enter();
+                    store.spawn_sweeper(std::time::Duration::from_secs(60));
+                }
+                Ok(Arc::new(store))
+            }
+            #[cfg(not(feature = "database"))]
+            match *pool {}
+        }
+        #[allow(unreachable_patterns)]
         backend => Err(LaunchError::BackendUnavailable {
             backend: backend.as_str().to_owned(),
         }),

@@ -144,10 +144,17 @@ impl AppBuilder {
     /// loaded from `autumn.toml` and the environment, as [`run`](Self::run)
     /// does.
     ///
+    /// Like `run()`, it first checks the services the configuration names
+    /// (Redis answers, the database answers and has the framework tables),
+    /// on a runtime of its own.
+    ///
     /// # Errors
     ///
-    /// [`LaunchError`] when the configuration or the routes are invalid.
+    /// [`LaunchError`] when the configuration or the routes are invalid, or a
+    /// service is unreachable.
     pub fn into_router(self) -> Result<Router, LaunchError> {
-        Ok(self.launch()?.router)
+        let launched = self.launch()?;
+        launched.startup.check_blocking()?;
+        Ok(launched.router)
     }
 }

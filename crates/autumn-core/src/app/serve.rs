@@ -29,6 +29,7 @@ impl AppBuilder {
     /// address cannot be bound, or the server fails.
     pub async fn try_run(self) -> Result<(), LaunchError> {
         let launched = self.launch()?;
+        launched.startup.check().await?;
         let server = &launched.config.server;
         let address = format!("{}:{}", server.host, server.port);
         let listener = TcpListener::bind(&address)

@@ -33,6 +33,7 @@ mod error;
 mod load;
 mod sections;
 mod settings;
+pub(crate) use settings::redact;
 #[cfg(test)]
 mod tests;
 

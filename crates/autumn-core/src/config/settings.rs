@@ -167,7 +167,7 @@ fn literal(value: &str) -> String {
 /// Replaces the passwords of any URLs in `text` with `***`: the password in the user info
 /// (`redis://user:secret@host/0` becomes `redis://user:***@host/0`) and the values of
 /// password-like query parameters (`?password=secret` becomes `?password=***`).
-pub(super) fn redact(text: &str) -> String {
+pub(crate) fn redact(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("://") {

@@ -50,6 +50,7 @@ struct Row {
     record_expires_at: Option<i64>,
 }
 
+#[cfg(feature = "postgres")]
 #[derive(QueryableByName)]
 struct ClaimRow {
     #[diesel(sql_type = BigInt)]
@@ -58,6 +59,7 @@ struct ClaimRow {
     row: Row,
 }
 
+#[cfg(feature = "sqlite")]
 #[derive(QueryableByName)]
 struct Acquired {
     #[diesel(sql_type = BigInt)]

@@ -78,7 +78,7 @@ const CLAIM: &str = script!(
 local f = redis.call('HMGET', key, 'le', 're', 'r', 'h')
 if left(f[1]) > 0 then return {0, false, false} end
 if left(f[2]) > 0 then return {1, f[3], f[4]} end
-redis.call('DEL', key)
+if f[1] or f[2] then redis.call('DEL', key) end
 local lock_left = left(ARGV[3])
 if lock_left > 0 then
   redis.call('HSET', key, 'lo', ARGV[2], 'le', ARGV[3])
@@ -111,7 +111,7 @@ const TRY_LOCK: &str = script!(
     r"
 local f = redis.call('HMGET', key, 'le', 're')
 if left(f[1]) > 0 or left(f[2]) > 0 then return 0 end
-redis.call('DEL', key)
+if f[1] or f[2] then redis.call('DEL', key) end
 local lock_left = left(ARGV[3])
 if lock_left > 0 then
   redis.call('HSET', key, 'lo', ARGV[2], 'le', ARGV[3])
@@ -253,8 +253,9 @@ impl RedisIdempotencyStore {
         self
     }
 
-    /// Connects (when not yet connected) and asks Redis for a `PONG`: the
-    /// launch health check.
+    /// Connects (when not yet connected, loading the scripts) and asks Redis
+    /// for a `PONG`: the launch health check. Its error names the URL, with
+    /// any password masked.
     ///
     /// ```no_run
     /// # async fn check() -> Result<(), autumn_idempotency::StoreError> {
@@ -277,7 +278,12 @@ impl RedisIdempotencyStore {
                 redis::cmd("PING").query_async(&mut connection).await
             })
             .await
-            .map_err(StoreError::new)?;
+            .map_err(|error| {
+                StoreError::new(format!(
+                    "Redis at {} did not answer PING: {error}",
+                    self.url
+                ))
+            })?;
         if pong == "PONG" {
             Ok(())
         } else {
@@ -326,8 +332,9 @@ impl RedisIdempotencyStore {
         }
     }
 
-    /// Runs one script on `key`: `EVALSHA`, or `EVAL`-equivalent loading
-    /// when Redis lost its scripts (a restart).
+    /// Runs one script: one `EVALSHA`. When Redis lost its scripts
+    /// (`NOSCRIPT`, e.g. after a restart), [`Script`] loads it and runs it
+    /// again, and the next call is one `EVALSHA` again.
     async fn invoke<T: FromRedisValue>(
         &self,
         operation: StoreOperation,
@@ -349,6 +356,9 @@ impl RedisIdempotencyStore {
         self.clock.now_millis()
     }
 }
+
+/// What `get` reads: lock deadline, record deadline, record, fingerprint.
+type Fields = (Option<u64>, Option<u64>, Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// `now + ttl`, with `ttl` capped at [`MAX_TTL_MILLIS`].
 fn deadline_after(now: u64, ttl: Duration) -> u64 {
@@ -421,12 +431,7 @@ impl IdempotencyStore for RedisIdempotencyStore {
     fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
         Box::pin(async move {
             let redis_key = self.redis_key(key);
-            let (lock_deadline, record_deadline, record, body_hash): (
-                Option<u64>,
-                Option<u64>,
-                Option<Vec<u8>>,
-                Option<Vec<u8>>,
-            ) = self
+            let (lock_deadline, record_deadline, record, body_hash): Fields = self
                 .run(|| async {
                     let mut connection = self.connection().await?;
                     redis::cmd("HMGET")

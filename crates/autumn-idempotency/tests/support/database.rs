@@ -1,4 +1,4 @@
-//! Real databases for the store tests: a fresh PostgreSQL schema or a fresh
+//! Real databases for tests (shared by the autumn-web tests through `#[path]`): a fresh PostgreSQL schema or a fresh
 //! SQLite file per store, with the framework migrations applied, so tests run
 //! in parallel without seeing each other's rows.
 
@@ -32,10 +32,24 @@ fn on_own_runtime<T: Send + 'static>(
     .expect("setup thread")
 }
 
-/// A new empty schema with the framework tables; returns a URL whose
-/// connections use it.
+/// A new schema with the framework tables; returns a URL whose connections
+/// use it.
 #[cfg(feature = "postgres")]
 pub fn fresh_postgres_schema() -> String {
+    let url = empty_postgres_schema();
+    let setup_url = url.clone();
+    on_own_runtime(move || {
+        Box::pin(async move {
+            let pool = DbPool::new(&setup_url, 1, Duration::from_secs(5)).expect("pool");
+            FRAMEWORK_MIGRATIONS.run(&pool).await.expect("migrations");
+        })
+    });
+    url
+}
+
+/// A new, empty schema; returns a URL whose connections use it.
+#[cfg(feature = "postgres")]
+pub fn empty_postgres_schema() -> String {
     use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
     let base = postgres_url();
     // The creation time in the name lets later runs drop schemas that
@@ -47,7 +61,7 @@ pub fn fresh_postgres_schema() -> String {
     let schema = format!("autumn_test_{now}_{}", uuid::Uuid::new_v4().simple());
     let separator = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
-    let (setup_base, setup_url) = (base.clone(), url.clone());
+    let setup_base = base.clone();
     on_own_runtime(move || {
         Box::pin(async move {
             let mut conn = diesel_async::AsyncPgConnection::establish(&setup_base)
@@ -63,8 +77,6 @@ pub fn fresh_postgres_schema() -> String {
             conn.batch_execute(&format!("CREATE SCHEMA {schema}"))
                 .await
                 .expect("create schema");
-            let pool = DbPool::new(&setup_url, 1, Duration::from_secs(5)).expect("pool");
-            FRAMEWORK_MIGRATIONS.run(&pool).await.expect("migrations");
         })
     });
     url
