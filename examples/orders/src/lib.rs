@@ -4,15 +4,21 @@
 //! `POST /orders` takes `{"item": "widget", "qty": 2}` (and an optional
 //! `delay_ms`, capped at 10 s, standing in for a slow payment provider) and
 //! answers 201 with the new order; `GET /orders` lists them.
+//!
+//! Orders live in memory, or in the app database when `[database] url` is
+//! set (PostgreSQL or SQLite); the idempotency store is whatever
+//! `[idempotency] backend` says. Both are configuration only.
 
-use std::sync::{Arc, Mutex};
+mod repository;
+
 use std::time::Duration;
 
 use autumn_web::AppBuilder;
 use autumn_web::prelude::*;
-use axum::Extension;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+pub use repository::Orders;
 
 /// The longest `delay_ms` honoured.
 const MAX_DELAY: Duration = Duration::from_secs(10);
@@ -36,32 +42,10 @@ pub struct NewOrder {
     delay_ms: Option<u64>,
 }
 
-/// The orders created so far, shared by every request.
-#[derive(Debug, Clone, Default)]
-pub struct Orders(Arc<Mutex<Vec<Order>>>);
-
-impl Orders {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Order>> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// How many orders exist.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether no order exists.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// `POST /orders`: validates, waits `delay_ms`, creates the order.
 #[post("/orders")]
 pub async fn create_order(
-    Extension(orders): Extension<Orders>,
+    orders: Orders,
     Json(new): Json<NewOrder>,
 ) -> AutumnResult<(StatusCode, Json<Order>)> {
     if new.item.trim().is_empty() {
@@ -78,20 +62,21 @@ pub async fn create_order(
         item: new.item,
         qty: new.qty,
     };
-    orders.lock().push(order.clone());
+    orders.insert(&order).await?;
     Ok((StatusCode::CREATED, Json(order)))
 }
 
 /// `GET /orders`: every order, oldest first.
 #[get("/orders")]
-pub async fn list_orders(Extension(orders): Extension<Orders>) -> Json<Vec<Order>> {
-    Json(orders.lock().clone())
+pub async fn list_orders(orders: Orders) -> AutumnResult<Json<Vec<Order>>> {
+    Ok(Json(orders.list().await?))
 }
 
-/// The app, with `orders` as its state.
-pub fn app(orders: Orders) -> AppBuilder {
+/// The app. Orders go to the database when one is configured, else to
+/// `memory`.
+pub fn app(memory: Orders) -> AppBuilder {
     autumn_web::app()
         .routes(routes![create_order, list_orders])
-        .layer(Extension(orders))
+        .layer(axum::Extension(memory))
         .idempotent()
 }

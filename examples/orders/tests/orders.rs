@@ -3,15 +3,18 @@
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
 
-use autumn_web::test::TestApp;
+use autumn_web::config::AutumnConfig;
+use autumn_web::test::{TestApp, TestClient};
 use orders::{Order, Orders};
 use serde_json::json;
 
-#[tokio::test]
-async fn create_list_and_reject() {
-    let orders = Orders::default();
-    let client = TestApp::from_builder(orders::app(orders.clone())).build();
+/// Every order the app lists.
+async fn listed(client: &TestClient) -> Vec<Order> {
+    client.get("/orders").send().await.json()
+}
 
+/// The same scenario on any backend: create, list, reject, retry.
+async fn create_list_reject_and_retry(client: &TestClient) {
     let created = client
         .post("/orders")
         .json(&json!({"item": "widget", "qty": 2}))
@@ -20,9 +23,7 @@ async fn create_list_and_reject() {
     created.assert_status(201);
     let order: Order = created.json();
     assert_eq!((order.item.as_str(), order.qty), ("widget", 2));
-
-    let listed: Vec<Order> = client.get("/orders").send().await.json();
-    assert_eq!(listed, vec![order]);
+    assert_eq!(listed(client).await, vec![order.clone()]);
 
     for bad in [
         json!({"item": " ", "qty": 1}),
@@ -35,25 +36,97 @@ async fn create_list_and_reject() {
             Some("application/problem+json")
         );
     }
-    assert_eq!(orders.len(), 1, "a rejected order creates nothing");
-}
+    assert_eq!(
+        listed(client).await.len(),
+        1,
+        "a rejected order creates nothing"
+    );
 
-#[tokio::test]
-async fn a_retried_order_is_created_once() {
-    let orders = Orders::default();
-    let client = TestApp::from_builder(orders::app(orders.clone())).build();
     let send = || {
         client
             .post("/orders")
             .header("idempotency-key", "order-1")
-            .json(&json!({"item": "widget", "qty": 2}))
+            .json(&json!({"item": "gadget", "qty": 1}))
             .send()
     };
     let first = send().await;
     let retry = send().await;
     retry.assert_header("x-idempotent-replayed", "true");
     assert_eq!(first.json::<Order>(), retry.json::<Order>());
-    assert_eq!(orders.len(), 1);
+    assert_eq!(listed(client).await.len(), 2, "the retry created nothing");
+}
+
+fn client(config: &str) -> TestClient {
+    TestApp::from_builder(orders::app(Orders::default()))
+        .config(AutumnConfig::from_toml_str(config).expect("config"))
+        .build()
+}
+
+#[tokio::test]
+async fn on_the_memory_store() {
+    create_list_reject_and_retry(&client("")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite_for_orders_and_keys() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}", dir.path().join("orders.db").display());
+    create_list_reject_and_retry(&client(&format!(
+        "[database]\nurl = \"{url}\"\n[idempotency]\nbackend = \"database\"\n"
+    )))
+    .await;
+}
+
+/// A fresh PostgreSQL schema, as a URL whose connections use it.
+async fn postgres_schema() -> String {
+    use autumn_web::reexports::diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
+    let base = std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let schema = format!("orders_test_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = autumn_web::db::PgConnection::establish(&base)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL is not reachable at {base} ({e}); start it or set TEST_DATABASE_URL")
+        });
+    conn.batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .expect("create schema");
+    format!("{base}?options=-c%20search_path%3D{schema}")
+}
+
+fn redis_url() -> String {
+    std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_with_keys_in_redis_over_two_replicas() {
+    let config = format!(
+        "[database]\nurl = \"{}\"\n[idempotency]\nbackend = \"redis\"\n\
+         [idempotency.redis]\nurl = \"{}\"\nkey_prefix = \"orders-test:{}\"\n",
+        postgres_schema().await,
+        redis_url(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let (a, b) = (client(&config), client(&config));
+    create_list_reject_and_retry(&a).await;
+    // A duplicate that lands on the other replica replays, and the order
+    // exists once in the shared database.
+    let order = json!({"item": "shared", "qty": 3});
+    let first = a
+        .post("/orders")
+        .header("idempotency-key", "x")
+        .json(&order)
+        .send()
+        .await;
+    let retry = b
+        .post("/orders")
+        .header("idempotency-key", "x")
+        .json(&order)
+        .send()
+        .await;
+    retry.assert_header("x-idempotent-replayed", "true");
+    assert_eq!(first.json::<Order>(), retry.json::<Order>());
+    assert_eq!(listed(&b).await.len(), 3);
 }
 
 /// The built binary, killed when dropped.
@@ -144,4 +217,41 @@ async fn the_binary_serves_on_the_configured_port() {
     assert_eq!(status, 200);
     let listed: Vec<Order> = serde_json::from_str(&listed).expect("JSON list");
     assert_eq!(listed.len(), 1);
+}
+
+/// Runs the binary with only `env`, expecting it to refuse to start; returns
+/// what it printed on stderr.
+fn refused_start(env: &[(&str, &str)]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_orders"))
+        .env_clear()
+        .envs(env.iter().copied())
+        .env("AUTUMN_SERVER__PORT", "0")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the orders binary runs");
+    assert!(!output.status.success(), "it must not start: {env:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    stderr
+}
+
+#[test]
+fn startup_fails_fast_with_one_line_naming_the_key() {
+    let redis = refused_start(&[("AUTUMN_IDEMPOTENCY__BACKEND", "redis")]);
+    assert!(redis.contains("AUTUMN_IDEMPOTENCY__REDIS__URL"), "{redis}");
+
+    let production = refused_start(&[("AUTUMN_PROFILE", "prod")]);
+    assert!(
+        production.contains("idempotency.allow_memory_in_production"),
+        "{production}"
+    );
+
+    let database = refused_start(&[("AUTUMN_IDEMPOTENCY__BACKEND", "database")]);
+    assert!(database.contains("database.url"), "{database}");
+
+    let typo = refused_start(&[("AUTUMN_SERVER__PROT", "80")]);
+    assert!(
+        typo.contains("server.prot") && typo.contains("AUTUMN_SERVER__PROT"),
+        "{typo}"
+    );
 }

@@ -6,6 +6,7 @@
 //! pool through `SyncConnectionWrapper` (SQLite itself is bundled).
 
 mod migrations;
+mod pooled;
 mod store;
 
 use std::time::Duration;
@@ -14,6 +15,7 @@ use diesel_async::pooled_connection::AsyncDieselConnectionManager;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 
 pub use migrations::{FRAMEWORK_MIGRATIONS, FrameworkMigrations};
+pub use pooled::PooledConnection;
 pub use store::DbIdempotencyStore;
 
 /// A pooled PostgreSQL connection.
@@ -54,6 +56,9 @@ pub enum DbBackend {
 }
 
 /// A connection taken from a [`DbPool`]; it goes back to the pool on drop.
+// Short-lived and on the stack: boxing the larger variant would cost an
+// allocation per store operation for nothing.
+#[allow(clippy::large_enum_variant)]
 #[non_exhaustive]
 pub enum DbConnection {
     /// PostgreSQL.
@@ -242,57 +247,5 @@ mod tests {
         );
         assert_eq!(redact("postgres://h/db"), "postgres://h/db");
         assert_eq!(redact("sqlite://data/app.db"), "sqlite://data/app.db");
-    }
-}
-
-/// A connection type a [`DbPool`] can hand out: implemented for
-/// [`PgConnection`] and [`SqliteConnection`], so code generic over the
-/// connection (the `Db` extractor) finds the pool of its backend.
-pub trait PooledConnection: diesel_async::AsyncConnection + Send + 'static {
-    /// A connection checked out of the pool; back to the pool on drop.
-    type Pooled: std::ops::DerefMut<Target = Self> + Send + 'static;
-
-    /// Checks a connection out of `pool`; `None` when `pool` is of another
-    /// backend.
-    fn checkout(
-        pool: &DbPool,
-    ) -> Option<impl Future<Output = Result<Self::Pooled, DbError>> + Send + '_>;
-}
-
-#[cfg(feature = "postgres")]
-impl PooledConnection for PgConnection {
-    type Pooled = Object<PgConnection>;
-
-    fn checkout(
-        pool: &DbPool,
-    ) -> Option<impl Future<Output = Result<Self::Pooled, DbError>> + Send + '_> {
-        #[allow(unreachable_patterns)]
-        match pool {
-            DbPool::Postgres(pool) => Some(async move {
-                pool.get()
-                    .await
-                    .map_err(|e| DbError::Connect(e.to_string()))
-            }),
-            _ => None,
-        }
-    }
-}
-
-#[cfg(feature = "sqlite")]
-impl PooledConnection for SqliteConnection {
-    type Pooled = Object<SqliteConnection>;
-
-    fn checkout(
-        pool: &DbPool,
-    ) -> Option<impl Future<Output = Result<Self::Pooled, DbError>> + Send + '_> {
-        #[allow(unreachable_patterns)]
-        match pool {
-            DbPool::Sqlite(pool) => Some(async move {
-                pool.get()
-                    .await
-                    .map_err(|e| DbError::Connect(e.to_string()))
-            }),
-            _ => None,
-        }
     }
 }

@@ -382,7 +382,12 @@ async fn record_and_respond(
             // The handler ran but its response is lost: keep the lock, so a
             // retry gets 409 until it lapses rather than a second run now.
             tracing::error!(idempotency.key = %context.key, %error, "response body failed; keeping the idempotency lock");
-            return internal_error();
+            return Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "response_lost",
+                "the request was processed but its response could not be sent or recorded; a retry with the same Idempotency-Key gets 409 until the in-flight lock expires",
+            )
+            .into_response();
         }
     };
     let through_inner = (settings.mode == ReplayMode::ThroughInner
