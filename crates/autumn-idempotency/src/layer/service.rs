@@ -1,6 +1,6 @@
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -80,9 +80,16 @@ where
         // is the one that gets called.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture {
-            inner: Box::pin(handle(self.settings.clone(), inner, request)),
-        }
+        let detach_on_drop = Arc::new(AtomicBool::new(false));
+        ResponseFuture::new(
+            Box::pin(handle(
+                self.settings.clone(),
+                inner,
+                request,
+                detach_on_drop.clone(),
+            )),
+            detach_on_drop,
+        )
     }
 }
 
@@ -103,7 +110,12 @@ where
     }
 }
 
-async fn handle<S>(settings: Arc<Settings>, inner: S, request: Request) -> Response
+async fn handle<S>(
+    settings: Arc<Settings>,
+    inner: S,
+    request: Request,
+    detach_on_drop: Arc<AtomicBool>,
+) -> Response
 where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
@@ -182,6 +194,8 @@ where
             replay(&settings, inner, request, record, &key).await
         }
         Ok(Claim::Acquired) => {
+            // From here on a hung-up client must not cancel the request.
+            detach_on_drop.store(true, Ordering::Release);
             settings.metrics.miss();
             tracing::debug!(idempotency.key = %key, idempotency.replayed = false, "idempotency key claimed; running the handler");
             let context = IdempotencyContext {
@@ -333,9 +347,9 @@ async fn release(context: &IdempotencyContext) {
     }
 }
 
-/// Runs the handler on its own task, so a client that hangs up does not
-/// cancel it half-way: the response is still recorded, and the retry gets
-/// the replay instead of a 409 for the rest of the lock's TTL.
+/// Runs the handler (a panic is answered 500 and releases the key), then
+/// records a 2xx/3xx response. A client that hangs up meanwhile does not
+/// cancel this: see [`ResponseFuture`].
 async fn run_first<S>(
     settings: Arc<Settings>,
     inner: S,
@@ -347,27 +361,21 @@ where
     S::Future: Send + 'static,
 {
     request.extensions_mut().insert(context.clone());
-    let task = tokio::spawn(async move {
-        let outcome = AssertUnwindSafe(call(inner, request)).catch_unwind().await;
-        let response = match outcome {
-            Ok(response) => response,
-            Err(_panic) => {
-                tracing::error!(idempotency.key = %context.key, "handler panicked; releasing the idempotency key");
-                release(&context).await;
-                return internal_error();
-            }
-        };
-        let status = response.status();
-        if !(status.is_success() || status.is_redirection()) {
+    let outcome = AssertUnwindSafe(call(inner, request)).catch_unwind().await;
+    let response = match outcome {
+        Ok(response) => response,
+        Err(_panic) => {
+            tracing::error!(idempotency.key = %context.key, "handler panicked; releasing the idempotency key");
             release(&context).await;
-            return response;
+            return internal_error();
         }
-        record_and_respond(&settings, &context, response).await
-    });
-    task.await.unwrap_or_else(|error| {
-        tracing::error!(%error, "idempotent request task ended without a response");
-        internal_error()
-    })
+    };
+    let status = response.status();
+    if !(status.is_success() || status.is_redirection()) {
+        release(&context).await;
+        return response;
+    }
+    record_and_respond(&settings, &context, response).await
 }
 
 async fn record_and_respond(
