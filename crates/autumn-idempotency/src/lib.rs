@@ -23,6 +23,7 @@ pub mod layer;
 mod metrics;
 mod problem;
 mod record;
+mod redact;
 pub mod replay;
 pub mod store;
 
@@ -33,6 +34,7 @@ pub use layer::{IdempotencyLayer, ReplayMode};
 pub use metrics::{IdempotencyMetrics, MetricsSnapshot};
 pub use problem::{IdempotencyRejection, Problem};
 pub use record::{IdempotencyEntry, IdempotencyRecord, RecordDecodeError};
+pub use redact::redact_passwords;
 pub use replay::IdempotencyReplayLayer;
 #[cfg(feature = "redis")]
 pub use store::RedisIdempotencyStore;

@@ -64,3 +64,27 @@ async fn postgres_sweeper_keeps_the_table_bounded() {
 async fn sqlite_sweeper_keeps_the_table_bounded() {
     sweeping_drops_only_dead_rows(&database::fresh_sqlite_file()).await;
 }
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_migrating_an_empty_database_at_once_all_succeed() {
+    use autumn_idempotency::FRAMEWORK_MIGRATIONS;
+    use autumn_idempotency::database::DbPool;
+    let url = database::empty_postgres_schema();
+    let replicas: Vec<_> = (0..4)
+        .map(|_| {
+            let pool = DbPool::new(&url, 1, Duration::from_secs(5)).expect("pool");
+            tokio::spawn(async move { FRAMEWORK_MIGRATIONS.run(&pool).await })
+        })
+        .collect();
+    for replica in replicas {
+        replica.await.expect("task").expect("migrations");
+    }
+    let store = database::store(&url, ManualClock::new());
+    assert!(
+        store
+            .try_lock("k", "o", Duration::from_secs(1))
+            .await
+            .expect("the table exists")
+    );
+}

@@ -25,7 +25,8 @@
 //!
 //! The guides: [idempotency keys](docs::idempotency),
 //! [configuration](docs::configuration), [testing](docs::testing),
-//! [middleware](docs::middleware).
+//! [middleware](docs::middleware),
+//! [running several replicas](docs::cloud_native).
 
 pub use autumn_core::{
     AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, Route,
@@ -96,6 +97,8 @@ pub mod docs {
     pub mod testing {}
     #[doc = include_str!("../../../docs/middleware.md")]
     pub mod middleware {}
+    #[doc = include_str!("../../../docs/cloud-native.md")]
+    pub mod cloud_native {}
 }
 
 #[doc(hidden)]

@@ -5,6 +5,11 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness as _, embed_migrati
 
 use super::{DbError, DbPool};
 
+/// The advisory lock key that serialises framework migrations ("autumn" in
+/// ASCII).
+#[cfg(feature = "postgres")]
+const MIGRATION_LOCK: i64 = 0x6175_7475_6d6e;
+
 #[cfg(feature = "postgres")]
 const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
 #[cfg(feature = "sqlite")]
@@ -36,6 +41,8 @@ impl FrameworkMigrations {
 }
 
 fn run_blocking(conn: super::DbConnection) -> Result<(), DbError> {
+    #[cfg(feature = "postgres")]
+    use diesel::connection::SimpleConnection as _;
     use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
     let migration = |e: Box<dyn std::error::Error + Send + Sync>| DbError::Migration(e.to_string());
     match conn {
@@ -43,9 +50,18 @@ fn run_blocking(conn: super::DbConnection) -> Result<(), DbError> {
         super::DbConnection::Postgres(object) => {
             let conn = diesel_async::pooled_connection::deadpool::Object::take(object);
             let mut wrapper: AsyncConnectionWrapper<super::PgConnection> = conn.into();
+            // Replicas starting together would race to create the same
+            // tables: one migrates while the others wait on this lock, then
+            // find nothing pending. The lock ends with the session at the
+            // latest (the connection is not returned to the pool).
             wrapper
-                .run_pending_migrations(POSTGRES)
-                .map_err(migration)?;
+                .batch_execute(&format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"))
+                .map_err(|e| DbError::Migration(e.to_string()))?;
+            let outcome = wrapper.run_pending_migrations(POSTGRES).map(drop);
+            let unlocked =
+                wrapper.batch_execute(&format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"));
+            outcome.map_err(migration)?;
+            unlocked.map_err(|e| DbError::Migration(e.to_string()))?;
         }
         #[cfg(feature = "sqlite")]
         super::DbConnection::Sqlite(object) => {

