@@ -21,7 +21,7 @@ usage: cargo xtask <command>
 commands:
   ci        check services, then fmt, clippy, test, doc and feature builds;
             stops at the first failure
-  bench     cargo bench -p autumn-web --bench idempotency
+  bench     cargo bench -p autumn-web --bench idempotency --features redis,postgres
   services  make sure Redis and PostgreSQL answer on loopback (start them if
             they are installed)
   help      this text";
@@ -172,7 +172,19 @@ fn ci(root: &Path) -> Result<(), String> {
 }
 
 fn bench(root: &Path) -> Result<(), String> {
-    let args = ["bench", "-p", "autumn-web", "--bench", "idempotency"].map(str::to_owned);
+    // With the store features, the bench also measures the Redis and
+    // PostgreSQL stores (each skipped, with a line saying so, when its
+    // service does not answer).
+    let args = [
+        "bench",
+        "-p",
+        "autumn-web",
+        "--bench",
+        "idempotency",
+        "--features",
+        "redis,postgres",
+    ]
+    .map(str::to_owned);
     let started = Instant::now();
     cargo(root, &args, &[])?;
     println!("==> bench done in {:.1}s", started.elapsed().as_secs_f64());

@@ -119,7 +119,13 @@ impl DbPool {
         };
         #[cfg(feature = "postgres")]
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let manager = AsyncDieselConnectionManager::<PgConnection>::new(url);
+            let mut config = diesel_async::pooled_connection::ManagerConfig::default();
+            // No test query on every checkout: it doubled the statements per
+            // store operation. A dead connection fails its real query, which
+            // the layer answers with 503 (fail closed), and is then dropped.
+            config.recycling_method = diesel_async::pooled_connection::RecyclingMethod::Fast;
+            let manager =
+                AsyncDieselConnectionManager::<PgConnection>::new_with_config(url, config);
             let pool = Pool::builder(manager)
                 .max_size(size.max(1))
                 .runtime(deadpool::Runtime::Tokio1)
@@ -208,6 +214,7 @@ fn sqlite_manager_config() -> diesel_async::pooled_connection::ManagerConfig<Sql
     use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
     use futures_util::FutureExt as _;
     let mut config = diesel_async::pooled_connection::ManagerConfig::default();
+    config.recycling_method = diesel_async::pooled_connection::RecyclingMethod::Fast;
     config.custom_setup = Box::new(|url| {
         let url = url.to_owned();
         async move {

@@ -4,7 +4,9 @@
 //! Every write is one conditional upsert or update, so the database decides
 //! who holds a lock; expiry compares against `now` from the app clock, passed
 //! in as a parameter. A first-time request costs two statements (claim,
-//! finish) and a replay one (claim) on PostgreSQL.
+//! finish) and a replay one (claim) on PostgreSQL; each is still two round
+//! trips (prepare, execute), because diesel caches only statements built
+//! with its query DSL, not raw SQL.
 
 use std::sync::Arc;
 use std::time::Duration;
