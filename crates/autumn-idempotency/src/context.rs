@@ -61,59 +61,85 @@ impl IdempotencyScope {
 /// route may be called without a key).
 #[derive(Clone)]
 pub struct IdempotencyContext {
-    pub(crate) key: Arc<str>,
-    pub(crate) storage_key: Arc<str>,
-    pub(crate) owner: Arc<str>,
-    pub(crate) fingerprint: Arc<[u8]>,
-    pub(crate) store: Arc<dyn IdempotencyStore>,
-    pub(crate) ttl: Duration,
-    pub(crate) in_flight_ttl: Duration,
+    // One allocation per request, however often the context is cloned.
+    inner: Arc<ContextInner>,
+}
+
+struct ContextInner {
+    key: String,
+    storage_key: String,
+    owner: String,
+    fingerprint: Vec<u8>,
+    store: Arc<dyn IdempotencyStore>,
+    ttl: Duration,
+    in_flight_ttl: Duration,
 }
 
 impl std::fmt::Debug for IdempotencyContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IdempotencyContext")
-            .field("key", &self.key)
-            .field("storage_key", &self.storage_key)
-            .field("owner", &self.owner)
+            .field("key", &self.inner.key)
+            .field("storage_key", &self.inner.storage_key)
+            .field("owner", &self.inner.owner)
             .finish_non_exhaustive()
     }
 }
 
 impl IdempotencyContext {
+    pub(crate) fn new(
+        key: String,
+        storage_key: String,
+        owner: String,
+        fingerprint: Vec<u8>,
+        store: Arc<dyn IdempotencyStore>,
+        (ttl, in_flight_ttl): (Duration, Duration),
+    ) -> Self {
+        Self {
+            inner: Arc::new(ContextInner {
+                key,
+                storage_key,
+                owner,
+                fingerprint,
+                store,
+                ttl,
+                in_flight_ttl,
+            }),
+        }
+    }
+
     /// The key the client sent.
     pub fn key(&self) -> &str {
-        &self.key
+        &self.inner.key
     }
 
     /// The storage key the store keeps this request's lock and record under.
     pub fn storage_key(&self) -> &str {
-        &self.storage_key
+        &self.inner.storage_key
     }
 
     /// The random id of this request's lock.
     pub fn owner(&self) -> &str {
-        &self.owner
+        &self.inner.owner
     }
 
     /// The request's fingerprint.
     pub fn fingerprint(&self) -> &[u8] {
-        &self.fingerprint
+        &self.inner.fingerprint
     }
 
     /// The store holding the lock.
     pub fn store(&self) -> &Arc<dyn IdempotencyStore> {
-        &self.store
+        &self.inner.store
     }
 
     /// How long the record is kept.
     pub fn ttl(&self) -> Duration {
-        self.ttl
+        self.inner.ttl
     }
 
     /// How long the lock lasts without renewal.
     pub fn in_flight_ttl(&self) -> Duration {
-        self.in_flight_ttl
+        self.inner.in_flight_ttl
     }
 
     /// A key for a downstream call (a payment provider, another service) that
@@ -125,7 +151,7 @@ impl IdempotencyContext {
     pub fn scoped_key(&self, purpose: &str) -> String {
         let digest = hash_parts(
             "autumn.scoped.v1",
-            &[self.storage_key.as_bytes(), purpose.as_bytes()],
+            &[self.inner.storage_key.as_bytes(), purpose.as_bytes()],
         );
         hex::encode(digest)
     }

@@ -8,59 +8,94 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use axum::response::Response;
+use pin_project_lite::pin_project;
 
-type Inner = Pin<Box<dyn Future<Output = Response> + Send>>;
+type Boxed = Pin<Box<dyn Future<Output = Response> + Send>>;
 
-/// Response future for [`Idempotency`](super::Idempotency).
-///
-/// Once the request holds its lock, dropping this future (the client hung
-/// up) does not cancel the handler: the rest of the work moves to a task of
-/// its own, so the response is still recorded and the client's retry gets
-/// the replay rather than a 409 for the rest of the lock's TTL. Until then
-/// nothing runs on a task of its own, which keeps the common path cheap.
-pub struct ResponseFuture {
-    inner: Option<Inner>,
+pin_project! {
+    /// Response future for [`Idempotency`](super::Idempotency).
+    ///
+    /// A request without a key is the inner service's own future, untouched.
+    /// A keyed request runs boxed; once it holds its lock, dropping this
+    /// future (the client hung up) does not cancel the handler: the rest of
+    /// the work moves to a task of its own, so the response is still
+    /// recorded and the client's retry gets the replay rather than a 409 for
+    /// the rest of the lock's TTL.
+    pub struct ResponseFuture<F> {
+        #[pin]
+        kind: Kind<F>,
+    }
+}
+
+pin_project! {
+    #[project = KindProjection]
+    enum Kind<F> {
+        PassThrough { #[pin] future: F },
+        Keyed { keyed: Keyed },
+    }
+}
+
+struct Keyed {
+    future: Option<Boxed>,
     detach_on_drop: Arc<AtomicBool>,
 }
 
-impl ResponseFuture {
-    pub(super) fn new(inner: Inner, detach_on_drop: Arc<AtomicBool>) -> Self {
+impl<F> ResponseFuture<F> {
+    pub(super) fn pass_through(future: F) -> Self {
         Self {
-            inner: Some(inner),
-            detach_on_drop,
+            kind: Kind::PassThrough { future },
+        }
+    }
+
+    pub(super) fn keyed(future: Boxed, detach_on_drop: Arc<AtomicBool>) -> Self {
+        Self {
+            kind: Kind::Keyed {
+                keyed: Keyed {
+                    future: Some(future),
+                    detach_on_drop,
+                },
+            },
         }
     }
 }
 
-impl Future for ResponseFuture {
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
     type Output = Result<Response, Infallible>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(inner) = self.inner.as_mut() else {
-            // Polled after completion: a caller bug; never finish twice.
-            return Poll::Pending;
-        };
-        let response = std::task::ready!(inner.as_mut().poll(cx));
-        self.inner = None;
-        Poll::Ready(Ok(response))
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProjection::PassThrough { future } => future.poll(cx),
+            KindProjection::Keyed { keyed } => {
+                let Some(future) = keyed.future.as_mut() else {
+                    // Polled after completion: a caller bug; never finish twice.
+                    return Poll::Pending;
+                };
+                let response = std::task::ready!(future.as_mut().poll(cx));
+                keyed.future = None;
+                Poll::Ready(Ok(response))
+            }
+        }
     }
 }
 
-impl Drop for ResponseFuture {
+impl Drop for Keyed {
     fn drop(&mut self) {
         if !self.detach_on_drop.load(Ordering::Acquire) {
             return;
         }
         // Moving the box moves a pointer: the pinned future stays put.
-        if let (Some(inner), Ok(runtime)) =
-            (self.inner.take(), tokio::runtime::Handle::try_current())
+        if let (Some(future), Ok(runtime)) =
+            (self.future.take(), tokio::runtime::Handle::try_current())
         {
-            runtime.spawn(inner);
+            runtime.spawn(future);
         }
     }
 }
 
-impl std::fmt::Debug for ResponseFuture {
+impl<F> std::fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
     }

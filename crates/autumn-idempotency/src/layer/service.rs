@@ -20,7 +20,7 @@ use crate::context::{
     IdempotencyContext, IdempotencyScope, OptedIntoReplayThroughInner, PassedReplayLayer,
     PendingReplay, Replayed,
 };
-use crate::key::{IDEMPOTENT_REPLAYED, fingerprint, parse_key, storage_key};
+use crate::key::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, fingerprint, parse_key, storage_key};
 use crate::problem::{IdempotencyRejection, Problem};
 use crate::record::IdempotencyRecord;
 use crate::store::{Claim, StoreOperation};
@@ -69,19 +69,28 @@ where
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = ResponseFuture;
+    type Future = ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
+        // Most requests carry no key: hand them on without boxing anything.
+        let extensions = request.extensions();
+        let nested = extensions.get::<IdempotencyContext>().is_some()
+            || extensions.get::<PendingReplay>().is_some();
+        if !is_mutating(request.method())
+            || !(nested || request.headers().contains_key(IDEMPOTENCY_KEY))
+        {
+            return ResponseFuture::pass_through(self.inner.call(request));
+        }
         // The clone goes into the future; the service that was polled ready
         // is the one that gets called.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let detach_on_drop = Arc::new(AtomicBool::new(false));
-        ResponseFuture::new(
+        ResponseFuture::keyed(
             Box::pin(handle(
                 self.settings.clone(),
                 inner,
@@ -120,9 +129,6 @@ where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
 {
-    if !is_mutating(request.method()) {
-        return call(inner, request).await;
-    }
     // Nested inside another idempotency layer: the outer one owns the lock
     // and the record. Say so if this route replays through an inner layer.
     let extensions = request.extensions();
@@ -198,15 +204,14 @@ where
             detach_on_drop.store(true, Ordering::Release);
             settings.metrics.miss();
             tracing::debug!(idempotency.key = %key, idempotency.replayed = false, "idempotency key claimed; running the handler");
-            let context = IdempotencyContext {
-                key: key.into(),
-                storage_key: storage_key.into(),
-                owner: owner.into(),
-                fingerprint: fingerprint.into(),
-                store: settings.store.clone(),
-                ttl: settings.ttl,
-                in_flight_ttl: settings.in_flight_ttl,
-            };
+            let context = IdempotencyContext::new(
+                key,
+                storage_key,
+                owner,
+                fingerprint,
+                settings.store.clone(),
+                (settings.ttl, settings.in_flight_ttl),
+            );
             if let Err(rejection) = renew_if_aged(&settings, &context, locked_at).await {
                 return rejection.into_response();
             }
@@ -324,8 +329,12 @@ async fn renew_if_aged(
         return Ok(());
     }
     let renewed = context
-        .store
-        .renew_lock(&context.storage_key, &context.owner, settings.in_flight_ttl)
+        .store()
+        .renew_lock(
+            context.storage_key(),
+            context.owner(),
+            settings.in_flight_ttl,
+        )
         .await;
     match renewed {
         Ok(true) => Ok(()),
@@ -339,11 +348,11 @@ async fn renew_if_aged(
 
 async fn release(context: &IdempotencyContext) {
     if let Err(error) = context
-        .store
-        .unlock(&context.storage_key, &context.owner)
+        .store()
+        .unlock(context.storage_key(), context.owner())
         .await
     {
-        tracing::warn!(idempotency.key = %context.key, %error, "could not release the idempotency lock; it lapses after its TTL");
+        tracing::warn!(idempotency.key = %context.key(), %error, "could not release the idempotency lock; it lapses after its TTL");
     }
 }
 
@@ -365,7 +374,7 @@ where
     let response = match outcome {
         Ok(response) => response,
         Err(_panic) => {
-            tracing::error!(idempotency.key = %context.key, "handler panicked; releasing the idempotency key");
+            tracing::error!(idempotency.key = %context.key(), "handler panicked; releasing the idempotency key");
             release(&context).await;
             return internal_error();
         }
@@ -389,7 +398,7 @@ async fn record_and_respond(
         Err(error) => {
             // The handler ran but its response is lost: keep the lock, so a
             // retry gets 409 until it lapses rather than a second run now.
-            tracing::error!(idempotency.key = %context.key, %error, "response body failed; keeping the idempotency lock");
+            tracing::error!(idempotency.key = %context.key(), %error, "response body failed; keeping the idempotency lock");
             return Problem::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "response_lost",
@@ -411,24 +420,24 @@ async fn record_and_respond(
     )
     .with_replay_through_inner(through_inner);
     let finished = context
-        .store
+        .store()
         .finish(
-            &context.storage_key,
-            &context.owner,
+            context.storage_key(),
+            context.owner(),
             record,
-            context.fingerprint.to_vec(),
+            context.fingerprint().to_vec(),
             settings.ttl,
         )
         .await;
     match finished {
         Ok(true) => {}
         Ok(false) => {
-            tracing::warn!(idempotency.key = %context.key, "idempotency lock lapsed before the response was recorded; increase in_flight_ttl_secs")
+            tracing::warn!(idempotency.key = %context.key(), "idempotency lock lapsed before the response was recorded; increase in_flight_ttl_secs")
         }
         // The handler's work is done: answer with its response, and keep the
         // lock so a retry gets 409 until it lapses instead of a second run.
         Err(error) => {
-            tracing::error!(idempotency.key = %context.key, %error, "could not record the response; the key stays locked until in_flight_ttl_secs")
+            tracing::error!(idempotency.key = %context.key(), %error, "could not record the response; the key stays locked until in_flight_ttl_secs")
         }
     }
     Response::from_parts(parts, Body::from(body))
