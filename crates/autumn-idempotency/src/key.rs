@@ -55,6 +55,7 @@ pub fn parse_key(headers: &HeaderMap) -> Result<Option<String>, KeyError> {
         [b'"', ..] => unquote(raw)?,
         _ => raw.to_vec(),
     };
+    // (One allocation either way: the key becomes the String below.)
     if key.is_empty() {
         return Err(KeyError::Empty);
     }
@@ -65,7 +66,7 @@ pub fn parse_key(headers: &HeaderMap) -> Result<Option<String>, KeyError> {
         return Err(KeyError::InvalidByte(byte));
     }
     // Every byte is visible ASCII, so this cannot fail.
-    Ok(Some(String::from_utf8_lossy(&key).into_owned()))
+    Ok(Some(String::from_utf8(key).unwrap_or_default()))
 }
 
 fn trim_ows(mut bytes: &[u8]) -> &[u8] {
@@ -123,7 +124,18 @@ pub fn storage_key(method: &str, path_and_query: &str, scope: &[u8], key: &str) 
             key.as_bytes(),
         ],
     );
-    format!("idem:v1:{}", hex::encode(digest))
+    prefixed_hex("idem:v1:", &digest)
+}
+
+/// `prefix` followed by `digest` in lowercase hex, in one allocation.
+pub(crate) fn prefixed_hex(prefix: &str, digest: &[u8; 32]) -> String {
+    let mut hex = [0u8; 64];
+    // A 32-byte digest always fits 64 hex digits.
+    let _fits = hex::encode_to_slice(digest, &mut hex).is_ok();
+    let mut out = String::with_capacity(prefix.len() + hex.len());
+    out.push_str(prefix);
+    out.push_str(std::str::from_utf8(&hex).unwrap_or_default());
+    out
 }
 
 /// The fingerprint a replay must match: method, path, content type and body.

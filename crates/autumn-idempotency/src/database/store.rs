@@ -3,10 +3,9 @@
 //!
 //! Every write is one conditional upsert or update, so the database decides
 //! who holds a lock; expiry compares against `now` from the app clock, passed
-//! in as a parameter. A first-time request costs two statements (claim,
-//! finish) and a replay one (claim) on PostgreSQL; each is still two round
-//! trips (prepare, execute), because diesel caches only statements built
-//! with its query DSL, not raw SQL.
+//! in as a parameter. On PostgreSQL a first-time request costs two round
+//! trips (claim, finish) and a replay one (claim): each statement is
+//! prepared once per connection and reused.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,6 +131,50 @@ const PG_CLAIM: &str = "WITH claimed AS ( \
        k.lock_expires_at, k.record, k.body_hash, k.record_expires_at \
      FROM (SELECT 1) AS one LEFT JOIN autumn_idempotency_keys k ON k.storage_key = $1";
 
+/// A raw statement the connection may prepare once and reuse.
+///
+/// diesel marks every raw SQL statement as unsafe to cache, since it cannot
+/// know the text is fixed; ours is (parameters are bound, never spliced),
+/// so caching it by its text saves a prepare round trip per statement.
+#[derive(Debug, Clone, Copy)]
+struct Cacheable<Q>(Q);
+
+impl<Q, DB> diesel::query_builder::QueryFragment<DB> for Cacheable<Q>
+where
+    Q: diesel::query_builder::QueryFragment<DB>,
+    DB: diesel::backend::Backend,
+{
+    fn walk_ast<'b>(
+        &'b self,
+        pass: diesel::query_builder::AstPass<'_, 'b, DB>,
+    ) -> diesel::QueryResult<()> {
+        self.0.walk_ast(pass)
+    }
+
+    fn is_safe_to_cache_prepared(&self, _backend: &DB) -> diesel::QueryResult<bool> {
+        Ok(true)
+    }
+}
+
+impl<Q> diesel::query_builder::QueryId for Cacheable<Q> {
+    type QueryId = ();
+    // No type to key the cache by: it is keyed by the SQL text instead.
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl<Q: diesel::query_builder::Query> diesel::query_builder::Query for Cacheable<Q> {
+    type SqlType = Q::SqlType;
+}
+
+/// `.cached()` on a bound raw statement.
+trait CachedExt: Sized {
+    fn cached(self) -> Cacheable<Self> {
+        Cacheable(self)
+    }
+}
+
+impl<Q> CachedExt for Q {}
+
 /// SQLite numbers its parameters `?N`.
 #[cfg(feature = "sqlite")]
 fn sqlite(sql: &str) -> String {
@@ -207,6 +250,7 @@ impl DbIdempotencyStore {
         on_backend!(self.conn().await?, |conn, sql| {
             diesel::sql_query(sql(SWEEP))
                 .bind::<BigInt, _>(now)
+                .cached()
                 .execute(conn)
                 .await
                 .map_err(|e| StoreError::new(DbError::from(e)))
@@ -269,6 +313,7 @@ impl DbIdempotencyStore {
                 .bind::<BigInt, _>(now)
                 .bind::<BigInt, _>(now.saturating_add(millis(ttl)))
                 .bind::<Bool, _>(unlock)
+                .cached()
                 .execute(conn)
                 .await
                 .map(|rows| rows == 1)
@@ -288,6 +333,7 @@ impl IdempotencyStore for DbIdempotencyStore {
             let rows: Vec<Row> = on_backend!(self.conn().await?, |conn, sql| {
                 diesel::sql_query(sql(GET))
                     .bind::<Text, _>(key)
+                    .cached()
                     .load(conn)
                     .await
                     .map_err(query_error)?
@@ -324,6 +370,7 @@ impl IdempotencyStore for DbIdempotencyStore {
                     .bind::<Text, _>(owner)
                     .bind::<BigInt, _>(now)
                     .bind::<BigInt, _>(as_i64(deadline(self.clock.now_millis(), ttl)))
+                    .cached()
                     .execute(conn)
                     .await
                     .map(|rows| rows == 1)
@@ -339,12 +386,14 @@ impl IdempotencyStore for DbIdempotencyStore {
                 diesel::sql_query(sql(UNLOCK))
                     .bind::<Text, _>(key)
                     .bind::<Text, _>(owner)
+                    .cached()
                     .execute(&mut *conn)
                     .await
                     .map_err(query_error)?;
                 diesel::sql_query(sql(DROP_DEAD))
                     .bind::<Text, _>(key)
                     .bind::<BigInt, _>(now)
+                    .cached()
                     .execute(conn)
                     .await
                     .map_err(query_error)?;
@@ -367,6 +416,7 @@ impl IdempotencyStore for DbIdempotencyStore {
                     .bind::<Text, _>(owner)
                     .bind::<BigInt, _>(now)
                     .bind::<BigInt, _>(now.saturating_add(millis(ttl)))
+                    .cached()
                     .execute(conn)
                     .await
                     .map(|rows| rows == 1)
@@ -392,6 +442,7 @@ impl IdempotencyStore for DbIdempotencyStore {
                         .bind::<Text, _>(owner)
                         .bind::<BigInt, _>(now)
                         .bind::<BigInt, _>(lock_deadline)
+                        .cached()
                         .load(&mut *conn)
                         .await
                         .map_err(query_error)?;
@@ -410,12 +461,14 @@ impl IdempotencyStore for DbIdempotencyStore {
                             .bind::<Text, _>(owner)
                             .bind::<BigInt, _>(now)
                             .bind::<BigInt, _>(lock_deadline)
+                            .cached()
                             .load(&mut *conn)
                             .await
                             .map_err(query_error)?;
                     if locked.is_empty() {
                         let rows: Vec<Row> = diesel::sql_query(sqlite(GET))
                             .bind::<Text, _>(key)
+                            .cached()
                             .load(&mut *conn)
                             .await
                             .map_err(query_error)?;

@@ -224,10 +224,13 @@ where
 /// Unique across replicas (the prefix has 122 random bits) and within the
 /// process (the sequence), without asking the OS for randomness per request.
 fn new_owner() -> String {
-    static PROCESS: LazyLock<u128> = LazyLock::new(|| uuid::Uuid::new_v4().as_u128());
+    static PROCESS: LazyLock<String> = LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
     static SEQUENCE: AtomicU64 = AtomicU64::new(0);
     let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
-    format!("{:032x}{sequence:016x}", *PROCESS)
+    let mut owner = String::with_capacity(PROCESS.len() + 16);
+    owner.push_str(&PROCESS);
+    owner.push_str(&hex::encode(sequence.to_be_bytes()));
+    owner
 }
 
 /// Without a scope from the app, callers are told apart by their raw

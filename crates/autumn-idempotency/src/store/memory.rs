@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -30,27 +30,46 @@ const SWEEP_EVERY_MILLIS: u64 = 1_000;
 /// ```
 pub struct MemoryIdempotencyStore {
     shards: Box<[Mutex<Shard>]>,
+    hash_keys: (RandomState, RandomState),
     max_ttl: Duration,
     clock: SharedClock,
 }
 
+/// What the map is keyed by: a 128-bit hash of the storage key under two
+/// keys drawn at random for this store. 16 bytes inline instead of a heap
+/// copy of the key; nobody outside the process knows the hash keys, so
+/// nobody can aim for a collision.
+type MapKey = [u8; 16];
+
+/// A map key is already a random-keyed hash: its first eight bytes are as
+/// good a hash as any.
+#[derive(Default)]
+struct DigestHasher(u64);
+
+impl Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if let Some(head) = bytes.first_chunk::<8>() {
+            self.0 = u64::from_le_bytes(*head);
+        }
+    }
+
+    fn write_usize(&mut self, _length_prefix: usize) {}
+}
+
 #[derive(Default)]
 struct Shard {
-    slots: HashMap<Box<str>, Slot>,
+    slots: HashMap<MapKey, Slot, BuildHasherDefault<DigestHasher>>,
     next_sweep: u64,
 }
 
 impl Shard {
-    /// The slot for `key`, created empty if absent; the key is copied only
-    /// when it is new.
-    fn slot(&mut self, key: &str) -> &mut Slot {
-        if !self.slots.contains_key(key) {
-            self.slots.insert(key.into(), Slot::default());
-        }
-        match self.slots.get_mut(key) {
-            Some(slot) => slot,
-            None => unreachable!("inserted above"),
-        }
+    /// The slot for `key`, created empty if absent.
+    fn slot(&mut self, key: &MapKey) -> &mut Slot {
+        self.slots.entry(*key).or_default()
     }
 }
 
@@ -61,15 +80,15 @@ struct Slot {
 }
 
 struct Lock {
-    owner: Box<str>,
+    /// A hash of the owner (see [`owner_tag`]): no allocation per lock.
+    owner_tag: u64,
     expires: u64,
 }
 
 struct Stored {
     record: IdempotencyRecord,
     body_hash: Box<[u8]>,
-    /// A hash of the owner that wrote it: enough to tell "the same request
-    /// rewriting its record" from "another request", at 8 bytes a record.
+    /// A hash of the owner that wrote it (see [`owner_tag`]).
     owner_tag: u64,
     expires: u64,
 }
@@ -88,6 +107,9 @@ impl Slot {
     }
 }
 
+/// Owners are compared by a 64-bit hash: owner ids are random and made by
+/// the server, never by a client, so a collision is not something anyone
+/// can aim for; and the store keeps no string per lock or record.
 fn owner_tag(owner: &str) -> u64 {
     let mut hasher = DefaultHasher::new();
     owner.hash(&mut hasher);
@@ -107,6 +129,7 @@ impl MemoryIdempotencyStore {
     pub fn with_clock(ttl: Duration, clock: SharedClock) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            hash_keys: (RandomState::new(), RandomState::new()),
             max_ttl: ttl,
             clock,
         }
@@ -125,15 +148,23 @@ impl MemoryIdempotencyStore {
         self.len() == 0
     }
 
-    fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
-        let mut hasher = DefaultHasher::new();
-        key.hash(&mut hasher);
-        lock(&self.shards[hasher.finish() as usize % SHARDS])
+    fn map_key(&self, key: &str) -> MapKey {
+        let high = self.hash_keys.0.hash_one(key).to_le_bytes();
+        let low = self.hash_keys.1.hash_one(key).to_le_bytes();
+        let mut out = [0; 16];
+        out[..8].copy_from_slice(&high);
+        out[8..].copy_from_slice(&low);
+        out
+    }
+
+    fn shard(&self, key: &MapKey) -> MutexGuard<'_, Shard> {
+        // The map hashes the first eight bytes; pick the shard by another.
+        lock(&self.shards[usize::from(key[8]) % SHARDS])
     }
 
     /// Runs `write` on the shard holding `key`, first sweeping the shard when
     /// a sweep is due.
-    fn write<T>(&self, key: &str, write: impl FnOnce(&mut Shard, u64) -> T) -> T {
+    fn write<T>(&self, key: &MapKey, write: impl FnOnce(&mut Shard, u64) -> T) -> T {
         let now = self.clock.now_millis();
         let mut shard = self.shard(key);
         if now >= shard.next_sweep {
@@ -144,9 +175,10 @@ impl MemoryIdempotencyStore {
     }
 
     fn get_now(&self, key: &str) -> Option<IdempotencyEntry> {
+        let key = self.map_key(key);
         let now = self.clock.now_millis();
-        let shard = self.shard(key);
-        let slot = shard.slots.get(key)?;
+        let shard = self.shard(&key);
+        let slot = shard.slots.get(&key)?;
         let locked = slot.live_lock(now).is_some();
         match slot.live_record(now) {
             Some(stored) => Some(
@@ -167,11 +199,12 @@ impl MemoryIdempotencyStore {
         ttl: Duration,
         and_unlock: bool,
     ) -> bool {
+        let key = self.map_key(key);
         let tag = owner_tag(owner);
         let ttl = ttl.min(self.max_ttl);
-        self.write(key, |shard, now| {
-            let slot = shard.slot(key);
-            let locked_by_other = slot.live_lock(now).is_some_and(|l| &*l.owner != owner);
+        self.write(&key, |shard, now| {
+            let slot = shard.slot(&key);
+            let locked_by_other = slot.live_lock(now).is_some_and(|l| l.owner_tag != tag);
             let recorded_by_other = slot.live_record(now).is_some_and(|s| s.owner_tag != tag);
             if locked_by_other || recorded_by_other {
                 return false;
@@ -190,8 +223,9 @@ impl MemoryIdempotencyStore {
     }
 
     fn claim_now(&self, key: &str, owner: &str, ttl: Duration) -> Claim {
-        self.write(key, |shard, now| {
-            let slot = shard.slot(key);
+        let key = self.map_key(key);
+        self.write(&key, |shard, now| {
+            let slot = shard.slot(&key);
             if slot.live_lock(now).is_some() {
                 return Claim::InFlight;
             }
@@ -202,7 +236,7 @@ impl MemoryIdempotencyStore {
                 };
             }
             slot.lock = Some(Lock {
-                owner: owner.into(),
+                owner_tag: owner_tag(owner),
                 expires: deadline(now, ttl),
             });
             Claim::Acquired
@@ -210,13 +244,14 @@ impl MemoryIdempotencyStore {
     }
 
     fn try_lock_now(&self, key: &str, owner: &str, ttl: Duration) -> bool {
-        self.write(key, |shard, now| {
-            let slot = shard.slot(key);
+        let key = self.map_key(key);
+        self.write(&key, |shard, now| {
+            let slot = shard.slot(&key);
             if slot.live_lock(now).is_some() || slot.live_record(now).is_some() {
                 return false;
             }
             slot.lock = Some(Lock {
-                owner: owner.into(),
+                owner_tag: owner_tag(owner),
                 expires: deadline(now, ttl),
             });
             true
@@ -224,27 +259,31 @@ impl MemoryIdempotencyStore {
     }
 
     fn unlock_now(&self, key: &str, owner: &str) {
+        let key = self.map_key(key);
+        let tag = owner_tag(owner);
         let now = self.clock.now_millis();
-        let mut shard = self.shard(key);
-        let Some(slot) = shard.slots.get_mut(key) else {
+        let mut shard = self.shard(&key);
+        let Some(slot) = shard.slots.get_mut(&key) else {
             return;
         };
-        if slot.lock.as_ref().is_some_and(|l| &*l.owner == owner) {
+        if slot.lock.as_ref().is_some_and(|l| l.owner_tag == tag) {
             slot.lock = None;
         }
         if slot.is_dead(now) {
-            shard.slots.remove(key);
+            shard.slots.remove(&key);
         }
     }
 
     fn renew_now(&self, key: &str, owner: &str, ttl: Duration) -> bool {
+        let key = self.map_key(key);
+        let tag = owner_tag(owner);
         let now = self.clock.now_millis();
-        let mut shard = self.shard(key);
+        let mut shard = self.shard(&key);
         let lock = shard
             .slots
-            .get_mut(key)
+            .get_mut(&key)
             .and_then(|slot| slot.lock.as_mut())
-            .filter(|lock| lock.expires > now && &*lock.owner == owner);
+            .filter(|lock| lock.expires > now && lock.owner_tag == tag);
         match lock {
             Some(lock) => {
                 lock.expires = deadline(now, ttl);
