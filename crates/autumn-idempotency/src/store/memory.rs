@@ -11,8 +11,13 @@ use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
 
 const SHARDS: usize = 16;
-/// How often, at most, a shard drops its expired entries (on its next write).
-const SWEEP_EVERY_MILLIS: u64 = 1_000;
+/// A shard drops its expired entries on its first write after a sweep
+/// interval: a sixteenth of the store's TTL, kept between these bounds. A
+/// sweep visits every entry of the shard, so sweeping a large store every
+/// second would cost more than the requests; an expired entry lingers at
+/// most one interval, so memory stays within a sixteenth of its steady state.
+const SWEEP_INTERVAL_MIN: Duration = Duration::from_secs(1);
+const SWEEP_INTERVAL_MAX: Duration = Duration::from_secs(60);
 
 /// An [`IdempotencyStore`] in this process's memory.
 ///
@@ -30,6 +35,7 @@ const SWEEP_EVERY_MILLIS: u64 = 1_000;
 /// ```
 pub struct MemoryIdempotencyStore {
     shards: Box<[Mutex<Shard>]>,
+    sweep_every_millis: u64,
     hash_keys: (RandomState, RandomState),
     max_ttl: Duration,
     clock: SharedClock,
@@ -130,6 +136,12 @@ impl MemoryIdempotencyStore {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hash_keys: (RandomState::new(), RandomState::new()),
+            sweep_every_millis: u64::try_from(
+                (ttl / 16)
+                    .clamp(SWEEP_INTERVAL_MIN, SWEEP_INTERVAL_MAX)
+                    .as_millis(),
+            )
+            .unwrap_or(1_000),
             max_ttl: ttl,
             clock,
         }
@@ -169,7 +181,7 @@ impl MemoryIdempotencyStore {
         let mut shard = self.shard(key);
         if now >= shard.next_sweep {
             shard.slots.retain(|_, slot| !slot.is_dead(now));
-            shard.next_sweep = now + SWEEP_EVERY_MILLIS;
+            shard.next_sweep = now + self.sweep_every_millis;
         }
         write(&mut shard, now)
     }
