@@ -10,6 +10,7 @@ use axum::{Json, Router};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AppMetrics {
     pub(crate) idempotency: Arc<IdempotencyMetrics>,
+    pub(crate) submit_token: Arc<IdempotencyMetrics>,
 }
 
 pub(crate) fn routes(metrics: AppMetrics) -> Router {
@@ -17,8 +18,14 @@ pub(crate) fn routes(metrics: AppMetrics) -> Router {
         .route(
             "/actuator/metrics",
             get(move || {
-                let snapshot = metrics.idempotency.snapshot();
-                async move { Json(serde_json::json!({ "idempotency": snapshot })) }
+                let idempotency = metrics.idempotency.snapshot();
+                let submit_token = metrics.submit_token.snapshot();
+                async move {
+                    Json(serde_json::json!({
+                        "idempotency": idempotency,
+                        "submit_token": submit_token,
+                    }))
+                }
             }),
         )
         .route(

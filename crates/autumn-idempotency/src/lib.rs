@@ -26,6 +26,7 @@ mod record;
 mod redact;
 pub mod replay;
 pub mod store;
+pub mod submit;
 
 pub use context::{IdempotencyContext, IdempotencyScope};
 #[cfg(feature = "database")]

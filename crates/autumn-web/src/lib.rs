@@ -52,8 +52,7 @@ pub mod idempotency {
     pub use autumn_idempotency::*;
 }
 
-/// Request security. One-time submit tokens arrive here.
-pub mod security {}
+pub mod security;
 
 /// Testing an app in-process: [`TestApp`](test::TestApp).
 pub mod test {

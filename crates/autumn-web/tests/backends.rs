@@ -237,3 +237,40 @@ mod postgres {
         assert!(!message.contains('\n'), "{message}");
     }
 }
+
+#[cfg(feature = "redis")]
+mod redis_tokens {
+    use super::*;
+
+    #[post("/signup")]
+    async fn signup() -> Redirect {
+        Redirect::to("/welcome")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_token_posted_to_one_replica_replays_on_the_other() {
+        let url =
+            std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+        let prefix = format!("autumn-test:{}", uuid::Uuid::new_v4().simple());
+        let replica = || {
+            TestApp::new()
+                .routes(routes![signup])
+                .config(config(&format!(
+                    "[idempotency]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\n"
+                )))
+                .build()
+        };
+        let (a, b) = (replica(), replica());
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let form = [("_submit_token", token.as_str()), ("email", "a@b.c")];
+        a.post("/signup")
+            .form(&form)
+            .send()
+            .await
+            .assert_status(303);
+        let replayed = b.post("/signup").form(&form).send().await;
+        replayed
+            .assert_status(303)
+            .assert_header("x-submit-token-replayed", "true");
+    }
+}

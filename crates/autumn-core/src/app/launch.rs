@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use autumn_idempotency::clock::SystemClock;
+use autumn_idempotency::submit::SubmitTokenLayer;
 use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayMode};
 use axum::Router;
 use http::StatusCode;
@@ -30,6 +31,15 @@ pub enum LaunchError {
         "idempotency.backend = \"memory\" is refused in production profile `{profile}`: a memory store cannot protect several replicas; set idempotency.backend = \"redis\" or \"database\" (AUTUMN_IDEMPOTENCY__BACKEND), or idempotency.allow_memory_in_production = true for a single instance"
     )]
     MemoryInProduction {
+        /// The active profile.
+        profile: String,
+    },
+    /// The memory store was chosen explicitly for submit tokens in a
+    /// production profile.
+    #[error(
+        "security.submit_token.backend = \"memory\" is refused in production profile `{profile}`: a memory store cannot protect several replicas; remove the key to inherit idempotency.backend, or set it to \"redis\" or \"database\""
+    )]
+    SubmitTokenMemoryInProduction {
         /// The active profile.
         profile: String,
     },
@@ -204,11 +214,19 @@ impl AppBuilder {
 
         let mut startup = Startup::default();
         let database = database_pool(&config, &mut startup)?;
+        let mut idempotency_store = None;
         let idempotency = if self.idempotent && config.idempotency.enabled {
             let store = match self.store {
                 Some(store) => store,
-                None => build_store(&config, database.as_ref(), &clock, &mut startup)?,
+                None => build_store(
+                    &config,
+                    config.idempotency.backend,
+                    database.as_ref(),
+                    &clock,
+                    &mut startup,
+                )?,
             };
+            idempotency_store = Some(store.clone());
             warn_about_timeouts(&config);
             Some(
                 IdempotencyLayer::new(store)
@@ -257,11 +275,21 @@ impl AppBuilder {
                 RawRouter::Nest(path, raw) => router.nest(&path, opaque(raw)),
             };
         }
-        router = router.merge(actuator::routes(metrics));
+        router = router.merge(actuator::routes(metrics.clone()));
 
         // Innermost first: the scope is read after the app's own layers (an
         // API-token layer puts the principal there), then the app's layers,
         // then timeout and trace outermost.
+        if let Some(submit) = submit_token_layer(
+            &config,
+            idempotency_store,
+            database.as_ref(),
+            &clock,
+            &metrics,
+            &mut startup,
+        )? {
+            router = router.layer(submit);
+        }
         router = router.layer(scope::layer(&config)?);
         #[cfg(feature = "database")]
         if let Some(pool) = database {
@@ -326,12 +354,13 @@ fn database_pool(
 /// The store `[idempotency] backend` names, refusing what cannot work.
 fn build_store(
     config: &AutumnConfig,
+    backend: Backend,
     database: Option<&Database>,
     clock: &autumn_idempotency::clock::SharedClock,
     startup: &mut Startup,
 ) -> Result<Arc<dyn autumn_idempotency::IdempotencyStore>, LaunchError> {
     let idempotency = &config.idempotency;
-    match idempotency.backend {
+    match backend {
         Backend::Memory => {
             if config.profile.is_production() && !idempotency.allow_memory_in_production {
                 return Err(LaunchError::MemoryInProduction {
@@ -391,6 +420,58 @@ fn build_store(
             backend: backend.as_str().to_owned(),
         }),
     }
+}
+
+/// The submit-token layer `[security.submit_token]` describes, on the
+/// idempotency store when both name the same backend.
+fn submit_token_layer(
+    config: &AutumnConfig,
+    idempotency_store: Option<Arc<dyn autumn_idempotency::IdempotencyStore>>,
+    database: Option<&Database>,
+    clock: &autumn_idempotency::clock::SharedClock,
+    metrics: &AppMetrics,
+    startup: &mut Startup,
+) -> Result<Option<SubmitTokenLayer>, LaunchError> {
+    let tokens = &config.security.submit_token;
+    if !tokens.enabled {
+        return Ok(None);
+    }
+    let backend = tokens.effective_backend(&config.idempotency);
+    if tokens.backend == Some(Backend::Memory) && config.profile.is_production() {
+        return Err(LaunchError::SubmitTokenMemoryInProduction {
+            profile: config.profile.name().to_owned(),
+        });
+    }
+    let store = match idempotency_store {
+        Some(store) if backend == config.idempotency.backend => store,
+        _ if backend == Backend::Memory => {
+            if config.profile.is_production() {
+                tracing::warn!(
+                    "submit tokens use a memory store in production profile `{}`: a double submit that reaches another replica runs twice; set idempotency.backend or security.submit_token.backend to \"redis\" or \"database\"",
+                    config.profile
+                );
+            }
+            Arc::new(MemoryIdempotencyStore::with_clock(
+                tokens_ttl(config),
+                clock.clone(),
+            ))
+        }
+        _ => build_store(config, backend, database, clock, startup)?,
+    };
+    Ok(Some(
+        SubmitTokenLayer::new(store)
+            .with_field_name(tokens.field_name.as_str())
+            .with_ttl(tokens_ttl(config))
+            .with_in_flight_ttl(std::time::Duration::from_secs(tokens.in_flight_ttl_secs))
+            .with_exempt_paths(tokens.exempt_paths.clone())
+            .with_max_form_bytes(tokens.max_form_bytes)
+            .with_in_flight_wait(std::time::Duration::from_millis(tokens.in_flight_wait_ms))
+            .with_metrics(metrics.submit_token.clone()),
+    ))
+}
+
+fn tokens_ttl(config: &AutumnConfig) -> std::time::Duration {
+    std::time::Duration::from_secs(config.security.submit_token.ttl_secs)
 }
 
 fn warn_about_timeouts(config: &AutumnConfig) {

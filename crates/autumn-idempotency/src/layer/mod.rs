@@ -55,4 +55,4 @@ pub use layer::{
     DEFAULT_IN_FLIGHT_TTL, DEFAULT_MAX_BODY_BYTES, DEFAULT_TTL, IdempotencyLayer, ReplayMode,
 };
 pub use service::Idempotency;
-pub(crate) use service::replay_response as service_replay_response;
+pub(crate) use service::{new_owner, replay_response as service_replay_response};

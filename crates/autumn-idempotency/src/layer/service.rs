@@ -223,7 +223,7 @@ where
 /// A fresh owner id: a random per-process prefix and a sequence number.
 /// Unique across replicas (the prefix has 122 random bits) and within the
 /// process (the sequence), without asking the OS for randomness per request.
-fn new_owner() -> String {
+pub(crate) fn new_owner() -> String {
     static PROCESS: LazyLock<String> = LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
     static SEQUENCE: AtomicU64 = AtomicU64::new(0);
     let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);

@@ -1,0 +1,101 @@
+//! The extractors handlers use to render a guarded form.
+
+use std::sync::{Arc, OnceLock};
+
+use axum::extract::FromRequestParts;
+use http::StatusCode;
+use http::request::Parts;
+
+use crate::problem::Problem;
+
+/// The token minted for this request, made on first use: a request that
+/// renders no form pays for no randomness.
+#[derive(Debug, Default)]
+pub(crate) struct Mint {
+    token: OnceLock<String>,
+}
+
+impl Mint {
+    pub(crate) fn token(&self) -> &str {
+        self.token
+            .get_or_init(|| uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    /// Whether a handler took a token: its page must not be cached by a
+    /// shared cache.
+    pub(crate) fn was_used(&self) -> bool {
+        self.token.get().is_some()
+    }
+}
+
+/// Request extension: the mint for this request.
+#[derive(Debug, Clone)]
+pub(crate) struct MintSlot(pub(crate) Arc<Mint>);
+
+/// Request extension: the configured field name.
+#[derive(Debug, Clone)]
+pub(crate) struct FieldName(pub(crate) Arc<str>);
+
+/// A fresh one-time submit token for the form this handler renders.
+///
+/// Put it in a hidden field named by [`SubmitFormField`] (by default
+/// `_submit_token`); the submit-token layer consumes it when the form is
+/// posted, so the POST handler runs at most once per rendering.
+///
+/// Every request gets its own token: 122 random bits from the OS (a UUID v4).
+/// Minting stores nothing; only a submitted token touches the store.
+#[derive(Debug, Clone)]
+pub struct SubmitToken {
+    mint: Arc<Mint>,
+}
+
+impl SubmitToken {
+    /// The token, to put in the form's hidden field.
+    pub fn token(&self) -> &str {
+        self.mint.token()
+    }
+}
+
+/// The name of the hidden field the submit-token layer looks for
+/// (`[security.submit_token] field_name`, `_submit_token` by default).
+#[derive(Debug, Clone)]
+pub struct SubmitFormField {
+    name: Arc<str>,
+}
+
+impl SubmitFormField {
+    /// The field name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+fn not_installed() -> Problem {
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "submit_token_layer_missing",
+        "this handler takes a submit token, but the submit-token layer is not installed; enable [security.submit_token]",
+    )
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for SubmitToken {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        match parts.extensions.get::<MintSlot>() {
+            Some(MintSlot(mint)) => Ok(Self { mint: mint.clone() }),
+            None => Err(not_installed()),
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for SubmitFormField {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        match parts.extensions.get::<FieldName>() {
+            Some(FieldName(name)) => Ok(Self { name: name.clone() }),
+            None => Err(not_installed()),
+        }
+    }
+}

@@ -1,0 +1,131 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use tower::Layer;
+
+use super::DEFAULT_FIELD_NAME;
+use super::service::SubmitTokenService;
+use crate::metrics::IdempotencyMetrics;
+use crate::store::IdempotencyStore;
+
+/// Mints submit tokens and guards the form posts that carry one. See the
+/// [module docs](crate::submit).
+///
+/// ```
+/// use std::{sync::Arc, time::Duration};
+/// use autumn_idempotency::MemoryIdempotencyStore;
+/// use autumn_idempotency::submit::SubmitTokenLayer;
+/// use axum::{Router, routing::post};
+///
+/// let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600)));
+/// let app: Router = Router::new()
+///     .route("/signup", post(|| async { "welcome" }))
+///     .layer(SubmitTokenLayer::new(store));
+/// ```
+#[derive(Clone)]
+pub struct SubmitTokenLayer {
+    pub(crate) settings: Arc<Settings>,
+}
+
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) store: Arc<dyn IdempotencyStore>,
+    pub(crate) field_name: Arc<str>,
+    pub(crate) ttl: Duration,
+    pub(crate) in_flight_ttl: Duration,
+    pub(crate) exempt_paths: Vec<String>,
+    pub(crate) max_form_bytes: usize,
+    pub(crate) in_flight_wait: Duration,
+    pub(crate) metrics: Arc<IdempotencyMetrics>,
+}
+
+impl std::fmt::Debug for SubmitTokenLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubmitTokenLayer")
+            .field("field_name", &self.settings.field_name)
+            .field("ttl", &self.settings.ttl)
+            .field("in_flight_ttl", &self.settings.in_flight_ttl)
+            .field("exempt_paths", &self.settings.exempt_paths)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SubmitTokenLayer {
+    /// A layer over `store` with the defaults: field `_submit_token`, a
+    /// consumed token's response replayed for 10 minutes, in-flight locks
+    /// lasting 24 hours, form bodies scanned up to 1 MiB, duplicates answered
+    /// 409 at once.
+    pub fn new(store: Arc<dyn IdempotencyStore>) -> Self {
+        Self {
+            settings: Arc::new(Settings {
+                store,
+                field_name: DEFAULT_FIELD_NAME.into(),
+                ttl: Duration::from_secs(600),
+                in_flight_ttl: Duration::from_secs(86_400),
+                exempt_paths: Vec::new(),
+                max_form_bytes: 1024 * 1024,
+                in_flight_wait: Duration::ZERO,
+                metrics: Arc::new(IdempotencyMetrics::new()),
+            }),
+        }
+    }
+
+    fn map(mut self, f: impl FnOnce(&mut Settings)) -> Self {
+        f(Arc::make_mut(&mut self.settings));
+        self
+    }
+
+    /// The hidden field's name.
+    #[must_use]
+    pub fn with_field_name(self, name: impl Into<Arc<str>>) -> Self {
+        let name = name.into();
+        self.map(|s| s.field_name = name)
+    }
+
+    /// How long a consumed token's first response is replayed.
+    #[must_use]
+    pub fn with_ttl(self, ttl: Duration) -> Self {
+        self.map(|s| s.ttl = ttl)
+    }
+
+    /// How long a lock lasts when its request never finishes.
+    #[must_use]
+    pub fn with_in_flight_ttl(self, ttl: Duration) -> Self {
+        self.map(|s| s.in_flight_ttl = ttl)
+    }
+
+    /// Path prefixes the guard skips (tokens are still minted there).
+    #[must_use]
+    pub fn with_exempt_paths(self, prefixes: Vec<String>) -> Self {
+        self.map(|s| s.exempt_paths = prefixes)
+    }
+
+    /// The largest form body scanned for the field; larger urlencoded forms
+    /// get 413.
+    #[must_use]
+    pub fn with_max_form_bytes(self, limit: usize) -> Self {
+        self.map(|s| s.max_form_bytes = limit)
+    }
+
+    /// How long a duplicate that arrives while the first submission runs
+    /// waits for it to finish (then gets its response) before 409. Zero:
+    /// 409 at once.
+    #[must_use]
+    pub fn with_in_flight_wait(self, wait: Duration) -> Self {
+        self.map(|s| s.in_flight_wait = wait)
+    }
+
+    /// Counters to count hits, misses and conflicts into.
+    #[must_use]
+    pub fn with_metrics(self, metrics: Arc<IdempotencyMetrics>) -> Self {
+        self.map(|s| s.metrics = metrics)
+    }
+}
+
+impl<S> Layer<S> for SubmitTokenLayer {
+    type Service = SubmitTokenService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        SubmitTokenService::new(inner, self.settings.clone())
+    }
+}

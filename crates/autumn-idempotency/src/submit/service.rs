@@ -1,0 +1,478 @@
+//! The submit-token service: mint on every request, consume on guarded posts.
+
+use std::convert::Infallible;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use futures_util::FutureExt as _;
+use futures_util::StreamExt as _;
+use http::{HeaderValue, Method, StatusCode, header};
+use http_body_util::BodyExt as _;
+use pin_project_lite::pin_project;
+use tower::Service;
+
+use super::SUBMIT_TOKEN_REPLAYED;
+use super::extract::{FieldName, Mint, MintSlot};
+use super::layer::Settings;
+use super::scan::{self, FormKind, ScanError};
+use crate::key::{hash_parts, prefixed_hex};
+use crate::layer::new_owner;
+use crate::problem::Problem;
+use crate::record::IdempotencyRecord;
+use crate::store::{Claim, StoreOperation};
+
+/// The service made by [`SubmitTokenLayer`](super::SubmitTokenLayer).
+#[derive(Clone)]
+pub struct SubmitTokenService<S> {
+    inner: S,
+    settings: Arc<Settings>,
+}
+
+impl<S> std::fmt::Debug for SubmitTokenService<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubmitTokenService").finish_non_exhaustive()
+    }
+}
+
+impl<S> SubmitTokenService<S> {
+    pub(crate) fn new(inner: S, settings: Arc<Settings>) -> Self {
+        Self { inner, settings }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+type Boxed = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+pin_project! {
+    /// Response future of [`SubmitTokenService`].
+    pub struct ResponseFuture<F> {
+        #[pin]
+        kind: Kind<F>,
+        mint: Arc<Mint>,
+    }
+}
+
+pin_project! {
+    #[project = KindProjection]
+    enum Kind<F> {
+        Plain { #[pin] future: F },
+        Guarded { guarded: Guarded },
+    }
+}
+
+/// A guarded submission; once it holds its lock, dropping it (the browser
+/// went away) moves the rest of the work to a task of its own, so the
+/// response is still recorded for the browser's next try.
+struct Guarded {
+    future: Option<Boxed>,
+    detach_on_drop: Arc<AtomicBool>,
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if !self.detach_on_drop.load(Ordering::Acquire) {
+            return;
+        }
+        if let (Some(future), Ok(runtime)) =
+            (self.future.take(), tokio::runtime::Handle::try_current())
+        {
+            runtime.spawn(future);
+        }
+    }
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let mut response = match this.kind.project() {
+            KindProjection::Plain { future } => match std::task::ready!(future.poll(cx)) {
+                Ok(response) => response,
+                Err(never) => match never {},
+            },
+            KindProjection::Guarded { guarded } => {
+                let Some(future) = guarded.future.as_mut() else {
+                    return Poll::Pending;
+                };
+                let response = std::task::ready!(future.as_mut().poll(cx));
+                guarded.future = None;
+                response
+            }
+        };
+        // A page that carries a token must not be served to someone else by
+        // a shared cache. Not `no-store`: that would keep it out of the
+        // browser's back/forward cache, and Back would fetch a new token.
+        if this.mint.was_used() && !response.headers().contains_key(header::CACHE_CONTROL) {
+            response.headers_mut().insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("private, no-cache"),
+            );
+        }
+        Poll::Ready(Ok(response))
+    }
+}
+
+impl<F> std::fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+fn is_mutating(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    )
+}
+
+impl<S> Service<Request> for SubmitTokenService<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let mint = Arc::new(Mint::default());
+        request.extensions_mut().insert(MintSlot(mint.clone()));
+        request
+            .extensions_mut()
+            .insert(FieldName(self.settings.field_name.clone()));
+        let kind = request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(scan::form_kind);
+        let exempt = self
+            .settings
+            .exempt_paths
+            .iter()
+            .any(|prefix| request.uri().path().starts_with(prefix.as_str()));
+        let (Some(kind), true, false) = (kind, is_mutating(request.method()), exempt) else {
+            return ResponseFuture {
+                kind: Kind::Plain {
+                    future: self.inner.call(request),
+                },
+                mint,
+            };
+        };
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let detach_on_drop = Arc::new(AtomicBool::new(false));
+        let future = guard(
+            self.settings.clone(),
+            inner,
+            request,
+            kind,
+            detach_on_drop.clone(),
+        );
+        ResponseFuture {
+            kind: Kind::Guarded {
+                guarded: Guarded {
+                    future: Some(Box::pin(future)),
+                    detach_on_drop,
+                },
+            },
+            mint,
+        }
+    }
+}
+
+async fn call<S>(mut inner: S, request: Request) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    match inner.call(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+/// The first `limit` bytes of `body` (fewer when it is shorter), and the
+/// rest of it when there is more.
+async fn read_prefix(mut body: Body, limit: usize) -> Result<(Bytes, Option<Body>), ScanError> {
+    let mut prefix = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ScanError::Malformed(format!("unreadable body: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            prefix.extend_from_slice(&data);
+            if prefix.len() > limit {
+                return Ok((prefix.freeze(), Some(body)));
+            }
+        }
+    }
+    Ok((prefix.freeze(), None))
+}
+
+/// The rest of a multipart body the layer could not scan in full, passed
+/// on as it streams; if the token field shows up in it, the stream fails,
+/// so the handler never sees a token it was not guarded by.
+fn watched(prefix: Bytes, rest: Body, field: &str) -> Body {
+    let needle = format!("name=\"{field}\"").into_bytes();
+    let mut carry: Vec<u8> = prefix[prefix.len().saturating_sub(needle.len())..].to_vec();
+    let rest = rest.into_data_stream().map(move |chunk| {
+        let chunk = chunk.map_err(axum::Error::new)?;
+        let mut window = std::mem::take(&mut carry);
+        window.extend_from_slice(&chunk);
+        if window.windows(needle.len()).any(|w| w == needle.as_slice()) {
+            return Err(axum::Error::new(std::io::Error::other(
+                "the submit token field must come before the form's file fields",
+            )));
+        }
+        carry = window[window.len().saturating_sub(needle.len())..].to_vec();
+        Ok(chunk)
+    });
+    Body::from_stream(futures_util::stream::once(async move { Ok(prefix) }).chain(rest))
+}
+
+async fn guard<S>(
+    settings: Arc<Settings>,
+    inner: S,
+    request: Request,
+    kind: Result<FormKind, ScanError>,
+    detach_on_drop: Arc<AtomicBool>,
+) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    let field = settings.field_name.clone();
+    let kind = match kind {
+        Ok(kind) => kind,
+        Err(error) => return error.into_problem(&field).into_response(),
+    };
+    let (parts, body) = request.into_parts();
+    let scanned = match kind {
+        FormKind::UrlEncoded => match read_prefix(body, settings.max_form_bytes).await {
+            Ok((_, Some(_))) => Err(ScanError::TooLarge {
+                limit: settings.max_form_bytes,
+            }),
+            Ok((bytes, None)) => {
+                scan::urlencoded(&bytes, &field).map(|token| (token, Body::from(bytes)))
+            }
+            Err(error) => Err(error),
+        },
+        FormKind::Multipart { boundary } => {
+            match read_prefix(body, settings.max_form_bytes).await {
+                Ok((bytes, rest)) => {
+                    scan::multipart(&bytes, &boundary, &field, rest.is_none()).map(|scan| {
+                        let body = match rest {
+                            // Found in the prefix, or not there at all.
+                            None => Body::from(bytes),
+                            Some(rest) if scan.token.is_some() => Body::from_stream(
+                                futures_util::stream::once(
+                                    async move { Ok::<_, axum::Error>(bytes) },
+                                )
+                                .chain(rest.into_data_stream()),
+                            ),
+                            Some(rest) => watched(bytes, rest, &field),
+                        };
+                        (scan.token, body)
+                    })
+                }
+                Err(error) => Err(error),
+            }
+        }
+    };
+    let (token, body) = match scanned {
+        Ok(found) => found,
+        Err(error) => return error.into_problem(&field).into_response(),
+    };
+    let request = Request::from_parts(parts, body);
+    let Some(token) = token else {
+        return call(inner, request).await;
+    };
+    consume(&settings, inner, request, &token, detach_on_drop).await
+}
+
+fn conflict(settings: &Settings) -> Response {
+    settings.metrics.conflict();
+    let mut response = Problem::new(
+        StatusCode::CONFLICT,
+        "submit_token_in_flight",
+        "this form was already submitted and is still being processed; wait a moment and reload",
+    )
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+async fn consume<S>(
+    settings: &Settings,
+    inner: S,
+    request: Request,
+    token: &str,
+    detach_on_drop: Arc<AtomicBool>,
+) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    // The token is globally unique: no method, path or caller in the key.
+    let storage_key = prefixed_hex(
+        "tok:v1:",
+        &hash_parts("autumn.submit-token.v1", &[token.as_bytes()]),
+    );
+    // A token belongs to one form: reused for another one, it is refused.
+    let path = request.uri().path();
+    let fingerprint = hash_parts(
+        "autumn.submit-token.form.v1",
+        &[request.method().as_str().as_bytes(), path.as_bytes()],
+    )
+    .to_vec();
+    let owner = new_owner();
+    let waiting_until = Instant::now() + settings.in_flight_wait;
+    let store = &settings.store;
+    loop {
+        match store
+            .claim(&storage_key, &owner, settings.in_flight_ttl)
+            .await
+        {
+            Err(error) => {
+                tracing::warn!(%error, "submit-token store failed; not running the handler");
+                return match error.operation() {
+                    Some(StoreOperation::TryLock | StoreOperation::RenewLock) => conflict(settings),
+                    _ => Problem::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "submit_token_store_unavailable",
+                        "the form could not be checked against duplicate submission, so it was not processed; try again",
+                    )
+                    .into_response(),
+                };
+            }
+            Ok(Claim::Completed { record, body_hash }) => {
+                if body_hash != fingerprint {
+                    return Problem::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "submit_token_reused",
+                        "this submit token was rendered for another form; reload the form and submit it again",
+                    )
+                    .into_response();
+                }
+                settings.metrics.hit();
+                tracing::debug!(
+                    submit_token.replayed = true,
+                    "replaying a submitted form's response"
+                );
+                let mut response = record.to_response();
+                response
+                    .headers_mut()
+                    .insert(SUBMIT_TOKEN_REPLAYED, HeaderValue::from_static("true"));
+                return response;
+            }
+            Ok(Claim::InFlight) => {
+                if Instant::now() >= waiting_until {
+                    return conflict(settings);
+                }
+                // The duplicate of a double-click: wait for the first, then
+                // answer what it answered (the browser shows the last reply).
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            Ok(Claim::Acquired) => {
+                detach_on_drop.store(true, Ordering::Release);
+                settings.metrics.miss();
+                return run_first(settings, inner, request, &storage_key, &owner, fingerprint)
+                    .await;
+            }
+        }
+    }
+}
+
+async fn run_first<S>(
+    settings: &Settings,
+    inner: S,
+    request: Request,
+    storage_key: &str,
+    owner: &str,
+    fingerprint: Vec<u8>,
+) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    let store = &settings.store;
+    let release = || async {
+        if let Err(error) = store.unlock(storage_key, owner).await {
+            tracing::warn!(%error, "could not release a submit token; it lapses after in_flight_ttl_secs");
+        }
+    };
+    let response = match AssertUnwindSafe(call(inner, request)).catch_unwind().await {
+        Ok(response) => response,
+        Err(_panic) => {
+            release().await;
+            return Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "the server failed while handling this form; it was not recorded, so submitting it again runs it again",
+            )
+            .into_response();
+        }
+    };
+    let status = response.status();
+    if !(status.is_success() || status.is_redirection()) {
+        // A validation re-render or an error: the same token may still
+        // succeed once.
+        release().await;
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let body = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            tracing::error!(%error, "response body failed; keeping the submit token locked");
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+    };
+    let record = IdempotencyRecord::new(
+        parts.status,
+        parts.headers.iter().map(|(n, v)| (n.clone(), v.clone())),
+        body.clone(),
+    );
+    match store
+        .finish(storage_key, owner, record, fingerprint, settings.ttl)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!("a submit token's lock lapsed before its response was recorded")
+        }
+        Err(error) => {
+            tracing::error!(%error, "could not record a submitted form's response; the token stays locked")
+        }
+    }
+    Response::from_parts(parts, Body::from(body))
+}
