@@ -1,7 +1,8 @@
 //! What the idempotency layer costs a real HTTP client, what the in-memory
-//! store holds per recorded response, and (with the `redis` / `postgres`
-//! features) what the Redis and PostgreSQL stores cost: throughput and store
-//! round trips per request.
+//! store holds per recorded response, what the submit-token layer costs a
+//! `GET` that renders a form (minting included), and (with the `redis` /
+//! `postgres` features) what the Redis and PostgreSQL stores cost:
+//! throughput and store round trips per request.
 //!
 //! Run with `cargo bench -p autumn-web --bench idempotency --features
 //! redis,postgres` (or `cargo xtask bench`); without the features only the
@@ -46,6 +47,7 @@ use autumn_web::idempotency::{
     IdempotencyFuture, IdempotencyLayer, IdempotencyRecord, IdempotencyStore,
     MemoryIdempotencyStore,
 };
+use autumn_web::security::{SubmitToken, SubmitTokenLayer};
 use axum::Json;
 use axum::extract::State;
 use bytes::Bytes;
@@ -61,6 +63,9 @@ const REQUEST_BODY: &[u8] = br#"{"sku":"ABC-123","quantity":2,"note":"bench"}"#;
 const REPLAY_KEYS: [&str; 4] = ["replay-0", "replay-1", "replay-2", "replay-3"];
 const FIRST_TIME_TARGET: f64 = 0.85;
 const REPLAY_TARGET: f64 = 0.95;
+/// A form page behind the submit-token layer, minting its token, against the
+/// same page with no layer.
+const MINT_TARGET: f64 = 0.97;
 
 fn main() {
     let config = Config::from_env();
@@ -152,6 +157,41 @@ fn orders_uri(addr: SocketAddr) -> Uri {
     format!("http://{addr}/orders").parse().expect("uri")
 }
 
+/// A small form page around `token` (~200 bytes), the same size with or
+/// without the layer.
+fn form_page(token: &str) -> axum::response::Html<String> {
+    axum::response::Html(format!(
+        "<!doctype html><title>New comment</title><form method=\"POST\" action=\"/comments\">\
+         <input type=\"hidden\" name=\"_submit_token\" value=\"{token}\">\
+         <textarea name=\"body\"></textarea><button>Post</button></form>"
+    ))
+}
+
+/// `GET /form` with no layer: the page around a fixed 32-character value.
+fn bare_form_router() -> axum::Router {
+    axum::Router::new().route(
+        "/form",
+        axum::routing::get(|| async { form_page("00000000000000000000000000000000") }),
+    )
+}
+
+/// `GET /form` behind the submit-token layer: the handler takes a
+/// `SubmitToken` and puts its token in the page, so a token is minted for
+/// every request.
+fn mint_form_router() -> axum::Router {
+    let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600)));
+    axum::Router::new()
+        .route(
+            "/form",
+            axum::routing::get(|token: SubmitToken| async move { form_page(token.token()) }),
+        )
+        .layer(SubmitTokenLayer::new(store))
+}
+
+fn form_uri(addr: SocketAddr) -> Uri {
+    format!("http://{addr}/form").parse().expect("uri")
+}
+
 // ---------------------------------------------------------------------------
 // HTTP throughput
 // ---------------------------------------------------------------------------
@@ -184,6 +224,10 @@ enum Kind {
     FirstTime,
     Replay,
     NoKey,
+    /// `GET /form`, no layer.
+    FormBare,
+    /// `GET /form` behind the submit-token layer, minting a token.
+    FormMint,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,11 +243,13 @@ impl Scenario {
     }
 
     /// The memory-store scenarios, always run, in this order.
-    const BASE: [Self; 4] = [
+    const BASE: [Self; 6] = [
         Self::new(Kind::Bare, Backend::Memory),
         Self::new(Kind::FirstTime, Backend::Memory),
         Self::new(Kind::Replay, Backend::Memory),
         Self::new(Kind::NoKey, Backend::Memory),
+        Self::new(Kind::FormBare, Backend::Memory),
+        Self::new(Kind::FormMint, Backend::Memory),
     ];
 
     fn label(self) -> String {
@@ -219,6 +265,8 @@ impl Scenario {
             Kind::FirstTime => format!("{store}, first-time key"),
             Kind::Replay => format!("{store}, replayed key"),
             Kind::NoKey => format!("{store}, no key"),
+            Kind::FormBare => "bare GET /form (no layer)".to_owned(),
+            Kind::FormMint => "submit-token layer, mint GET".to_owned(),
         }
     }
 
@@ -226,6 +274,8 @@ impl Scenario {
     fn short(self) -> String {
         let kind = match self.kind {
             Kind::Bare => return "bare".to_owned(),
+            Kind::FormBare => return "get-bare".to_owned(),
+            Kind::FormMint => return "get-mint".to_owned(),
             Kind::FirstTime => "first",
             Kind::Replay => "replay",
             Kind::NoKey => "no-key",
@@ -275,6 +325,28 @@ async fn send(client: &HttpClient, request: Request<Full<Bytes>>, expect_replaye
 
 /// Sends one request with `key`, expecting it to run the handler (`false`)
 /// or to be replayed (`true`).
+/// Sends `GET /form`, reads the whole page, and checks it is a 200 whose
+/// token was minted (`private, no-cache`) or not (no `Cache-Control`).
+async fn send_get(client: &HttpClient, uri: &Uri, expect_minted: bool) {
+    let request = Request::get(uri.clone())
+        .body(Full::new(Bytes::new()))
+        .expect("valid request");
+    let response = client.request(request).await.expect("request completes");
+    let status = response.status();
+    let minted = response
+        .headers()
+        .get(http::header::CACHE_CONTROL)
+        .is_some_and(|v| v == "private, no-cache");
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body completes")
+        .to_bytes();
+    assert_eq!(status, StatusCode::OK, "unexpected status: {body:?}");
+    assert_eq!(minted, expect_minted, "minted should be {expect_minted}");
+}
+
 #[cfg(any(feature = "redis", feature = "postgres"))]
 async fn send_key(client: &HttpClient, uri: &Uri, key: &str, expect_replayed: bool) {
     let key = HeaderValue::try_from(key).expect("valid key");
@@ -283,14 +355,20 @@ async fn send_key(client: &HttpClient, uri: &Uri, key: &str, expect_replayed: bo
 
 struct Targets {
     bare: Uri,
+    /// `GET /form` without and with the submit-token layer.
+    form_bare: Uri,
+    form_mint: Uri,
     /// One server per store, each with the layer over that store.
     layers: Vec<(Backend, Uri)>,
 }
 
 impl Targets {
     fn uri(&self, scenario: Scenario) -> Uri {
-        if scenario.kind == Kind::Bare {
-            return self.bare.clone();
+        match scenario.kind {
+            Kind::Bare => return self.bare.clone(),
+            Kind::FormBare => return self.form_bare.clone(),
+            Kind::FormMint => return self.form_mint.clone(),
+            Kind::FirstTime | Kind::Replay | Kind::NoKey => {}
         }
         self.layers
             .iter()
@@ -344,7 +422,7 @@ async fn run_scenario(
                 let mut n = 0usize;
                 while Instant::now() < end {
                     let key = match kind {
-                        Kind::Bare | Kind::NoKey => None,
+                        Kind::Bare | Kind::NoKey | Kind::FormBare | Kind::FormMint => None,
                         Kind::FirstTime => Some(
                             HeaderValue::try_from(format!("bench-{run}-{task}-{n}"))
                                 .expect("valid key"),
@@ -353,7 +431,12 @@ async fn run_scenario(
                             REPLAY_KEYS[(task + n) % REPLAY_KEYS.len()],
                         )),
                     };
-                    send(&client, build_request(&uri, key), expect_replayed).await;
+                    match kind {
+                        Kind::FormBare | Kind::FormMint => {
+                            send_get(&client, &uri, kind == Kind::FormMint).await;
+                        }
+                        _ => send(&client, build_request(&uri, key), expect_replayed).await,
+                    }
                     let done = Instant::now();
                     if done >= start && done < end {
                         counted += 1;
@@ -383,6 +466,17 @@ async fn run_scenario(
     }
 }
 
+/// How a ratio measured on both measures compares with its target.
+fn verdict(target: f64, wall: f64, cpu: f64) -> String {
+    if cpu >= target && wall >= target {
+        format!(">= {target:.2}x  ok")
+    } else if cpu >= target || wall >= target {
+        format!(">= {target:.2}x  ok on one measure only")
+    } else {
+        format!(">= {target:.2}x  BELOW TARGET")
+    }
+}
+
 fn median(values: impl IntoIterator<Item = f64>) -> f64 {
     let mut sorted: Vec<f64> = values.into_iter().collect();
     sorted.sort_by(f64::total_cmp);
@@ -402,6 +496,8 @@ async fn http_bench(config: &Config) {
     #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(unused_mut))]
     let mut targets = Targets {
         bare: orders_uri(bare),
+        form_bare: form_uri(serve(bare_form_router()).await),
+        form_mint: form_uri(serve(mint_form_router()).await),
         layers: vec![(Backend::Memory, orders_uri(layered))],
     };
     let mut scenarios = Scenario::BASE.to_vec();
@@ -517,14 +613,18 @@ async fn http_bench(config: &Config) {
         let index = index_of(kind, Backend::Memory);
         let wall = ratio(index, bare_index, |s| s.per_sec);
         let cpu = ratio(index, bare_index, |s| s.per_cpu_sec);
-        let verdict = match target {
-            Some(t) if cpu >= t && wall >= t => format!(">= {t:.2}x  ok"),
-            Some(t) if cpu >= t || wall >= t => format!(">= {t:.2}x  ok on one measure only"),
-            Some(t) => format!(">= {t:.2}x  BELOW TARGET"),
-            None => "(pass-through)".to_owned(),
-        };
+        let verdict = target.map_or_else(|| "(pass-through)".to_owned(), |t| verdict(t, wall, cpu));
         println!("{name:<24} {wall:>9.3}x {cpu:>11.3}x   {verdict}");
     }
+    let form_bare = index_of(Kind::FormBare, Backend::Memory);
+    let form_mint = index_of(Kind::FormMint, Backend::Memory);
+    let wall = ratio(form_mint, form_bare, |s| s.per_sec);
+    let cpu = ratio(form_mint, form_bare, |s| s.per_cpu_sec);
+    println!(
+        "{:<24} {wall:>9.3}x {cpu:>11.3}x   {}",
+        "mint GET / bare GET",
+        verdict(MINT_TARGET, wall, cpu)
+    );
     println!("(ratios: median over rounds of the ratio within each round)");
     if targets.layers.len() > 1 {
         println!(

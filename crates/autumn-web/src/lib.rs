@@ -98,6 +98,8 @@ pub mod docs {
     pub mod middleware {}
     #[doc = include_str!("../../../docs/cloud-native.md")]
     pub mod cloud_native {}
+    #[doc = include_str!("../../../docs/submit-tokens.md")]
+    pub mod submit_tokens {}
 }
 
 #[doc(hidden)]

@@ -225,21 +225,21 @@ pub struct SecurityConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SubmitTokenConfig {
-    /// Whether form submissions must carry a valid submit token.
+    /// Whether the submit-token layer is installed (it guards only forms that embed the field).
     pub enabled: bool,
     /// Name of the hidden form field holding the token.
     pub field_name: String,
-    /// Seconds an issued token stays valid.
+    /// Seconds a consumed token's first response is replayed.
     pub ttl_secs: u64,
-    /// Seconds a consumed token's outcome is remembered for replay.
+    /// Seconds an in-flight lock lasts if its submission never finishes.
     pub in_flight_ttl_secs: u64,
     /// Where tokens are stored; unset inherits `[idempotency].backend`.
     pub backend: Option<Backend>,
-    /// Path prefixes whose requests are not checked.
+    /// Path prefixes the guard skips (tokens are still minted there).
     pub exempt_paths: Vec<String>,
-    /// Largest form body, in bytes, scanned for the token; larger bodies get 413.
+    /// Largest form body, in bytes, scanned for the token; a larger urlencoded body gets 413.
     pub max_form_bytes: usize,
-    /// Milliseconds a duplicate submission waits for the first one to finish.
+    /// Milliseconds a concurrent duplicate waits for the first to finish and replay it (0: 409 at once).
     pub in_flight_wait_ms: u64,
 }
 
