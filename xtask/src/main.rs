@@ -23,7 +23,8 @@ commands:
             stops at the first failure
   bench     cargo bench -p autumn-web --bench idempotency --features redis,postgres
   services  make sure Redis and PostgreSQL answer on loopback (start them if
-            they are installed)
+            they are installed) and that Chromium and ChromeDriver are
+            installed (apt-get install them if not)
   help      this text";
 
 /// Features of `autumn-web` that are each built alone by `cargo xtask ci`

@@ -1,0 +1,819 @@
+//! The signup form in a real browser: headless Chromium, driven through
+//! chromedriver over WebDriver, against the built `saas` binary.
+//!
+//! Every way a browser sends the same form twice is tried on a fresh server
+//! (its own SQLite file, `POST /signup` slowed down to 400 ms so that the
+//! duplicate really overlaps the first post). Each test checks three things:
+//!
+//! 1. exactly one user was created (`GET /users.json`);
+//! 2. the browser ends on the welcome page, as after a single submit;
+//! 3. the duplicate really reached the server with the same token:
+//!    `GET /actuator/metrics` counts one first use of a token
+//!    (`submit_token.misses == 1`) and at least one replay or conflict
+//!    (`hits + conflicts >= 1`). Without this, a browser that quietly
+//!    dropped the second click would pass 1 and 2 and prove nothing. It is
+//!    not hypothetical: with the guard skipped for the signup path
+//!    (`AUTUMN_SECURITY__SUBMIT_TOKEN__EXEMPT_PATHS='["/signup"]' cargo
+//!    test -p saas --test browser`, the server inherits the variable), the
+//!    double-click still ends with one user on the welcome page, because
+//!    Chromium abandons the first post when the second click starts a new
+//!    navigation, and the abandoned request is dropped with its connection
+//!    before it creates anything; only check 3 fails. Every test here fails that way, which is the point.
+//!
+//! The cases: a double-click on Submit; Enter in a field, then a click;
+//! Back to the form and Submit again (with and without the back/forward
+//! cache); Reload of the page after the post, then the same post sent again
+//! from a copy of the form; the double-click with JavaScript turned off.
+//!
+//! The pages are served without the optional browser-side guard script
+//! (`SAAS_DOUBLE_SUBMIT_GUARD` unset), so the server's one-time submit token
+//! is the only thing standing between a double-click and a second account.
+//!
+//! Chromium and chromedriver are Debian's (`/usr/bin/chromium`,
+//! `/usr/bin/chromedriver`); when they are missing every test fails with the
+//! command that installs them. `cargo xtask ci` installs them itself.
+//!
+//! The tests take a lock so that only one browser runs at a time: on a
+//! two-core machine, parallel browsers make the 50 ms and 400 ms timings
+//! meaningless.
+
+use std::io::{BufRead as _, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::actions::{
+    InputSource as _, KeyAction, KeyActions, MOUSE_BUTTON_LEFT, MouseActions, PointerAction,
+};
+use fantoccini::elements::Element;
+use fantoccini::key::Key;
+use fantoccini::wd::Capabilities;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const INSTALL_HINT: &str = "install Debian's Chromium and ChromeDriver as root: \
+     apt-get update && apt-get install -y chromium chromium-driver \
+     (or run `cargo xtask ci`, which installs them)";
+
+/// How long `POST /signup` takes: long enough that a second click 50 ms
+/// after the first lands while the first post is still running.
+const SIGNUP_DELAY_MS: &str = "400";
+/// The gap between the two clicks of a double-click.
+const DOUBLE_CLICK_GAP: Duration = Duration::from_millis(50);
+/// How long the browser gets to settle on a page.
+const PAGE_WAIT: Duration = Duration::from_secs(10);
+
+/// One browser at a time (see the module docs).
+static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Fails, saying how to install them, when Chromium or chromedriver is
+/// missing: a browser test that cannot run must not pass.
+fn require_browser() {
+    for file in [CHROMIUM, CHROMEDRIVER] {
+        assert!(
+            Path::new(file).is_file(),
+            "{file} is missing, so the browser tests cannot run: {INSTALL_HINT}"
+        );
+    }
+}
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// A chromedriver child process on a free loopback port, killed when
+/// dropped.
+struct Chromedriver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Chromedriver {
+    fn drop(&mut self) {
+        // The Chromium that chromedriver started is in chromedriver's process
+        // group (its own, see `start`): kill the whole group, so that a test
+        // that failed before closing its session leaves no browser running.
+        // The child is not reaped yet, so its id still names this group.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Chromedriver {
+    fn start() -> Self {
+        require_browser();
+        // The port is free when picked but could be taken before chromedriver
+        // binds it; try a few.
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Command::new(CHROMEDRIVER)
+                .process_group(0)
+                .arg(format!("--port={port}"))
+                .arg("--allowed-ips=127.0.0.1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{CHROMEDRIVER} does not start ({e}): {INSTALL_HINT}"));
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // exited: most likely the port was taken
+                }
+                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                    return Self {
+                        child,
+                        url: format!("http://{addr}"),
+                    };
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("{CHROMEDRIVER} never listened on a loopback port");
+    }
+}
+
+/// The built `saas` binary on a free port with its own SQLite file, killed
+/// when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start() -> Self {
+        Self::launch(false)
+    }
+
+    /// The same, with the browser-side double-submit guard on the form.
+    fn start_guarded() -> Self {
+        Self::launch(true)
+    }
+
+    fn launch(guard: bool) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let database = format!("sqlite://{}", dir.path().join("saas.db").display());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_saas"))
+            .current_dir(dir.path())
+            .env("AUTUMN_SERVER__PORT", "0")
+            .env("AUTUMN_DATABASE__URL", &database)
+            .env("SAAS_SIGNUP_DELAY_MS", SIGNUP_DELAY_MS)
+            .env("SAAS_DOUBLE_SUBMIT_GUARD", if guard { "1" } else { "0" })
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the saas binary starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let base = loop {
+            let line = lines
+                .next()
+                .expect("the server logs its address before exiting")
+                .expect("readable log");
+            if let Some(at) = line.find("listening on http://") {
+                let url = &line[at + "listening on ".len()..];
+                let end = url
+                    .find(|c: char| c.is_whitespace() || c.is_control())
+                    .unwrap_or(url.len());
+                break url[..end].trim_end_matches('/').to_owned();
+            }
+        };
+        // Keep draining the log so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Self {
+            child,
+            base,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `GET path` as JSON, outside the browser.
+    async fn json(&self, path: &str) -> Value {
+        use http_body_util::BodyExt as _;
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<http_body_util::Full<bytes::Bytes>>();
+        let uri = self.url(path).parse().expect("a URI");
+        let response = client.get(uri).await.expect("the server answers");
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        assert!(status.is_success(), "GET {path}: {status}");
+        serde_json::from_slice(&body).unwrap_or_else(|e| {
+            panic!(
+                "GET {path} is not JSON ({e}): {}",
+                String::from_utf8_lossy(&body)
+            )
+        })
+    }
+
+    /// The users the server lists.
+    async fn users(&self) -> Vec<Value> {
+        match self.json("/users.json").await {
+            Value::Array(users) => users,
+            other => panic!("GET /users.json is not a list: {other}"),
+        }
+    }
+
+    /// `(hits, misses, conflicts)` of the submit-token guard.
+    async fn submit_token_counts(&self) -> (u64, u64, u64) {
+        let metrics = self.json("/actuator/metrics").await;
+        let counts = &metrics["submit_token"];
+        let count = |name: &str| {
+            counts[name]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no submit_token.{name} in {metrics}"))
+        };
+        (count("hits"), count("misses"), count("conflicts"))
+    }
+}
+
+/// How the browser is started.
+#[derive(Clone, Copy, Default)]
+struct Options {
+    /// Page JavaScript off, as in a browser whose user turned it off.
+    scripts_off: bool,
+    /// No back/forward cache: Back loads the previous page again (from the
+    /// HTTP cache or the server) instead of restoring the very document.
+    no_back_forward_cache: bool,
+}
+
+/// A headless Chromium session, with the chromedriver that runs it and its
+/// own empty profile.
+struct Browser {
+    client: Client,
+    _driver: Chromedriver,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    async fn start(options: Options) -> Self {
+        let driver = Chromedriver::start();
+        let profile = tempfile::tempdir().expect("temp dir");
+        let mut args = vec![
+            "--headless".to_owned(),
+            "--no-sandbox".to_owned(),
+            "--disable-gpu".to_owned(),
+            "--disable-dev-shm-usage".to_owned(),
+            "--disable-quic".to_owned(),
+            "--no-first-run".to_owned(),
+            "--disable-background-networking".to_owned(),
+            "--disable-component-update".to_owned(),
+            "--disable-sync".to_owned(),
+            "--window-size=1024,768".to_owned(),
+            format!("--user-data-dir={}", profile.path().display()),
+        ];
+        if options.scripts_off {
+            args.push("--blink-settings=scriptEnabled=false".to_owned());
+        }
+        if options.no_back_forward_cache {
+            args.push("--disable-features=BackForwardCache".to_owned());
+        }
+        let mut capabilities = Capabilities::new();
+        capabilities.insert("browserName".into(), json!("chrome"));
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({ "binary": CHROMIUM, "args": args }),
+        );
+        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&driver.url)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("chromedriver could not start Chromium ({e}); {INSTALL_HINT}")
+            });
+        Self {
+            client,
+            _driver: driver,
+            _profile: profile,
+        }
+    }
+
+    async fn find(&self, css: &str) -> Element {
+        self.client
+            .wait()
+            .at_most(PAGE_WAIT)
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no `{css}` on the page ({e})"))
+    }
+
+    /// The path of the page the browser shows.
+    async fn path(&self) -> String {
+        self.client
+            .current_url()
+            .await
+            .expect("current URL")
+            .path()
+            .to_owned()
+    }
+
+    /// The visible text of the page.
+    async fn text(&self) -> String {
+        self.find("body").await.text().await.expect("page text")
+    }
+
+    /// Opens the signup form and fills it in; returns the token it was
+    /// rendered with.
+    async fn open_signup(&self, server: &Server, who: &Signup) -> String {
+        self.client
+            .goto(&server.url("/signup"))
+            .await
+            .expect("GET /signup");
+        let token = self.token().await;
+        self.fill(who).await;
+        token
+    }
+
+    /// The hidden submit token of the form on the page: the field's `value`
+    /// property, which is what the form sends.
+    async fn token(&self) -> String {
+        let token = self
+            .find("form input[name=_submit_token]")
+            .await
+            .prop("value")
+            .await
+            .expect("token value")
+            .expect("the form carries a submit token");
+        assert!(!token.is_empty(), "an empty submit token");
+        token
+    }
+
+    async fn fill(&self, who: &Signup) {
+        for (name, value) in [("email", who.email), ("name", who.name)] {
+            let field = self.find(&format!("form input[name={name}]")).await;
+            field.clear().await.expect("clear field");
+            field.send_keys(value).await.expect("type into field");
+        }
+    }
+
+    async fn submit_button(&self) -> Element {
+        self.find("form[action='/signup'] button, form[action='/signup'] [type=submit]")
+            .await
+    }
+
+    /// A mouse that moves to the centre of `element`.
+    fn mouse_on(element: &Element) -> MouseActions {
+        MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
+            element: element.clone(),
+            duration: None,
+            x: 0.0,
+            y: 0.0,
+        })
+    }
+
+    /// Two left clicks on `button`, `gap` apart, sent as one WebDriver action
+    /// sequence so that nothing (such as chromedriver waiting for the first
+    /// click's navigation) comes between them.
+    async fn double_click(&self, button: &Element, gap: Duration) {
+        let mouse = Self::mouse_on(button)
+            .then(PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .pause(gap)
+            .then(PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            });
+        self.client
+            .perform_actions(mouse)
+            .await
+            .expect("double-click");
+        let _ = self.client.release_actions().await;
+    }
+
+    /// Enter in the focused field, then, `gap` later, a click on `button`:
+    /// one action sequence with a keyboard and a mouse, tick by tick. The
+    /// mouse is on the button before Enter is pressed, so the click does not
+    /// depend on finding the button again while the first post is under way.
+    async fn enter_then_click(&self, button: &Element, gap: Duration) {
+        let enter: char = Key::Enter.into();
+        let keys = KeyActions::new("keyboard".into())
+            .pause(Duration::ZERO)
+            .then(KeyAction::Down { value: enter })
+            .then(KeyAction::Up { value: enter })
+            .pause(gap)
+            .pause(Duration::ZERO)
+            .pause(Duration::ZERO);
+        let mouse = Self::mouse_on(button)
+            .pause(Duration::ZERO)
+            .pause(Duration::ZERO)
+            .pause(Duration::ZERO)
+            .then(PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            });
+        self.client
+            .perform_actions(fantoccini::actions::Actions::from(keys).and(mouse))
+            .await
+            .expect("Enter, then click");
+        let _ = self.client.release_actions().await;
+    }
+
+    /// One plain click on `button`.
+    async fn click(&self, button: &Element) {
+        let mouse = Self::mouse_on(button)
+            .then(PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            });
+        self.client.perform_actions(mouse).await.expect("click");
+        let _ = self.client.release_actions().await;
+    }
+
+    /// Waits until the browser shows a loaded page under `prefix`; returns
+    /// its path.
+    async fn wait_for_path(&self, prefix: &str) -> String {
+        let deadline = Instant::now() + PAGE_WAIT;
+        loop {
+            let path = self.path().await;
+            if path.starts_with(prefix) {
+                // The body is there once the page is parsed.
+                let _ = self.find("body").await;
+                return path;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the browser never reached {prefix}: it shows {path}: {}",
+                self.text().await
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn close(self) {
+        let _ = self.client.close().await;
+    }
+}
+
+/// What a test signs up with.
+struct Signup {
+    email: &'static str,
+    name: &'static str,
+}
+
+/// The checks every test ends with (see the module docs).
+async fn assert_created_once(server: &Server, browser: &Browser, who: &Signup) {
+    let path = browser.wait_for_path("/welcome").await;
+    // Let a duplicate still waiting on the first post finish, so that what
+    // the browser shows and what the server counted are final.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let path_after = browser.path().await;
+    assert!(
+        path_after.starts_with("/welcome"),
+        "the browser left the welcome page ({path}) for {path_after}: {}",
+        browser.text().await
+    );
+    let text = browser.text().await;
+    assert!(
+        text.to_lowercase().contains("welcome") && text.contains(who.name),
+        "the welcome page greets {}; it says: {text}",
+        who.name
+    );
+
+    let users = server.users().await;
+    assert_eq!(users.len(), 1, "exactly one user: {users:?}");
+    assert_eq!(users[0]["email"], who.email, "{users:?}");
+    assert_eq!(users[0]["name"], who.name, "{users:?}");
+
+    let (hits, misses, conflicts) = server.submit_token_counts().await;
+    eprintln!("submit_token: hits {hits}, misses {misses}, conflicts {conflicts}");
+    assert_eq!(
+        misses, 1,
+        "one token was used for the first time (hits {hits}, conflicts {conflicts})"
+    );
+    assert!(
+        hits + conflicts >= 1,
+        "the duplicate post never reached the server with the same token \
+         (hits {hits}, misses {misses}, conflicts {conflicts}): the test did not test anything"
+    );
+}
+
+/// Double-click on Submit: a real mouse at the button's coordinates, down
+/// and up twice, 50 ms apart. Chromium fires two submits; the second starts
+/// a new navigation (cancelling the first in the browser, not on the
+/// server), so two POSTs with the same token arrive. The second waits for
+/// the first and gets its 303 replayed, and the browser lands on the welcome
+/// page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn double_click_on_submit_creates_one_user() {
+    let _one = ONE_BROWSER.lock().await;
+    let server = Server::start();
+    let browser = Browser::start(Options::default()).await;
+    let who = Signup {
+        email: "double@example.com",
+        name: "Double Click",
+    };
+    browser.open_signup(&server, &who).await;
+    let button = browser.submit_button().await;
+    browser.double_click(&button, DOUBLE_CLICK_GAP).await;
+    assert_created_once(&server, &browser, &who).await;
+    browser.close().await;
+}
+
+/// Enter in a field (implicit submission), then a click on Submit 50 ms
+/// later: two submits by two different means, the same token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enter_then_click_creates_one_user() {
+    let _one = ONE_BROWSER.lock().await;
+    let server = Server::start();
+    let browser = Browser::start(Options::default()).await;
+    let who = Signup {
+        email: "enter@example.com",
+        name: "Enter Then Click",
+    };
+    browser.open_signup(&server, &who).await;
+    // `fill` typed the name last, so the name field has the focus.
+    let button = browser.submit_button().await;
+    browser.enter_then_click(&button, DOUBLE_CLICK_GAP).await;
+    assert_created_once(&server, &browser, &who).await;
+    browser.close().await;
+}
+
+/// Submit, land on the welcome page, press Back, submit again.
+///
+/// The case the guard exists for is Back showing the *first* rendering of
+/// the form again, with the token that was already used, as a browser does
+/// when it restores the page from its back/forward cache or (for a history
+/// navigation, even under `Cache-Control: no-cache`) from its HTTP cache.
+/// Whether headless Chromium under WebDriver does that is not ours to
+/// decide: it may instead fetch `/signup` again, which mints a fresh token,
+/// and a fresh token is by design a new submission (it would then fail on
+/// the taken email, which proves nothing about tokens). So the test keeps
+/// the token the form was first rendered with and, when the page after Back
+/// carries a different one, writes the first one back into the hidden field
+/// (a DOM write through WebDriver: the state a restored page has) before
+/// clicking Submit again. It prints which of the two happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_then_submit_again_creates_one_user() {
+    back_then_submit_again(Options::default(), "back@example.com").await;
+}
+
+/// The same with Chromium's back/forward cache turned off, so that Back
+/// loads `/signup` again instead of restoring the same document: this one
+/// shows the test's own restoring of the first token (when the page came
+/// back with a fresh one) is what gets tested, not a lucky cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_without_back_forward_cache_then_submit_again_creates_one_user() {
+    let restored = back_then_submit_again(
+        Options {
+            no_back_forward_cache: true,
+            ..Options::default()
+        },
+        "back-reloaded@example.com",
+    )
+    .await;
+    assert!(
+        !restored.same_document,
+        "the back/forward cache was off, yet Back restored the same document"
+    );
+}
+
+/// What Back brought back.
+struct AfterBack {
+    /// The very document the form was first shown in (back/forward cache).
+    same_document: bool,
+}
+
+async fn back_then_submit_again(options: Options, email: &'static str) -> AfterBack {
+    let _one = ONE_BROWSER.lock().await;
+    let server = Server::start();
+    let browser = Browser::start(options).await;
+    let who = Signup {
+        email,
+        name: "Back Again",
+    };
+    let first_token = browser.open_signup(&server, &who).await;
+    // A mark on this document: still there after Back only when Chromium
+    // restored the very same document from its back/forward cache.
+    browser
+        .client
+        .execute("window.autumnFirstDocument = true;", vec![])
+        .await
+        .expect("mark the document");
+    browser.click(&browser.submit_button().await).await;
+    browser.wait_for_path("/welcome").await;
+    assert_eq!(
+        server.users().await.len(),
+        1,
+        "the first submit created the user"
+    );
+
+    browser.client.back().await.expect("Back");
+    browser.wait_for_path("/signup").await;
+    let same_document = browser
+        .client
+        .execute("return window.autumnFirstDocument === true;", vec![])
+        .await
+        .expect("read the mark")
+        == json!(true);
+    let token_after_back = browser.token().await;
+    eprintln!(
+        "after Back: {} document, {} token",
+        if same_document {
+            "the back/forward cache's"
+        } else {
+            "a newly loaded"
+        },
+        if token_after_back == first_token {
+            "the first"
+        } else {
+            "a fresh"
+        }
+    );
+    if token_after_back != first_token {
+        // Fetched again rather than restored: put the first rendering's
+        // token back (see the test's docs).
+        browser
+            .client
+            .execute(
+                "document.querySelector('form input[name=_submit_token]').value = arguments[0];",
+                vec![json!(first_token)],
+            )
+            .await
+            .expect("restore the first token");
+        assert_eq!(browser.token().await, first_token);
+    }
+    // The same values as the first time, whatever Back restored.
+    browser.fill(&who).await;
+    browser.click(&browser.submit_button().await).await;
+    assert_created_once(&server, &browser, &who).await;
+    browser.close().await;
+    AfterBack { same_document }
+}
+
+/// Re-sending the post that was already answered.
+///
+/// Reload first: the answer to the POST was a 303, so the page the browser
+/// shows is the `GET /welcome...` it was sent to, and Reload repeats that
+/// GET, not the POST; the test checks it creates nothing and sends no form.
+///
+/// A browser that resends a POST (Reload on a page a POST answered directly,
+/// "Confirm Form Resubmission", a retry of a post whose answer was lost)
+/// sends the same body again after the first was answered. WebDriver cannot
+/// answer Chromium's resubmission prompt, so the test sends that body the way
+/// a page would: before submitting it keeps a copy of the rendered form
+/// (its HTML, with the token and the typed values), and once on the welcome
+/// page it puts the copy into the page and calls `form.submit()` on it. The
+/// server sees the same token a second time, after the first post finished,
+/// and replays the 303 to the welcome page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_and_resent_post_create_one_user() {
+    let _one = ONE_BROWSER.lock().await;
+    let server = Server::start();
+    let browser = Browser::start(Options::default()).await;
+    let who = Signup {
+        email: "resend@example.com",
+        name: "Resent Post",
+    };
+    browser.open_signup(&server, &who).await;
+    // The form as the browser would send it: HTML with the typed values
+    // written into the `value` attributes.
+    let copy = browser
+        .client
+        .execute(
+            "const form = document.querySelector(\"form[action='/signup']\");
+             for (const input of form.querySelectorAll('input')) {
+                 input.setAttribute('value', input.value);
+             }
+             return form.outerHTML;",
+            vec![],
+        )
+        .await
+        .expect("copy the form");
+    browser.click(&browser.submit_button().await).await;
+    let welcome = browser.wait_for_path("/welcome").await;
+
+    browser.client.refresh().await.expect("Reload");
+    assert_eq!(browser.wait_for_path("/welcome").await, welcome);
+    assert_eq!(server.users().await.len(), 1, "Reload created nothing");
+    assert_eq!(
+        server.submit_token_counts().await,
+        (0, 1, 0),
+        "Reload of the page after a 303 is a GET: no form was sent again"
+    );
+
+    browser
+        .client
+        .execute(
+            "const holder = document.createElement('div');
+             holder.innerHTML = arguments[0];
+             document.body.appendChild(holder);
+             holder.querySelector('form').submit();",
+            vec![copy],
+        )
+        .await
+        .expect("re-send the copied form");
+    assert_created_once(&server, &browser, &who).await;
+    browser.close().await;
+}
+
+/// The double-click again, in a browser with JavaScript turned off: no page
+/// script can block anything, and the submit token still does. The test
+/// first shows that page scripts really do not run in that browser.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn double_click_without_javascript_creates_one_user() {
+    let _one = ONE_BROWSER.lock().await;
+    let server = Server::start();
+    let browser = Browser::start(Options {
+        scripts_off: true,
+        ..Options::default()
+    })
+    .await;
+
+    browser
+        .client
+        .goto(
+            "data:text/html,<p id=probe>scripts off</p>\
+             <script>document.getElementById('probe').textContent='scripts on'</script>",
+        )
+        .await
+        .expect("open the probe page");
+    assert_eq!(
+        browser.find("#probe").await.text().await.expect("probe"),
+        "scripts off",
+        "page JavaScript still runs in this browser"
+    );
+
+    let who = Signup {
+        email: "nojs@example.com",
+        name: "No Script",
+    };
+    browser.open_signup(&server, &who).await;
+    let button = browser.submit_button().await;
+    browser.double_click(&button, DOUBLE_CLICK_GAP).await;
+    assert_created_once(&server, &browser, &who).await;
+    browser.close().await;
+}
+
+/// With the opt-in guard script on the page, the second click of a
+/// double-click never leaves the browser: the server sees one POST, and the
+/// person still lands on the welcome page. (The token would have caught the
+/// duplicate anyway; the script saves the request.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guard_script_keeps_a_double_click_to_one_post() {
+    let _one = ONE_BROWSER.lock().await;
+    let server = Server::start_guarded();
+    let browser = Browser::start(Options::default()).await;
+    let who = Signup {
+        email: "guarded@example.com",
+        name: "Guarded Click",
+    };
+    browser.open_signup(&server, &who).await;
+    let button = browser.submit_button().await;
+    browser.double_click(&button, DOUBLE_CLICK_GAP).await;
+    browser.wait_for_path("/welcome").await;
+    let users = server.users().await;
+    assert_eq!(users.len(), 1, "exactly one user: {users:?}");
+    let (hits, misses, conflicts) = server.submit_token_counts().await;
+    assert_eq!(
+        (hits, misses, conflicts),
+        (0, 1, 0),
+        "the script let only the first submit through"
+    );
+    browser.close().await;
+}
