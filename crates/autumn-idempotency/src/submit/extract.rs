@@ -28,13 +28,13 @@ impl Mint {
     }
 }
 
-/// Request extension: the mint for this request.
+/// Request extension: the mint for this request and the configured field
+/// name (one extension, so a request pays for one insert).
 #[derive(Debug, Clone)]
-pub(crate) struct MintSlot(pub(crate) Arc<Mint>);
-
-/// Request extension: the configured field name.
-#[derive(Debug, Clone)]
-pub(crate) struct FieldName(pub(crate) Arc<str>);
+pub(crate) struct MintSlot {
+    pub(crate) mint: Arc<Mint>,
+    pub(crate) field: Arc<str>,
+}
 
 /// A fresh one-time submit token for the form this handler renders.
 ///
@@ -42,7 +42,9 @@ pub(crate) struct FieldName(pub(crate) Arc<str>);
 /// `_submit_token`); the submit-token layer consumes it when the form is
 /// posted, so the POST handler runs at most once per rendering.
 ///
-/// Every request gets its own token: 122 random bits from the OS (a UUID v4).
+/// Every request gets its own token: a UUID v4, 122 random bits from a
+/// cryptographically secure generator (the thread's ChaCha generator,
+/// seeded from the OS).
 /// Minting stores nothing; only a submitted token touches the store.
 #[derive(Debug, Clone)]
 pub struct SubmitToken {
@@ -83,7 +85,9 @@ impl<S: Send + Sync> FromRequestParts<S> for SubmitToken {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         match parts.extensions.get::<MintSlot>() {
-            Some(MintSlot(mint)) => Ok(Self { mint: mint.clone() }),
+            Some(slot) => Ok(Self {
+                mint: slot.mint.clone(),
+            }),
             None => Err(not_installed()),
         }
     }
@@ -93,8 +97,10 @@ impl<S: Send + Sync> FromRequestParts<S> for SubmitFormField {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        match parts.extensions.get::<FieldName>() {
-            Some(FieldName(name)) => Ok(Self { name: name.clone() }),
+        match parts.extensions.get::<MintSlot>() {
+            Some(slot) => Ok(Self {
+                name: slot.field.clone(),
+            }),
             None => Err(not_installed()),
         }
     }

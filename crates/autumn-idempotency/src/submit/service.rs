@@ -20,7 +20,7 @@ use pin_project_lite::pin_project;
 use tower::Service;
 
 use super::SUBMIT_TOKEN_REPLAYED;
-use super::extract::{FieldName, Mint, MintSlot};
+use super::extract::{Mint, MintSlot};
 use super::layer::Settings;
 use super::scan::{self, FormKind, ScanError};
 use crate::key::{hash_parts, prefixed_hex};
@@ -166,10 +166,10 @@ where
 
     fn call(&mut self, mut request: Request) -> Self::Future {
         let mint = Arc::new(Mint::default());
-        request.extensions_mut().insert(MintSlot(mint.clone()));
-        request
-            .extensions_mut()
-            .insert(FieldName(self.settings.field_name.clone()));
+        request.extensions_mut().insert(MintSlot {
+            mint: mint.clone(),
+            field: self.settings.field_name.clone(),
+        });
         let kind = request
             .headers()
             .get(header::CONTENT_TYPE)
