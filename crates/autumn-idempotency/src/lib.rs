@@ -18,6 +18,7 @@ pub mod clock;
 mod context;
 #[cfg(feature = "database")]
 pub mod database;
+mod detach;
 pub mod key;
 pub mod layer;
 mod metrics;

@@ -3,14 +3,12 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use axum::response::Response;
 use pin_project_lite::pin_project;
 
-type Boxed = Pin<Box<dyn Future<Output = Response> + Send>>;
+use crate::detach::Detachable;
 
 pin_project! {
     /// Response future for [`Idempotency`](super::Idempotency).
@@ -31,13 +29,8 @@ pin_project! {
     #[project = KindProjection]
     enum Kind<F> {
         PassThrough { #[pin] future: F },
-        Keyed { keyed: Keyed },
+        Keyed { keyed: Detachable },
     }
-}
-
-struct Keyed {
-    future: Option<Boxed>,
-    detach_on_drop: Arc<AtomicBool>,
 }
 
 impl<F> ResponseFuture<F> {
@@ -47,14 +40,9 @@ impl<F> ResponseFuture<F> {
         }
     }
 
-    pub(super) fn keyed(future: Boxed, detach_on_drop: Arc<AtomicBool>) -> Self {
+    pub(super) fn keyed(keyed: Detachable) -> Self {
         Self {
-            kind: Kind::Keyed {
-                keyed: Keyed {
-                    future: Some(future),
-                    detach_on_drop,
-                },
-            },
+            kind: Kind::Keyed { keyed },
         }
     }
 }
@@ -68,29 +56,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
             KindProjection::PassThrough { future } => future.poll(cx),
-            KindProjection::Keyed { keyed } => {
-                let Some(future) = keyed.future.as_mut() else {
-                    // Polled after completion: a caller bug; never finish twice.
-                    return Poll::Pending;
-                };
-                let response = std::task::ready!(future.as_mut().poll(cx));
-                keyed.future = None;
-                Poll::Ready(Ok(response))
-            }
-        }
-    }
-}
-
-impl Drop for Keyed {
-    fn drop(&mut self) {
-        if !self.detach_on_drop.load(Ordering::Acquire) {
-            return;
-        }
-        // Moving the box moves a pointer: the pinned future stays put.
-        if let (Some(future), Ok(runtime)) =
-            (self.future.take(), tokio::runtime::Handle::try_current())
-        {
-            runtime.spawn(future);
+            KindProjection::Keyed { keyed } => keyed.poll(cx).map(Ok),
         }
     }
 }

@@ -1,6 +1,6 @@
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -10,7 +10,7 @@ use axum::extract::{OriginalUri, Request};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::FutureExt as _;
-use http::{HeaderValue, Method, StatusCode, header};
+use http::{HeaderValue, StatusCode, header};
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use tower::Service;
 
@@ -20,6 +20,7 @@ use crate::context::{
     IdempotencyContext, IdempotencyScope, OptedIntoReplayThroughInner, PassedReplayLayer,
     PendingReplay, Replayed,
 };
+use crate::detach::{DetachOnDrop, Detachable, call, is_mutating};
 use crate::key::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, fingerprint, parse_key, storage_key};
 use crate::problem::{IdempotencyRejection, Problem};
 use crate::record::IdempotencyRecord;
@@ -89,33 +90,16 @@ where
         // is the one that gets called.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let detach_on_drop = Arc::new(AtomicBool::new(false));
-        ResponseFuture::keyed(
+        let detach = DetachOnDrop::default();
+        ResponseFuture::keyed(Detachable::new(
             Box::pin(handle(
                 self.settings.clone(),
                 inner,
                 request,
-                detach_on_drop.clone(),
+                detach.clone(),
             )),
-            detach_on_drop,
-        )
-    }
-}
-
-fn is_mutating(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
-    )
-}
-
-async fn call<S>(mut inner: S, request: Request) -> Response
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-{
-    match inner.call(request).await {
-        Ok(response) => response,
-        Err(never) => match never {},
+            detach,
+        ))
     }
 }
 
@@ -123,7 +107,7 @@ async fn handle<S>(
     settings: Arc<Settings>,
     inner: S,
     request: Request,
-    detach_on_drop: Arc<AtomicBool>,
+    detach: DetachOnDrop,
 ) -> Response
 where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
@@ -201,7 +185,7 @@ where
         }
         Ok(Claim::Acquired) => {
             // From here on a hung-up client must not cancel the request.
-            detach_on_drop.store(true, Ordering::Release);
+            detach.arm();
             settings.metrics.miss();
             tracing::debug!(idempotency.key = %key, idempotency.replayed = false, "idempotency key claimed; running the handler");
             let context = IdempotencyContext::new(

@@ -4,7 +4,6 @@ use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -14,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures_util::FutureExt as _;
 use futures_util::StreamExt as _;
-use http::{HeaderValue, Method, StatusCode, header};
+use http::{HeaderValue, StatusCode, header};
 use http_body_util::BodyExt as _;
 use pin_project_lite::pin_project;
 use tower::Service;
@@ -23,6 +22,7 @@ use super::SUBMIT_TOKEN_REPLAYED;
 use super::extract::{Mint, MintSlot};
 use super::layer::Settings;
 use super::scan::{self, FormKind, ScanError};
+use crate::detach::{DetachOnDrop, Detachable, call, is_mutating};
 use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
 use crate::problem::Problem;
@@ -63,8 +63,6 @@ impl<S> SubmitTokenService<S> {
     }
 }
 
-type Boxed = Pin<Box<dyn Future<Output = Response> + Send>>;
-
 pin_project! {
     /// Response future of [`SubmitTokenService`].
     pub struct ResponseFuture<F> {
@@ -78,28 +76,7 @@ pin_project! {
     #[project = KindProjection]
     enum Kind<F> {
         Plain { #[pin] future: F },
-        Guarded { guarded: Guarded },
-    }
-}
-
-/// A guarded submission; once it holds its lock, dropping it (the browser
-/// went away) moves the rest of the work to a task of its own, so the
-/// response is still recorded for the browser's next try.
-struct Guarded {
-    future: Option<Boxed>,
-    detach_on_drop: Arc<AtomicBool>,
-}
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        if !self.detach_on_drop.load(Ordering::Acquire) {
-            return;
-        }
-        if let (Some(future), Ok(runtime)) =
-            (self.future.take(), tokio::runtime::Handle::try_current())
-        {
-            runtime.spawn(future);
-        }
+        Guarded { guarded: Detachable },
     }
 }
 
@@ -116,14 +93,7 @@ where
                 Ok(response) => response,
                 Err(never) => match never {},
             },
-            KindProjection::Guarded { guarded } => {
-                let Some(future) = guarded.future.as_mut() else {
-                    return Poll::Pending;
-                };
-                let response = std::task::ready!(future.as_mut().poll(cx));
-                guarded.future = None;
-                response
-            }
+            KindProjection::Guarded { guarded } => std::task::ready!(guarded.poll(cx)),
         };
         // A page that carries a token must not be served to someone else by
         // a shared cache. Not `no-store`: that would keep it out of the
@@ -142,13 +112,6 @@ impl<F> std::fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
     }
-}
-
-fn is_mutating(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
-    )
 }
 
 impl<S> Service<Request> for SubmitTokenService<S>
@@ -190,33 +153,14 @@ where
         };
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let detach_on_drop = Arc::new(AtomicBool::new(false));
-        let future = guard(
-            self.settings.clone(),
-            inner,
-            request,
-            kind,
-            detach_on_drop.clone(),
-        );
+        let detach = DetachOnDrop::default();
+        let future = guard(self.settings.clone(), inner, request, kind, detach.clone());
         ResponseFuture {
             kind: Kind::Guarded {
-                guarded: Guarded {
-                    future: Some(Box::pin(future)),
-                    detach_on_drop,
-                },
+                guarded: Detachable::new(Box::pin(future), detach),
             },
             mint,
         }
-    }
-}
-
-async fn call<S>(mut inner: S, request: Request) -> Response
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-{
-    match inner.call(request).await {
-        Ok(response) => response,
-        Err(never) => match never {},
     }
 }
 
@@ -262,7 +206,7 @@ async fn guard<S>(
     inner: S,
     request: Request,
     kind: Result<FormKind, ScanError>,
-    detach_on_drop: Arc<AtomicBool>,
+    detach: DetachOnDrop,
 ) -> Response
 where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
@@ -314,7 +258,7 @@ where
     let Some(token) = token else {
         return call(inner, request).await;
     };
-    consume(&settings, inner, request, &token, detach_on_drop).await
+    consume(&settings, inner, request, &token, detach).await
 }
 
 fn conflict(settings: &Settings) -> Response {
@@ -336,7 +280,7 @@ async fn consume<S>(
     inner: S,
     request: Request,
     token: &str,
-    detach_on_drop: Arc<AtomicBool>,
+    detach: DetachOnDrop,
 ) -> Response
 where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
@@ -403,7 +347,7 @@ where
                 tokio::time::sleep(Duration::from_millis(25)).await;
             }
             Ok(Claim::Acquired) => {
-                detach_on_drop.store(true, Ordering::Release);
+                detach.arm();
                 settings.metrics.miss();
                 return run_first(settings, inner, request, &storage_key, &owner, fingerprint)
                     .await;
