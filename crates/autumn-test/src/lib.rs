@@ -23,8 +23,10 @@
 mod app;
 mod client;
 mod cookies;
+mod process;
 mod response;
 
 pub use app::TestApp;
 pub use client::{TestClient, TestRequest};
+pub use process::ServerProcess;
 pub use response::TestResponse;

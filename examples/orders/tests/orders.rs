@@ -1,10 +1,9 @@
 //! The orders API under TestApp, and the real binary over a socket.
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use autumn_web::config::AutumnConfig;
-use autumn_web::test::{TestApp, TestClient};
+use autumn_web::test::{ServerProcess, TestApp, TestClient};
 use orders::{Order, Orders};
 use serde_json::json;
 
@@ -129,46 +128,8 @@ async fn on_postgres_with_keys_in_redis_over_two_replicas() {
     assert_eq!(listed(&b).await.len(), 3);
 }
 
-/// The built binary, killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_binary() -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_orders"))
-        .env("AUTUMN_SERVER__PORT", "0")
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the orders binary starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .expect("the server logs its address before exiting")
-            .expect("readable log");
-        if let Some(at) = line.find("listening on http://") {
-            let url = &line[at + "listening on ".len()..];
-            let end = url
-                .find(|c: char| c.is_whitespace() || c.is_control())
-                .unwrap_or(url.len());
-            break url[..end].to_owned();
-        }
-    };
-    // Keep draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    Server { child, base }
+fn start_binary() -> ServerProcess {
+    ServerProcess::start(Command::new(env!("CARGO_BIN_EXE_orders")))
 }
 
 async fn http(method: &str, url: &str, key: Option<&str>, body: &str) -> (u16, String) {
@@ -201,7 +162,7 @@ async fn http(method: &str, url: &str, key: Option<&str>, body: &str) -> (u16, S
 #[tokio::test]
 async fn the_binary_serves_on_the_configured_port() {
     let server = start_binary();
-    let orders = format!("{}/orders", server.base);
+    let orders = server.url("/orders");
     let order = r#"{"item":"widget","qty":2}"#;
 
     let (status, first) = http("POST", &orders, Some("k1"), order).await;

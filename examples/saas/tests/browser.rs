@@ -37,13 +37,13 @@
 //! two-core machine, parallel browsers make the 50 ms and 400 ms timings
 //! meaningless.
 
-use std::io::{BufRead as _, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use autumn_web::test::ServerProcess;
 use fantoccini::actions::{
     InputSource as _, KeyAction, KeyActions, MOUSE_BUTTON_LEFT, MouseActions, PointerAction,
 };
@@ -152,16 +152,8 @@ impl Chromedriver {
 /// The built `saas` binary on a free port with its own SQLite file, killed
 /// when dropped.
 struct Server {
-    child: Child,
-    base: String,
+    process: ServerProcess,
     _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -177,45 +169,20 @@ impl Server {
     fn launch(guard: bool) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let database = format!("sqlite://{}", dir.path().join("saas.db").display());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_saas"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_saas"));
+        command
             .current_dir(dir.path())
-            .env("AUTUMN_SERVER__PORT", "0")
             .env("AUTUMN_DATABASE__URL", &database)
             .env("SAAS_SIGNUP_DELAY_MS", SIGNUP_DELAY_MS)
-            .env("SAAS_DOUBLE_SUBMIT_GUARD", if guard { "1" } else { "0" })
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the saas binary starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let base = loop {
-            let line = lines
-                .next()
-                .expect("the server logs its address before exiting")
-                .expect("readable log");
-            if let Some(at) = line.find("listening on http://") {
-                let url = &line[at + "listening on ".len()..];
-                let end = url
-                    .find(|c: char| c.is_whitespace() || c.is_control())
-                    .unwrap_or(url.len());
-                break url[..end].trim_end_matches('/').to_owned();
-            }
-        };
-        // Keep draining the log so the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+            .env("SAAS_DOUBLE_SUBMIT_GUARD", if guard { "1" } else { "0" });
         Self {
-            child,
-            base,
+            process: ServerProcess::start(command),
             _dir: dir,
         }
     }
 
     fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+        self.process.url(path)
     }
 
     /// `GET path` as JSON, outside the browser.

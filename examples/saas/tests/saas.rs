@@ -1,13 +1,12 @@
 //! The signup app under TestApp, and the real binary over a socket.
 
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use autumn_web::config::AutumnConfig;
 use autumn_web::security::SUBMIT_TOKEN_REPLAYED;
-use autumn_web::test::{TestApp, TestClient, TestResponse};
+use autumn_web::test::{ServerProcess, TestApp, TestClient, TestResponse};
 use saas::User;
 
 /// The app on a fresh SQLite file in `dir`, with `extra` TOML appended to
@@ -287,50 +286,15 @@ async fn on_postgres_with_tokens_in_redis_over_two_replicas() {
     assert!(welcome.text().contains("Welcome, Ada!"));
 }
 
-/// The built binary, run in its own directory, killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_binary(dir: &Path, env: &[(&str, &str)]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_saas"))
+/// The built binary, run in its own directory (where it makes `saas.db`).
+fn start_binary(dir: &Path, env: &[(&str, &str)]) -> ServerProcess {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_saas"));
+    command
         .current_dir(dir)
         .envs(env.iter().copied())
-        .env("AUTUMN_SERVER__PORT", "0")
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
         .env_remove("AUTUMN_DATABASE__URL")
-        .env_remove("AUTUMN_SECURITY__SUBMIT_TOKEN__IN_FLIGHT_WAIT_MS")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the saas binary starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .expect("the server logs its address before exiting")
-            .expect("readable log");
-        if let Some(at) = line.find("listening on http://") {
-            let url = &line[at + "listening on ".len()..];
-            let end = url
-                .find(|c: char| c.is_whitespace() || c.is_control())
-                .unwrap_or(url.len());
-            break url[..end].to_owned();
-        }
-    };
-    // Keep draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    Server { child, base }
+        .env_remove("AUTUMN_SECURITY__SUBMIT_TOKEN__IN_FLIGHT_WAIT_MS");
+    ServerProcess::start(command)
 }
 
 /// Status, headers and body of one request; redirects are not followed.
@@ -363,7 +327,7 @@ async fn http(method: &str, url: &str, form: Option<&str>) -> (u16, http::Header
 async fn the_binary_turns_a_double_click_into_one_account_on_its_sqlite_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     let server = start_binary(dir.path(), &[("SAAS_SIGNUP_DELAY_MS", "500")]);
-    let signup = format!("{}/signup", server.base);
+    let signup = server.url("/signup");
 
     let (status, _, page) = http("GET", &signup, None).await;
     assert_eq!(status, 200, "{page}");
@@ -394,7 +358,7 @@ async fn the_binary_turns_a_double_click_into_one_account_on_its_sqlite_file() {
     assert_eq!(first.1.get(SUBMIT_TOKEN_REPLAYED), None);
     assert_eq!(second.1[SUBMIT_TOKEN_REPLAYED], "true");
 
-    let (status, _, users) = http("GET", &format!("{}/users.json", server.base), None).await;
+    let (status, _, users) = http("GET", &server.url("/users.json"), None).await;
     assert_eq!(status, 200);
     let users: Vec<User> = serde_json::from_str(&users).expect("JSON list");
     assert_eq!(users.len(), 1, "{users:?}");
@@ -403,8 +367,7 @@ async fn the_binary_turns_a_double_click_into_one_account_on_its_sqlite_file() {
         "users are kept in ./saas.db by default"
     );
 
-    let (status, _, metrics) =
-        http("GET", &format!("{}/actuator/metrics", server.base), None).await;
+    let (status, _, metrics) = http("GET", &server.url("/actuator/metrics"), None).await;
     assert_eq!(status, 200);
     let metrics: serde_json::Value = serde_json::from_str(&metrics).expect("JSON metrics");
     assert_eq!(

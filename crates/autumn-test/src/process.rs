@@ -1,0 +1,82 @@
+//! The app's own built binary, serving on a free port, for tests that need a
+//! real socket (a browser, a second process, the startup path).
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// A running server process, killed when dropped.
+///
+/// ```no_run
+/// use std::process::Command;
+/// use autumn_test::ServerProcess;
+///
+/// // In an integration test of package `orders`:
+/// // let server = ServerProcess::start(Command::new(env!("CARGO_BIN_EXE_orders")));
+/// let server = ServerProcess::start(Command::new("target/debug/orders"));
+/// let orders = server.url("/orders");
+/// # let _ = orders;
+/// ```
+#[derive(Debug)]
+pub struct ServerProcess {
+    child: Child,
+    base: String,
+}
+
+impl ServerProcess {
+    /// Starts `command` on a free loopback port (`AUTUMN_SERVER__PORT=0`),
+    /// waits for the `listening on http://...` line it logs, and keeps
+    /// draining its log so it never blocks on a full pipe. The command's
+    /// other settings (environment, working directory) are kept.
+    ///
+    /// # Panics
+    ///
+    /// When the process cannot start or exits before logging its address.
+    #[track_caller]
+    pub fn start(mut command: Command) -> Self {
+        let mut child = command
+            .env("AUTUMN_SERVER__PORT", "0")
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {command:?}: {error}"));
+        let Some(stdout) = child.stdout.take() else {
+            panic!("no log from {command:?}");
+        };
+        let mut lines = BufReader::new(stdout).lines();
+        let base = loop {
+            let Some(Ok(line)) = lines.next() else {
+                let _ = child.kill();
+                panic!("{command:?} exited before logging its address");
+            };
+            if let Some(at) = line.find("listening on http://") {
+                let url = &line[at + "listening on ".len()..];
+                let end = url
+                    .find(|c: char| c.is_whitespace() || c.is_control())
+                    .unwrap_or(url.len());
+                break url[..end].trim_end_matches('/').to_owned();
+            }
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        Self { child, base }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The URL of `path` on this server.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
