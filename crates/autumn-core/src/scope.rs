@@ -8,7 +8,7 @@
 
 use autumn_idempotency::IdempotencyScope;
 use axum::extract::Request;
-use http::{HeaderMap, HeaderName, header};
+use http::{HeaderMap, HeaderName, Method, header};
 use tower::util::MapRequestLayer;
 
 use crate::app::LaunchError;
@@ -30,7 +30,12 @@ pub(crate) fn layer(
         false => None,
     };
     Ok(MapRequestLayer::new(move |mut request: Request| {
-        if request.extensions().get::<IdempotencyScope>().is_none() {
+        // Only mutating requests are ever guarded: a GET pays nothing here.
+        let mutating = matches!(
+            *request.method(),
+            Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+        );
+        if mutating && request.extensions().get::<IdempotencyScope>().is_none() {
             let scope = request_scope(request.headers(), &cookie_name, tenant_header.as_ref());
             request.extensions_mut().insert(scope);
         }

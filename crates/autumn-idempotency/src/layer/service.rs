@@ -181,7 +181,7 @@ where
                 tracing::debug!(idempotency.key = %key, idempotency.replayed = false, "idempotency key reused for another request");
                 return IdempotencyRejection::PayloadMismatch.into_response();
             }
-            replay(&settings, inner, request, record, &key).await
+            Box::pin(replay(&settings, inner, request, record, &key)).await
         }
         Ok(Claim::Acquired) => {
             // From here on a hung-up client must not cancel the request.
@@ -199,7 +199,10 @@ where
             if let Err(rejection) = renew_if_aged(&settings, &context, locked_at).await {
                 return rejection.into_response();
             }
-            run_first(settings, inner, request, context).await
+            // Boxed on its own: the lookup's locals and the handler's future
+            // are never alive together, and two small boxes are cheaper to
+            // allocate than one large one.
+            Box::pin(run_first(settings, inner, request, context)).await
         }
     }
 }

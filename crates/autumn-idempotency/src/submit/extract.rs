@@ -17,8 +17,13 @@ pub(crate) struct Mint {
 
 impl Mint {
     pub(crate) fn token(&self) -> &str {
-        self.token
-            .get_or_init(|| uuid::Uuid::new_v4().simple().to_string())
+        self.token.get_or_init(|| {
+            let mut buffer = uuid::Uuid::encode_buffer();
+            uuid::Uuid::new_v4()
+                .simple()
+                .encode_lower(&mut buffer)
+                .to_owned()
+        })
     }
 
     /// Whether a handler took a token: its page must not be cached by a
