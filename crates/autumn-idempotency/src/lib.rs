@@ -19,6 +19,7 @@ mod context;
 #[cfg(feature = "database")]
 pub mod database;
 mod detach;
+mod first_run;
 pub mod key;
 pub mod layer;
 mod metrics;

@@ -1,5 +1,4 @@
 use std::convert::Infallible;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
@@ -9,8 +8,7 @@ use axum::body::Body;
 use axum::extract::{OriginalUri, Request};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures_util::FutureExt as _;
-use http::{HeaderValue, StatusCode, header};
+use http::{HeaderValue, header};
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use tower::Service;
 
@@ -21,8 +19,9 @@ use crate::context::{
     PendingReplay, Replayed,
 };
 use crate::detach::{DetachOnDrop, Detachable, call, is_mutating};
+use crate::first_run::{Held, run_and_record};
 use crate::key::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, fingerprint, parse_key, storage_key};
-use crate::problem::{IdempotencyRejection, Problem};
+use crate::problem::IdempotencyRejection;
 use crate::record::IdempotencyRecord;
 use crate::store::{Claim, StoreOperation};
 
@@ -330,25 +329,26 @@ async fn renew_if_aged(
         Ok(true) => Ok(()),
         Ok(false) | Err(_) => {
             settings.metrics.conflict();
-            release(context).await;
+            held(settings, context).release().await;
             Err(IdempotencyRejection::LockUnavailable)
         }
     }
 }
 
-async fn release(context: &IdempotencyContext) {
-    if let Err(error) = context
-        .store()
-        .unlock(context.storage_key(), context.owner())
-        .await
-    {
-        tracing::warn!(idempotency.key = %context.key(), %error, "could not release the idempotency lock; it lapses after its TTL");
+fn held<'a>(settings: &'a Settings, context: &'a IdempotencyContext) -> Held<'a> {
+    Held {
+        store: settings.store.as_ref(),
+        storage_key: context.storage_key(),
+        owner: context.owner(),
+        fingerprint: context.fingerprint().to_vec(),
+        ttl: settings.ttl,
+        retry: "a retry with the same Idempotency-Key",
     }
 }
 
-/// Runs the handler (a panic is answered 500 and releases the key), then
-/// records a 2xx/3xx response. A client that hangs up meanwhile does not
-/// cancel this: see [`ResponseFuture`].
+/// Runs the handler and records its response (see [`run_and_record`]). A
+/// client that hangs up meanwhile does not cancel this: see
+/// [`ResponseFuture`].
 async fn run_first<S>(
     settings: Arc<Settings>,
     inner: S,
@@ -360,84 +360,14 @@ where
     S::Future: Send + 'static,
 {
     request.extensions_mut().insert(context.clone());
-    let outcome = AssertUnwindSafe(call(inner, request)).catch_unwind().await;
-    let response = match outcome {
-        Ok(response) => response,
-        Err(_panic) => {
-            tracing::error!(idempotency.key = %context.key(), "handler panicked; releasing the idempotency key");
-            release(&context).await;
-            return internal_error();
-        }
-    };
-    let status = response.status();
-    if !(status.is_success() || status.is_redirection()) {
-        release(&context).await;
-        return response;
-    }
-    record_and_respond(&settings, &context, response).await
-}
-
-async fn record_and_respond(
-    settings: &Settings,
-    context: &IdempotencyContext,
-    response: Response,
-) -> Response {
-    let (parts, body) = response.into_parts();
-    let body = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) => {
-            // The handler ran but its response is lost: keep the lock, so a
-            // retry gets 409 until it lapses rather than a second run now.
-            tracing::error!(idempotency.key = %context.key(), %error, "response body failed; keeping the idempotency lock");
-            return Problem::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "response_lost",
-                "the request was processed but its response could not be sent or recorded; a retry with the same Idempotency-Key gets 409 until the in-flight lock expires",
-            )
-            .into_response();
-        }
-    };
-    let through_inner = (settings.mode == ReplayMode::ThroughInner
-        || parts
-            .extensions
-            .get::<OptedIntoReplayThroughInner>()
-            .is_some())
-        && parts.extensions.get::<PassedReplayLayer>().is_some();
-    let record = IdempotencyRecord::new(
-        parts.status,
-        parts.headers.iter().map(|(n, v)| (n.clone(), v.clone())),
-        body.clone(),
-    )
-    .with_replay_through_inner(through_inner);
-    let finished = context
-        .store()
-        .finish(
-            context.storage_key(),
-            context.owner(),
-            record,
-            context.fingerprint().to_vec(),
-            settings.ttl,
-        )
-        .await;
-    match finished {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::warn!(idempotency.key = %context.key(), "idempotency lock lapsed before the response was recorded; increase in_flight_ttl_secs")
-        }
-        // The handler's work is done: answer with its response, and keep the
-        // lock so a retry gets 409 until it lapses instead of a second run.
-        Err(error) => {
-            tracing::error!(idempotency.key = %context.key(), %error, "could not record the response; the key stays locked until in_flight_ttl_secs")
-        }
-    }
-    Response::from_parts(parts, Body::from(body))
-}
-
-fn internal_error() -> Response {
-    Problem::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "internal_error",
-        "the server failed while handling this request; it was not recorded, so a retry with the same Idempotency-Key runs it again",
-    )
-    .into_response()
+    let mode = settings.mode;
+    run_and_record(held(&settings, &context), inner, request, |parts| {
+        (mode == ReplayMode::ThroughInner
+            || parts
+                .extensions
+                .get::<OptedIntoReplayThroughInner>()
+                .is_some())
+            && parts.extensions.get::<PassedReplayLayer>().is_some()
+    })
+    .await
 }

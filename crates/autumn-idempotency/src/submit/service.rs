@@ -1,7 +1,6 @@
 //! The submit-token service: mint on every request, consume on guarded posts.
 
 use std::convert::Infallible;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -11,7 +10,6 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
-use futures_util::FutureExt as _;
 use futures_util::StreamExt as _;
 use http::{HeaderValue, StatusCode, header};
 use http_body_util::BodyExt as _;
@@ -23,10 +21,10 @@ use super::extract::{Mint, MintSlot};
 use super::layer::Settings;
 use super::scan::{self, FormKind, ScanError};
 use crate::detach::{DetachOnDrop, Detachable, call, is_mutating};
+use crate::first_run::{Held, run_and_record};
 use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
 use crate::problem::Problem;
-use crate::record::IdempotencyRecord;
 use crate::store::{Claim, StoreOperation};
 
 /// The service made by [`SubmitTokenLayer`](super::SubmitTokenLayer).
@@ -368,55 +366,15 @@ where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
 {
-    let store = &settings.store;
-    let release = || async {
-        if let Err(error) = store.unlock(storage_key, owner).await {
-            tracing::warn!(%error, "could not release a submit token; it lapses after in_flight_ttl_secs");
-        }
+    // A validation re-render (4xx) releases the token: it may still
+    // succeed once.
+    let held = Held {
+        store: settings.store.as_ref(),
+        storage_key,
+        owner,
+        fingerprint,
+        ttl: settings.ttl,
+        retry: "submitting the form again",
     };
-    let response = match AssertUnwindSafe(call(inner, request)).catch_unwind().await {
-        Ok(response) => response,
-        Err(_panic) => {
-            release().await;
-            return Problem::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal_error",
-                "the server failed while handling this form; it was not recorded, so submitting it again runs it again",
-            )
-            .into_response();
-        }
-    };
-    let status = response.status();
-    if !(status.is_success() || status.is_redirection()) {
-        // A validation re-render or an error: the same token may still
-        // succeed once.
-        release().await;
-        return response;
-    }
-    let (parts, body) = response.into_parts();
-    let body = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) => {
-            tracing::error!(%error, "response body failed; keeping the submit token locked");
-            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-        }
-    };
-    let record = IdempotencyRecord::new(
-        parts.status,
-        parts.headers.iter().map(|(n, v)| (n.clone(), v.clone())),
-        body.clone(),
-    );
-    match store
-        .finish(storage_key, owner, record, fingerprint, settings.ttl)
-        .await
-    {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::warn!("a submit token's lock lapsed before its response was recorded")
-        }
-        Err(error) => {
-            tracing::error!(%error, "could not record a submitted form's response; the token stays locked")
-        }
-    }
-    Response::from_parts(parts, Body::from(body))
+    run_and_record(held, inner, request, |_| false).await
 }
