@@ -466,9 +466,18 @@ struct Signup {
 /// The checks every test ends with (see the module docs).
 async fn assert_created_once(server: &Server, browser: &Browser, who: &Signup) {
     let path = browser.wait_for_path("/welcome").await;
-    // Let a duplicate still waiting on the first post finish, so that what
-    // the browser shows and what the server counted are final.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Wait (on the server's counters, not the clock) until the duplicate
+    // post has been answered, so that what the browser shows and what the
+    // server counted are final. The assertion below says what went wrong if
+    // it never is.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (hits, _, conflicts) = server.submit_token_counts().await;
+        if hits + conflicts >= 1 || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     let path_after = browser.path().await;
     assert!(
         path_after.starts_with("/welcome"),
