@@ -7,8 +7,9 @@
 //! tenant; an `IdempotencyScope` already in the extensions is left alone.
 
 use autumn_idempotency::IdempotencyScope;
+use autumn_idempotency::key::is_guarded_method;
 use axum::extract::Request;
-use http::{HeaderMap, HeaderName, Method, header};
+use http::{HeaderMap, HeaderName, header};
 use tower::util::MapRequestLayer;
 
 use crate::app::LaunchError;
@@ -31,11 +32,9 @@ pub(crate) fn layer(
     };
     Ok(MapRequestLayer::new(move |mut request: Request| {
         // Only mutating requests are ever guarded: a GET pays nothing here.
-        let mutating = matches!(
-            *request.method(),
-            Method::POST | Method::PUT | Method::PATCH | Method::DELETE
-        );
-        if mutating && request.extensions().get::<IdempotencyScope>().is_none() {
+        if is_guarded_method(request.method())
+            && request.extensions().get::<IdempotencyScope>().is_none()
+        {
             let scope = request_scope(request.headers(), &cookie_name, tenant_header.as_ref());
             request.extensions_mut().insert(scope);
         }

@@ -11,16 +11,9 @@ use std::task::{Context, Poll};
 
 use axum::extract::Request;
 use axum::response::Response;
-use http::Method;
 use tower::Service;
 
-/// The methods that change things, and so are guarded.
-pub(crate) fn is_mutating(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
-    )
-}
+pub(crate) use crate::key::is_guarded_method as is_mutating;
 
 /// Calls an infallible inner service.
 pub(crate) async fn call<S>(mut inner: S, request: Request) -> Response

@@ -4,6 +4,16 @@
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 
+/// Whether requests with this method are guarded (POST, PUT, PATCH,
+/// DELETE): the methods that change things.
+pub fn is_guarded_method(method: &http::Method) -> bool {
+    use http::Method;
+    matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    )
+}
+
 /// The request header that carries the key.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// The response header that marks a replay.
