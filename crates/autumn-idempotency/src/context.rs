@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{FromRequestParts, OptionalFromRequestParts};
+use http::HeaderValue;
 use http::request::Parts;
 
-use crate::key::hash_parts;
+use crate::first_run::{Held, HoldsLock};
+use crate::key::{hash_parts, key_str};
 use crate::problem::Problem;
 use crate::store::IdempotencyStore;
 
@@ -66,42 +68,35 @@ pub struct IdempotencyContext {
 }
 
 struct ContextInner {
-    key: String,
-    storage_key: String,
-    owner: String,
-    fingerprint: Vec<u8>,
-    store: Arc<dyn IdempotencyStore>,
-    ttl: Duration,
+    /// Visible ASCII (see [`key_str`]).
+    key: HeaderValue,
+    /// The lock and what the layer records under it.
+    held: Held,
     in_flight_ttl: Duration,
 }
 
 impl std::fmt::Debug for IdempotencyContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IdempotencyContext")
-            .field("key", &self.inner.key)
-            .field("storage_key", &self.inner.storage_key)
-            .field("owner", &self.inner.owner)
+            .field("key", &self.key())
+            .field("storage_key", &self.inner.held.storage_key)
+            .field("owner", &self.inner.held.owner)
             .finish_non_exhaustive()
     }
 }
 
+impl HoldsLock for IdempotencyContext {
+    fn held(&self) -> &Held {
+        &self.inner.held
+    }
+}
+
 impl IdempotencyContext {
-    pub(crate) fn new(
-        key: String,
-        storage_key: String,
-        owner: String,
-        fingerprint: Vec<u8>,
-        store: Arc<dyn IdempotencyStore>,
-        (ttl, in_flight_ttl): (Duration, Duration),
-    ) -> Self {
+    pub(crate) fn new(key: HeaderValue, held: Held, in_flight_ttl: Duration) -> Self {
         Self {
             inner: Arc::new(ContextInner {
                 key,
-                storage_key,
-                owner,
-                fingerprint,
-                store,
-                ttl,
+                held,
                 in_flight_ttl,
             }),
         }
@@ -109,32 +104,32 @@ impl IdempotencyContext {
 
     /// The key the client sent.
     pub fn key(&self) -> &str {
-        &self.inner.key
+        key_str(&self.inner.key)
     }
 
     /// The storage key the store keeps this request's lock and record under.
     pub fn storage_key(&self) -> &str {
-        &self.inner.storage_key
+        &self.inner.held.storage_key
     }
 
     /// The random id of this request's lock.
     pub fn owner(&self) -> &str {
-        &self.inner.owner
+        &self.inner.held.owner
     }
 
     /// The request's fingerprint.
     pub fn fingerprint(&self) -> &[u8] {
-        &self.inner.fingerprint
+        &self.inner.held.fingerprint
     }
 
     /// The store holding the lock.
     pub fn store(&self) -> &Arc<dyn IdempotencyStore> {
-        &self.inner.store
+        &self.inner.held.store
     }
 
     /// How long the record is kept.
     pub fn ttl(&self) -> Duration {
-        self.inner.ttl
+        self.inner.held.ttl
     }
 
     /// How long the lock lasts without renewal.
@@ -151,7 +146,7 @@ impl IdempotencyContext {
     pub fn scoped_key(&self, purpose: &str) -> String {
         let digest = hash_parts(
             "autumn.scoped.v1",
-            &[self.inner.storage_key.as_bytes(), purpose.as_bytes()],
+            &[self.storage_key().as_bytes(), purpose.as_bytes()],
         );
         hex::encode(digest)
     }

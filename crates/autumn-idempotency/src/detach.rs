@@ -5,22 +5,18 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
-use axum::extract::Request;
 use axum::response::Response;
-use tower::Service;
 
 pub(crate) use crate::key::is_guarded_method as is_mutating;
 
-/// Calls an infallible inner service.
-pub(crate) async fn call<S>(mut inner: S, request: Request) -> Response
+/// The response of an infallible inner service's future.
+pub(crate) async fn settle<F>(response: F) -> Response
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    F: Future<Output = Result<Response, Infallible>>,
 {
-    match inner.call(request).await {
+    match response.await {
         Ok(response) => response,
         Err(never) => match never {},
     }
@@ -29,56 +25,81 @@ where
 /// A guarded request's work, boxed.
 pub(crate) type BoxedResponse = Pin<Box<dyn Future<Output = Response> + Send>>;
 
-/// Armed by the work once it holds its lock.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct DetachOnDrop(Arc<AtomicBool>);
-
-impl DetachOnDrop {
-    /// From now on, dropping the future must not cancel the work.
-    pub(crate) fn arm(&self) {
-        self.0.store(true, Ordering::Release);
-    }
+/// What the first phase of a guarded request (read the body, look the key
+/// up, take the lock) decided.
+pub(crate) enum Step {
+    /// Answer now: a replay, a refusal, or a request that needed no lock.
+    Respond(Response),
+    /// Hand on to work that holds no lock: it ends with the request.
+    Forward(BoxedResponse),
+    /// The lock is held: this work runs to completion even if the client
+    /// hangs up.
+    Run(BoxedResponse),
 }
 
-/// A guarded request's work. Once it holds its lock, dropping it (the client
-/// hung up) moves the rest of the work to a task of its own, so the response
-/// is still recorded and the client's retry gets the replay instead of a 409
-/// for the rest of the lock's TTL. Before that nothing is spawned, which
-/// keeps the common path cheap.
-pub(crate) struct Detachable {
-    future: Option<BoxedResponse>,
-    detach: DetachOnDrop,
+/// The boxed first phase.
+pub(crate) type BoxedStep = Pin<Box<dyn Future<Output = Step> + Send>>;
+
+/// A guarded request's work, in two phases boxed apart: the lookup, then the
+/// handler's run. Two boxes, each small enough for the allocator's fast path,
+/// and never both parked at once.
+///
+/// Once the work holds its lock, dropping this (the client hung up) moves the
+/// rest of it to a task of its own, so the response is still recorded and the
+/// client's retry gets the replay instead of a 409 for the rest of the lock's
+/// TTL. Before that nothing is spawned, which keeps the common path cheap.
+pub(crate) struct Guarded {
+    phase: Phase,
 }
 
-impl Detachable {
-    pub(crate) fn new(future: BoxedResponse, detach: DetachOnDrop) -> Self {
+enum Phase {
+    Lookup(BoxedStep),
+    Forward(BoxedResponse),
+    Run(BoxedResponse),
+    Done,
+}
+
+impl Guarded {
+    pub(crate) fn new(lookup: BoxedStep) -> Self {
         Self {
-            future: Some(future),
-            detach,
+            phase: Phase::Lookup(lookup),
         }
     }
 
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Response> {
-        let Some(future) = self.future.as_mut() else {
-            // Polled after completion: a caller bug; never finish twice.
-            return Poll::Pending;
-        };
-        let response = std::task::ready!(future.as_mut().poll(cx));
-        self.future = None;
-        Poll::Ready(response)
+        loop {
+            let response = match &mut self.phase {
+                Phase::Lookup(lookup) => {
+                    // Replacing the phase drops the finished lookup's box.
+                    self.phase = match std::task::ready!(lookup.as_mut().poll(cx)) {
+                        Step::Respond(response) => {
+                            self.phase = Phase::Done;
+                            return Poll::Ready(response);
+                        }
+                        Step::Forward(future) => Phase::Forward(future),
+                        Step::Run(future) => Phase::Run(future),
+                    };
+                    continue;
+                }
+                Phase::Forward(future) | Phase::Run(future) => {
+                    std::task::ready!(future.as_mut().poll(cx))
+                }
+                // Polled after completion: a caller bug; never finish twice.
+                Phase::Done => return Poll::Pending,
+            };
+            self.phase = Phase::Done;
+            return Poll::Ready(response);
+        }
     }
 }
 
-impl Drop for Detachable {
+impl Drop for Guarded {
     fn drop(&mut self) {
-        if !self.detach.0.load(Ordering::Acquire) {
-            return;
-        }
-        // Moving the box moves a pointer: the pinned future stays put.
-        if let (Some(future), Ok(runtime)) =
-            (self.future.take(), tokio::runtime::Handle::try_current())
-        {
-            runtime.spawn(future);
+        if let Phase::Run(future) = std::mem::replace(&mut self.phase, Phase::Done) {
+            // Moving the box moves a pointer: the pinned future stays put.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(future);
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Reading the `Idempotency-Key` header, and the hashes derived from a request:
 //! the storage key and the fingerprint.
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName, HeaderValue};
 use sha2::{Digest, Sha256};
 
 /// Whether requests with this method are guarded (POST, PUT, PATCH,
@@ -18,6 +18,11 @@ pub fn is_guarded_method(method: &http::Method) -> bool {
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// The response header that marks a replay.
 pub const IDEMPOTENT_REPLAYED: &str = "x-idempotent-replayed";
+/// The two names as header names: a lookup by `&str` parses the name every
+/// time.
+pub(crate) static IDEMPOTENCY_KEY_HEADER: HeaderName = HeaderName::from_static(IDEMPOTENCY_KEY);
+pub(crate) static IDEMPOTENT_REPLAYED_HEADER: HeaderName =
+    HeaderName::from_static(IDEMPOTENT_REPLAYED);
 /// The longest key accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 255;
 
@@ -53,7 +58,13 @@ pub enum KeyError {
 ///
 /// [`KeyError`] for a repeated, empty, oversized or otherwise malformed key.
 pub fn parse_key(headers: &HeaderMap) -> Result<Option<String>, KeyError> {
-    let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
+    Ok(parse_key_value(headers)?.map(|key| key_str(&key).to_owned()))
+}
+
+/// [`parse_key`], as a header value: a bare key is the header's own value
+/// (shared, not copied), a quoted one its unescaped content.
+pub(crate) fn parse_key_value(headers: &HeaderMap) -> Result<Option<HeaderValue>, KeyError> {
+    let mut values = headers.get_all(&IDEMPOTENCY_KEY_HEADER).iter();
     let Some(value) = values.next() else {
         return Ok(None);
     };
@@ -61,11 +72,14 @@ pub fn parse_key(headers: &HeaderMap) -> Result<Option<String>, KeyError> {
         return Err(KeyError::Repeated);
     }
     let raw = trim_ows(value.as_bytes());
+    let unquoted;
     let key = match raw {
-        [b'"', ..] => unquote(raw)?,
-        _ => raw.to_vec(),
+        [b'"', ..] => {
+            unquoted = unquote(raw)?;
+            &unquoted[..]
+        }
+        _ => raw,
     };
-    // (One allocation either way: the key becomes the String below.)
     if key.is_empty() {
         return Err(KeyError::Empty);
     }
@@ -75,8 +89,18 @@ pub fn parse_key(headers: &HeaderMap) -> Result<Option<String>, KeyError> {
     if let Some(&byte) = key.iter().find(|b| !(0x21..=0x7e).contains(*b)) {
         return Err(KeyError::InvalidByte(byte));
     }
-    // Every byte is visible ASCII, so this cannot fail.
-    Ok(Some(String::from_utf8(key).unwrap_or_default()))
+    if key.len() == value.len() {
+        return Ok(Some(value.clone()));
+    }
+    // Visible ASCII is always a valid header value.
+    HeaderValue::from_bytes(key)
+        .map(Some)
+        .map_err(|_| KeyError::InvalidByte(0))
+}
+
+/// A key [`parse_key_value`] accepted, as text: it is visible ASCII.
+pub(crate) fn key_str(key: &HeaderValue) -> &str {
+    key.to_str().unwrap_or_default()
 }
 
 fn trim_ows(mut bytes: &[u8]) -> &[u8] {
@@ -155,6 +179,16 @@ pub fn fingerprint(
     content_type: &[u8],
     body: &[u8],
 ) -> Vec<u8> {
+    fingerprint_digest(method, path_and_query, content_type, body).to_vec()
+}
+
+/// [`fingerprint`], on the stack.
+pub(crate) fn fingerprint_digest(
+    method: &str,
+    path_and_query: &str,
+    content_type: &[u8],
+    body: &[u8],
+) -> [u8; 32] {
     hash_parts(
         "autumn.fingerprint.v1",
         &[
@@ -164,13 +198,11 @@ pub fn fingerprint(
             body,
         ],
     )
-    .to_vec()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
 
     fn parse(values: &[&[u8]]) -> Result<Option<String>, KeyError> {
         let mut headers = HeaderMap::new();

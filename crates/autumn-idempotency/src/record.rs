@@ -31,7 +31,10 @@ impl IdempotencyRecord {
     /// A record of a response with this status, headers and body.
     ///
     /// Per-connection headers (`connection`, `transfer-encoding`,
-    /// `content-length`, ...) are dropped: they are recomputed on replay.
+    /// `content-length`, ...) are dropped: they are recomputed on replay. The
+    /// body is kept as given, so it may share a larger buffer: a store that
+    /// keeps records in memory should keep a copy of its own, as the built-in
+    /// stores do by [encoding](Self::encode) it.
     pub fn new(
         status: StatusCode,
         headers: impl IntoIterator<Item = (HeaderName, HeaderValue)>,
@@ -45,7 +48,26 @@ impl IdempotencyRecord {
                 .into_iter()
                 .filter(|(name, _)| !is_hop_by_hop(name))
                 .collect(),
-            body: compact(body.into()),
+            body: body.into(),
+            replay_through_inner: false,
+        }
+    }
+
+    /// A record of a response's parts: [`new`](Self::new), with the kept
+    /// headers counted first so their slice is allocated once, at its size.
+    pub(crate) fn from_parts(parts: &http::response::Parts, body: Bytes) -> Self {
+        let kept = || {
+            parts
+                .headers
+                .iter()
+                .filter(|(name, _)| !is_hop_by_hop(name))
+        };
+        let mut headers = Vec::with_capacity(kept().count());
+        headers.extend(kept().map(|(name, value)| (name.clone(), value.clone())));
+        Self {
+            status: parts.status,
+            headers: headers.into_boxed_slice(),
+            body,
             replay_through_inner: false,
         }
     }
@@ -91,24 +113,32 @@ impl IdempotencyRecord {
     /// A compact binary form: version, status, flags, headers and body, each
     /// length-prefixed.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(
-            16 + self.body.len()
-                + self
-                    .headers
-                    .iter()
-                    .map(|(n, v)| 8 + n.as_str().len() + v.len())
-                    .sum::<usize>(),
-        );
+        let mut out = Vec::with_capacity(self.encoded_len());
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// How many bytes [`encode`](Self::encode) writes.
+    pub(crate) fn encoded_len(&self) -> usize {
+        12 + self.body.len()
+            + self
+                .headers
+                .iter()
+                .map(|(n, v)| 8 + n.as_str().len() + v.len())
+                .sum::<usize>()
+    }
+
+    /// [`encode`](Self::encode), appended to `out`.
+    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
         out.push(CODEC_VERSION);
         out.extend_from_slice(&self.status.as_u16().to_be_bytes());
         out.push(u8::from(self.replay_through_inner));
-        put_len(&mut out, self.headers.len());
+        put_len(out, self.headers.len());
         for (name, value) in &self.headers {
-            put_bytes(&mut out, name.as_str().as_bytes());
-            put_bytes(&mut out, value.as_bytes());
+            put_bytes(out, name.as_str().as_bytes());
+            put_bytes(out, value.as_bytes());
         }
-        put_bytes(&mut out, &self.body);
-        out
+        put_bytes(out, &self.body);
     }
 
     /// Reads what [`encode`](Self::encode) wrote.
@@ -117,6 +147,19 @@ impl IdempotencyRecord {
     ///
     /// [`RecordDecodeError`] when the bytes are not a record of this version.
     pub fn decode(bytes: &[u8]) -> Result<Self, RecordDecodeError> {
+        Self::decode_with(bytes, Bytes::copy_from_slice)
+    }
+
+    /// [`decode`](Self::decode) without copying: the body and header values
+    /// are slices of `encoded`.
+    pub(crate) fn decode_shared(encoded: &Bytes) -> Result<Self, RecordDecodeError> {
+        Self::decode_with(encoded, |part| encoded.slice_ref(part))
+    }
+
+    fn decode_with(
+        bytes: &[u8],
+        to_bytes: impl Fn(&[u8]) -> Bytes,
+    ) -> Result<Self, RecordDecodeError> {
         let mut input = Reader(bytes);
         if input.take(1)? != [CODEC_VERSION] {
             return Err(RecordDecodeError("unknown record version"));
@@ -130,11 +173,11 @@ impl IdempotencyRecord {
         for _ in 0..count {
             let name = HeaderName::from_bytes(input.bytes()?)
                 .map_err(|_| RecordDecodeError("invalid header name"))?;
-            let value = HeaderValue::from_bytes(input.bytes()?)
+            let value = HeaderValue::from_maybe_shared(to_bytes(input.bytes()?))
                 .map_err(|_| RecordDecodeError("invalid header value"))?;
             headers.push((name, value));
         }
-        let body = Bytes::copy_from_slice(input.bytes()?);
+        let body = to_bytes(input.bytes()?);
         if !input.0.is_empty() {
             return Err(RecordDecodeError("trailing bytes"));
         }
@@ -148,16 +191,6 @@ impl IdempotencyRecord {
 }
 
 const CODEC_VERSION: u8 = 1;
-
-/// A small body that shares a larger buffer (a serializer's spare capacity)
-/// is copied out, so the record holds only its own bytes.
-fn compact(body: Bytes) -> Bytes {
-    if body.len() <= 4096 {
-        Bytes::copy_from_slice(&body)
-    } else {
-        body
-    }
-}
 
 fn put_len(out: &mut Vec<u8>, len: usize) {
     out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());

@@ -179,6 +179,47 @@ async fn a_panicking_handler_answers_500_and_releases_the_key() {
     assert_eq!(f.runs(), 2);
 }
 
+#[tokio::test]
+async fn a_service_that_panics_when_called_answers_500_and_releases_the_key() {
+    use std::sync::atomic::AtomicUsize;
+    use tower::ServiceExt as _;
+
+    // `service_fn` runs its closure inside `call`, before any future exists.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let inner = tower::service_fn(move |_request: axum::extract::Request| {
+        if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+            panic!("call panics");
+        }
+        async { Ok::<_, std::convert::Infallible>(axum::response::Response::new("ran".into())) }
+    });
+    let store = Arc::new(MemoryIdempotencyStore::new(RECORD_TTL));
+    let service = tower::ServiceBuilder::new()
+        .layer(autumn_idempotency::IdempotencyLayer::new(store))
+        .service(inner);
+    let request = || {
+        http::Request::post("/x")
+            .header("idempotency-key", "k")
+            .body(axum::body::Body::empty())
+            .expect("request")
+    };
+    let first = service
+        .clone()
+        .oneshot(request())
+        .await
+        .expect("infallible");
+    assert_eq!(first.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let retry = service
+        .clone()
+        .oneshot(request())
+        .await
+        .expect("infallible");
+    assert_eq!(retry.status(), StatusCode::OK, "the key was released");
+    let replay = service.oneshot(request()).await.expect("infallible");
+    assert_eq!(replay.headers()["x-idempotent-replayed"], "true");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
 #[test]
 fn a_crashed_request_keeps_the_key_locked_until_the_in_flight_ttl() {
     let f = Fixture::new();

@@ -8,7 +8,8 @@ use std::task::{Context, Poll};
 use axum::response::Response;
 use pin_project_lite::pin_project;
 
-use crate::detach::Detachable;
+use crate::context::OptedIntoReplayThroughInner;
+use crate::detach::Guarded;
 
 pin_project! {
     /// Response future for [`Idempotency`](super::Idempotency).
@@ -28,19 +29,37 @@ pin_project! {
 pin_project! {
     #[project = KindProjection]
     enum Kind<F> {
-        PassThrough { #[pin] future: F },
-        Keyed { keyed: Detachable },
+        PassThrough {
+            #[pin]
+            future: F,
+            // Nested in an outer layer: tell it this route replays through
+            // an inner replay layer.
+            mark_replay_through_inner: bool,
+        },
+        Ready { response: Option<Response> },
+        Keyed { keyed: Guarded },
     }
 }
 
 impl<F> ResponseFuture<F> {
-    pub(super) fn pass_through(future: F) -> Self {
+    pub(super) fn pass_through(future: F, mark_replay_through_inner: bool) -> Self {
         Self {
-            kind: Kind::PassThrough { future },
+            kind: Kind::PassThrough {
+                future,
+                mark_replay_through_inner,
+            },
         }
     }
 
-    pub(super) fn keyed(keyed: Detachable) -> Self {
+    pub(super) fn ready(response: Response) -> Self {
+        Self {
+            kind: Kind::Ready {
+                response: Some(response),
+            },
+        }
+    }
+
+    pub(super) fn keyed(keyed: Guarded) -> Self {
         Self {
             kind: Kind::Keyed { keyed },
         }
@@ -55,7 +74,22 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProjection::PassThrough { future } => future.poll(cx),
+            KindProjection::PassThrough {
+                future,
+                mark_replay_through_inner,
+            } => {
+                let mut response = std::task::ready!(future.poll(cx))?;
+                if *mark_replay_through_inner {
+                    response
+                        .extensions_mut()
+                        .insert(OptedIntoReplayThroughInner);
+                }
+                Poll::Ready(Ok(response))
+            }
+            // Polled again after completion: a caller bug; never answer twice.
+            KindProjection::Ready { response } => response
+                .take()
+                .map_or(Poll::Pending, |r| Poll::Ready(Ok(r))),
             KindProjection::Keyed { keyed } => keyed.poll(cx).map(Ok),
         }
     }

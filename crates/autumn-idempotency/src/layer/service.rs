@@ -1,4 +1,5 @@
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
@@ -9,18 +10,20 @@ use axum::extract::{OriginalUri, Request};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderValue, header};
-use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use tower::Service;
 
 use super::future::ResponseFuture;
 use super::layer::{ReplayMode, Settings};
+use crate::body::{ReadError, read_whole};
 use crate::context::{
     IdempotencyContext, IdempotencyScope, OptedIntoReplayThroughInner, PassedReplayLayer,
     PendingReplay, Replayed,
 };
-use crate::detach::{DetachOnDrop, Detachable, call, is_mutating};
-use crate::first_run::{Held, run_and_record};
-use crate::key::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, fingerprint, parse_key, storage_key};
+use crate::detach::{Guarded, Step, is_mutating, settle};
+use crate::first_run::{Held, HoldsLock as _, call_boxed, run_and_record};
+use crate::key::{
+    IDEMPOTENT_REPLAYED_HEADER, fingerprint_digest, key_str, parse_key_value, storage_key,
+};
 use crate::problem::IdempotencyRejection;
 use crate::record::IdempotencyRecord;
 use crate::store::{Claim, StoreOperation};
@@ -76,133 +79,153 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        // Most requests carry no key: hand them on without boxing anything.
-        let extensions = request.extensions();
-        let nested = extensions.get::<IdempotencyContext>().is_some()
-            || extensions.get::<PendingReplay>().is_some();
-        if !is_mutating(request.method())
-            || !(nested || request.headers().contains_key(IDEMPOTENCY_KEY))
-        {
-            return ResponseFuture::pass_through(self.inner.call(request));
+        // Everything that needs no store is decided here, without boxing.
+        if !is_mutating(request.method()) {
+            return ResponseFuture::pass_through(self.inner.call(request), false);
         }
+        // Nested inside another idempotency layer: the outer one owns the
+        // lock and the record. Say so if this route replays through an inner
+        // layer.
+        let extensions = request.extensions();
+        if extensions.get::<IdempotencyContext>().is_some()
+            || extensions.get::<PendingReplay>().is_some()
+        {
+            let mark = self.settings.mode == ReplayMode::ThroughInner;
+            return ResponseFuture::pass_through(self.inner.call(request), mark);
+        }
+        let key = match parse_key_value(request.headers()) {
+            Ok(Some(key)) => key,
+            Ok(None) => return ResponseFuture::pass_through(self.inner.call(request), false),
+            Err(error) => {
+                return ResponseFuture::ready(IdempotencyRejection::from(error).into_response());
+            }
+        };
         // The clone goes into the future; the service that was polled ready
         // is the one that gets called.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let detach = DetachOnDrop::default();
-        ResponseFuture::keyed(Detachable::new(
-            Box::pin(handle(
-                self.settings.clone(),
-                inner,
-                request,
-                detach.clone(),
-            )),
-            detach,
-        ))
+        let (parts, body) = request.into_parts();
+        ResponseFuture::keyed(Guarded::new(Box::pin(lookup(
+            self.settings.clone(),
+            inner,
+            parts,
+            body,
+            key,
+        ))))
     }
 }
 
-async fn handle<S>(
+/// The first phase of a keyed request: read the body, claim the key, and
+/// either answer (a replay, a conflict) or start the handler.
+///
+/// The request comes in parts, and is put together again only where it is
+/// handed on, so the future holds one copy of it.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps a second copy of each argument in its future"
+)]
+fn lookup<S>(
     settings: Arc<Settings>,
     inner: S,
-    request: Request,
-    detach: DetachOnDrop,
-) -> Response
+    parts: http::request::Parts,
+    body: Body,
+    key: HeaderValue,
+) -> impl Future<Output = Step> + Send
 where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
 {
-    // Nested inside another idempotency layer: the outer one owns the lock
-    // and the record. Say so if this route replays through an inner layer.
-    let extensions = request.extensions();
-    if extensions.get::<IdempotencyContext>().is_some()
-        || extensions.get::<PendingReplay>().is_some()
-    {
-        let mut response = call(inner, request).await;
-        if settings.mode == ReplayMode::ThroughInner {
-            response
-                .extensions_mut()
-                .insert(OptedIntoReplayThroughInner);
-        }
-        return response;
-    }
-    let key = match parse_key(request.headers()) {
-        Ok(Some(key)) => key,
-        Ok(None) => return call(inner, request).await,
-        Err(error) => return IdempotencyRejection::from(error).into_response(),
-    };
+    async move {
+        let body = match read_body(body, &parts.headers, settings.max_body_bytes).await {
+            Ok(body) => body,
+            Err(rejection) => return Step::Respond(rejection.into_response()),
+        };
+        let method = parts.method.as_str();
+        // Inside a nested router the URI has lost its prefix: key on the URI the
+        // client sent, so `/api/x` and `/x` never share records.
+        let uri = match parts.extensions.get::<OriginalUri>() {
+            Some(OriginalUri(original)) => original,
+            None => &parts.uri,
+        };
+        let path = uri
+            .path_and_query()
+            .map_or_else(|| uri.path(), |p| p.as_str());
+        let content_type = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .map_or(&[][..], HeaderValue::as_bytes);
+        let storage_key = match parts.extensions.get::<IdempotencyScope>() {
+            Some(scope) => storage_key(method, path, scope.as_bytes(), key_str(&key)),
+            None => storage_key(
+                method,
+                path,
+                fallback_scope(&parts.headers).as_bytes(),
+                key_str(&key),
+            ),
+        };
+        let fingerprint = fingerprint_digest(method, path, content_type, &body);
+        let owner = new_owner();
 
-    let (parts, body) = request.into_parts();
-    let body = match read_body(body, &parts.headers, settings.max_body_bytes).await {
-        Ok(body) => body,
-        Err(rejection) => return rejection.into_response(),
-    };
-    let method = parts.method.as_str();
-    // Inside a nested router the URI has lost its prefix: key on the URI the
-    // client sent, so `/api/x` and `/x` never share records.
-    let uri = match parts.extensions.get::<OriginalUri>() {
-        Some(OriginalUri(original)) => original,
-        None => &parts.uri,
-    };
-    let path = uri
-        .path_and_query()
-        .map_or_else(|| uri.path(), |p| p.as_str());
-    let content_type = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .map_or(&[][..], HeaderValue::as_bytes);
-    let scope = match parts.extensions.get::<IdempotencyScope>() {
-        Some(scope) => scope.clone(),
-        None => fallback_scope(&parts.headers),
-    };
-    let storage_key = storage_key(method, path, scope.as_bytes(), &key);
-    let fingerprint = fingerprint(method, path, content_type, &body);
-    let owner = new_owner();
-
-    let store = &settings.store;
-    let locked_at = settings.clock.now_millis();
-    let claim = store
-        .claim(&storage_key, &owner, settings.in_flight_ttl)
-        .await;
-    let request = Request::from_parts(parts, Body::from(body));
-    match claim {
-        Err(error) => {
-            tracing::warn!(idempotency.key = %key, %error, "idempotency store failed; not running the handler");
-            store_failure(&settings, error.operation())
-        }
-        Ok(Claim::InFlight) => {
-            settings.metrics.conflict();
-            tracing::debug!(idempotency.key = %key, idempotency.replayed = false, "idempotency key in flight");
-            IdempotencyRejection::InFlight.into_response()
-        }
-        Ok(Claim::Completed { record, body_hash }) => {
-            if body_hash != fingerprint {
-                tracing::debug!(idempotency.key = %key, idempotency.replayed = false, "idempotency key reused for another request");
-                return IdempotencyRejection::PayloadMismatch.into_response();
+        let store = &settings.store;
+        let locked_at = settings.clock.now_millis();
+        let claim = store
+            .claim(&storage_key, &owner, settings.in_flight_ttl)
+            .await;
+        let claim = match claim {
+            Ok(claim) => claim,
+            Err(error) => {
+                tracing::warn!(idempotency.key = %key_str(&key), %error, "idempotency store failed; not running the handler");
+                return Step::Respond(store_failure(&settings, error.operation()));
             }
-            Box::pin(replay(&settings, inner, request, record, &key)).await
-        }
-        Ok(Claim::Acquired) => {
-            // From here on a hung-up client must not cancel the request.
-            detach.arm();
-            settings.metrics.miss();
-            tracing::debug!(idempotency.key = %key, idempotency.replayed = false, "idempotency key claimed; running the handler");
-            let context = IdempotencyContext::new(
-                key,
-                storage_key,
-                owner,
-                fingerprint,
-                settings.store.clone(),
-                (settings.ttl, settings.in_flight_ttl),
-            );
-            if let Err(rejection) = renew_if_aged(&settings, &context, locked_at).await {
-                return rejection.into_response();
+        };
+        match claim {
+            Claim::Acquired => {}
+            Claim::InFlight => {
+                settings.metrics.conflict();
+                tracing::debug!(
+                    idempotency.key = %key_str(&key),
+                    idempotency.replayed = false,
+                    "idempotency key in flight"
+                );
+                return Step::Respond(IdempotencyRejection::InFlight.into_response());
             }
-            // Boxed on its own: the lookup's locals and the handler's future
-            // are never alive together, and two small boxes are cheaper to
-            // allocate than one large one.
-            Box::pin(run_first(settings, inner, request, context)).await
+            Claim::Completed { record, body_hash } => {
+                if body_hash[..] != fingerprint[..] {
+                    tracing::debug!(
+                        idempotency.key = %key_str(&key),
+                        idempotency.replayed = false,
+                        "idempotency key reused for another request"
+                    );
+                    return Step::Respond(IdempotencyRejection::PayloadMismatch.into_response());
+                }
+                return replay(&settings, inner, (parts, body), record, key);
+            }
         }
+        settings.metrics.miss();
+        tracing::debug!(
+            idempotency.key = %key_str(&key),
+            idempotency.replayed = false,
+            "idempotency key claimed; running the handler"
+        );
+        let held = Held {
+            store: settings.store.clone(),
+            storage_key,
+            owner,
+            fingerprint,
+            ttl: settings.ttl,
+            retry: "a retry with the same Idempotency-Key",
+        };
+        let context = IdempotencyContext::new(key, held, settings.in_flight_ttl);
+        if lock_aged(&settings, locked_at) {
+            // Rare: boxed, so the common path's future does not carry it.
+            if let Err(rejection) = Box::pin(renew(&settings, &context)).await {
+                return Step::Respond(rejection.into_response());
+            }
+        }
+        let mut request = Request::from_parts(parts, Body::from(body));
+        request.extensions_mut().insert(context.clone());
+        let response = call_boxed(inner, request);
+        Step::Run(Box::pin(run_first(settings.mode, context, response)))
     }
 }
 
@@ -213,9 +236,12 @@ pub(crate) fn new_owner() -> String {
     static PROCESS: LazyLock<String> = LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
     static SEQUENCE: AtomicU64 = AtomicU64::new(0);
     let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
-    let mut owner = String::with_capacity(PROCESS.len() + 16);
+    let mut hex = [0u8; 16];
+    // Eight bytes always fit sixteen hex digits.
+    let _fits = hex::encode_to_slice(sequence.to_be_bytes(), &mut hex).is_ok();
+    let mut owner = String::with_capacity(PROCESS.len() + hex.len());
     owner.push_str(&PROCESS);
-    owner.push_str(&hex::encode(sequence.to_be_bytes()));
+    owner.push_str(std::str::from_utf8(&hex).unwrap_or_default());
     owner
 }
 
@@ -250,48 +276,70 @@ async fn read_body(
     if declared.is_some_and(|len| len > limit as u64) {
         return Err(IdempotencyRejection::BodyTooLarge { limit });
     }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
-            Err(IdempotencyRejection::BodyTooLarge { limit })
+    match read_whole(body, limit).await {
+        Ok(body) => Ok(body),
+        Err(ReadError::TooLarge) => Err(IdempotencyRejection::BodyTooLarge { limit }),
+        Err(ReadError::Failed(error)) => {
+            Err(IdempotencyRejection::UnreadableBody(error.to_string()))
         }
-        Err(error) => Err(IdempotencyRejection::UnreadableBody(error.to_string())),
     }
 }
 
-async fn replay<S>(
-    settings: &Settings,
-    inner: S,
-    mut request: Request,
+/// Answers a hit on a completed record whose fingerprint matches.
+fn replay<S>(
+    settings: &Arc<Settings>,
+    mut inner: S,
+    (parts, body): (http::request::Parts, Bytes),
     record: IdempotencyRecord,
-    key: &str,
-) -> Response
+    key: HeaderValue,
+) -> Step
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
 {
     match settings.mode {
         ReplayMode::Direct => {
             settings.metrics.hit();
-            tracing::debug!(idempotency.key = %key, idempotency.replayed = true, "replaying recorded response");
-            replay_response(&record)
+            tracing::debug!(
+                idempotency.key = %key_str(&key),
+                idempotency.replayed = true,
+                "replaying recorded response"
+            );
+            Step::Respond(replay_response(&record))
         }
         _ if record.replays_through_inner() => {
+            let mut request = Request::from_parts(parts, Body::from(body));
             request
                 .extensions_mut()
                 .insert(PendingReplay(Arc::new(record)));
-            let response = call(inner, request).await;
-            if response.extensions().get::<Replayed>().is_some() {
-                settings.metrics.hit();
-                tracing::debug!(idempotency.key = %key, idempotency.replayed = true, "replayed through the route's replay layer");
-            } else {
-                tracing::error!(idempotency.key = %key, "a replay forwarded into the route reached no IdempotencyReplayLayer; the route changed since the key was recorded");
-            }
-            response
+            let response = inner.call(request);
+            let settings = settings.clone();
+            Step::Forward(Box::pin(async move {
+                let response = settle(response).await;
+                if response.extensions().get::<Replayed>().is_some() {
+                    settings.metrics.hit();
+                    tracing::debug!(
+                        idempotency.key = %key_str(&key),
+                        idempotency.replayed = true,
+                        "replayed through the route's replay layer"
+                    );
+                } else {
+                    tracing::error!(
+                        idempotency.key = %key_str(&key),
+                        "a replay forwarded into the route reached no IdempotencyReplayLayer; the route changed since the key was recorded"
+                    );
+                }
+                response
+            }))
         }
         _ => {
             settings.metrics.conflict();
-            tracing::debug!(idempotency.key = %key, idempotency.replayed = false, "replay refused: the route's middleware is opaque");
-            IdempotencyRejection::ReplayUnavailable.into_response()
+            tracing::debug!(
+                idempotency.key = %key_str(&key),
+                idempotency.replayed = false,
+                "replay refused: the route's middleware is opaque"
+            );
+            Step::Respond(IdempotencyRejection::ReplayUnavailable.into_response())
         }
     }
 }
@@ -299,24 +347,27 @@ where
 /// The recorded response, marked as a replay.
 pub(crate) fn replay_response(record: &IdempotencyRecord) -> Response {
     let mut response = record.to_response();
-    response
-        .headers_mut()
-        .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    response.headers_mut().insert(
+        IDEMPOTENT_REPLAYED_HEADER.clone(),
+        HeaderValue::from_static("true"),
+    );
     response.extensions_mut().insert(Replayed);
     response
 }
 
-/// Work between taking the lock and starting the handler that ate more than a
-/// tenth of the lock's TTL: renew, so the handler starts with a full lock.
-async fn renew_if_aged(
+/// Whether the work between taking the lock and starting the handler ate more
+/// than a tenth of the lock's TTL: then the lock is renewed, so the handler
+/// starts with a full lock.
+fn lock_aged(settings: &Settings, locked_at: u64) -> bool {
+    let elapsed = settings.clock.now_millis().saturating_sub(locked_at);
+    Duration::from_millis(elapsed) > settings.in_flight_ttl / 10
+}
+
+/// Renews the lock the request holds, or releases it and refuses.
+async fn renew(
     settings: &Settings,
     context: &IdempotencyContext,
-    locked_at: u64,
 ) -> Result<(), IdempotencyRejection> {
-    let elapsed = settings.clock.now_millis().saturating_sub(locked_at);
-    if Duration::from_millis(elapsed) <= settings.in_flight_ttl / 10 {
-        return Ok(());
-    }
     let renewed = context
         .store()
         .renew_lock(
@@ -329,39 +380,24 @@ async fn renew_if_aged(
         Ok(true) => Ok(()),
         Ok(false) | Err(_) => {
             settings.metrics.conflict();
-            held(settings, context).release().await;
+            context.held().release().await;
             Err(IdempotencyRejection::LockUnavailable)
         }
     }
 }
 
-fn held<'a>(settings: &'a Settings, context: &'a IdempotencyContext) -> Held<'a> {
-    Held {
-        store: settings.store.as_ref(),
-        storage_key: context.storage_key(),
-        owner: context.owner(),
-        fingerprint: context.fingerprint().to_vec(),
-        ttl: settings.ttl,
-        retry: "a retry with the same Idempotency-Key",
-    }
-}
-
-/// Runs the handler and records its response (see [`run_and_record`]). A
+/// Awaits the handler and records its response (see [`run_and_record`]). A
 /// client that hangs up meanwhile does not cancel this: see
 /// [`ResponseFuture`].
-async fn run_first<S>(
-    settings: Arc<Settings>,
-    inner: S,
-    mut request: Request,
+fn run_first<F>(
+    mode: ReplayMode,
     context: IdempotencyContext,
-) -> Response
+    response: F,
+) -> impl Future<Output = Response> + Send
 where
-    S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
-    S::Future: Send + 'static,
+    F: Future<Output = Result<Response, Infallible>> + Send,
 {
-    request.extensions_mut().insert(context.clone());
-    let mode = settings.mode;
-    run_and_record(held(&settings, &context), inner, request, |parts| {
+    run_and_record(context, response, move |parts| {
         (mode == ReplayMode::ThroughInner
             || parts
                 .extensions
@@ -369,5 +405,4 @@ where
                 .is_some())
             && parts.extensions.get::<PassedReplayLayer>().is_some()
     })
-    .await
 }

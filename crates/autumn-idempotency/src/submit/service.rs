@@ -20,8 +20,8 @@ use super::SUBMIT_TOKEN_REPLAYED;
 use super::extract::{Mint, MintSlot};
 use super::layer::Settings;
 use super::scan::{self, FormKind, ScanError};
-use crate::detach::{DetachOnDrop, Detachable, call, is_mutating};
-use crate::first_run::{Held, run_and_record};
+use crate::detach::{Guarded, Step, is_mutating, settle};
+use crate::first_run::{Held, call_boxed, run_and_record};
 use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
 use crate::problem::Problem;
@@ -74,7 +74,7 @@ pin_project! {
     #[project = KindProjection]
     enum Kind<F> {
         Plain { #[pin] future: F },
-        Guarded { guarded: Detachable },
+        Guarded { guarded: Guarded },
     }
 }
 
@@ -151,11 +151,10 @@ where
         };
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let detach = DetachOnDrop::default();
-        let future = guard(self.settings.clone(), inner, request, kind, detach.clone());
+        let lookup = guard(self.settings.clone(), inner, request, kind);
         ResponseFuture {
             kind: Kind::Guarded {
-                guarded: Detachable::new(Box::pin(future), detach),
+                guarded: Guarded::new(Box::pin(lookup)),
             },
             mint,
         }
@@ -199,13 +198,14 @@ fn watched(prefix: Bytes, rest: Body, field: &str) -> Body {
     Body::from_stream(futures_util::stream::once(async move { Ok(prefix) }).chain(rest))
 }
 
+/// The first phase of a guarded form post: scan the body for the token,
+/// claim it, and either answer (a replay, a refusal) or start the handler.
 async fn guard<S>(
     settings: Arc<Settings>,
-    inner: S,
+    mut inner: S,
     request: Request,
     kind: Result<FormKind, ScanError>,
-    detach: DetachOnDrop,
-) -> Response
+) -> Step
 where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
@@ -213,7 +213,7 @@ where
     let field = settings.field_name.clone();
     let kind = match kind {
         Ok(kind) => kind,
-        Err(error) => return error.into_problem(&field).into_response(),
+        Err(error) => return Step::Respond(error.into_problem(&field).into_response()),
     };
     let (parts, body) = request.into_parts();
     let scanned = match kind {
@@ -250,13 +250,14 @@ where
     };
     let (token, body) = match scanned {
         Ok(found) => found,
-        Err(error) => return error.into_problem(&field).into_response(),
+        Err(error) => return Step::Respond(error.into_problem(&field).into_response()),
     };
     let request = Request::from_parts(parts, body);
     let Some(token) = token else {
-        return call(inner, request).await;
+        let response = inner.call(request);
+        return Step::Forward(Box::pin(settle(response)));
     };
-    consume(&settings, inner, request, &token, detach).await
+    consume(&settings, inner, request, &token).await
 }
 
 fn conflict(settings: &Settings) -> Response {
@@ -273,13 +274,7 @@ fn conflict(settings: &Settings) -> Response {
     response
 }
 
-async fn consume<S>(
-    settings: &Settings,
-    inner: S,
-    request: Request,
-    token: &str,
-    detach: DetachOnDrop,
-) -> Response
+async fn consume<S>(settings: &Settings, inner: S, request: Request, token: &str) -> Step
 where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
@@ -294,8 +289,7 @@ where
     let fingerprint = hash_parts(
         "autumn.submit-token.form.v1",
         &[request.method().as_str().as_bytes(), path.as_bytes()],
-    )
-    .to_vec();
+    );
     let owner = new_owner();
     let waiting_until = Instant::now() + settings.in_flight_wait;
     let store = &settings.store;
@@ -306,7 +300,7 @@ where
         {
             Err(error) => {
                 tracing::warn!(%error, "submit-token store failed; not running the handler");
-                return match error.operation() {
+                return Step::Respond(match error.operation() {
                     Some(StoreOperation::TryLock | StoreOperation::RenewLock) => conflict(settings),
                     _ => Problem::new(
                         StatusCode::SERVICE_UNAVAILABLE,
@@ -314,16 +308,18 @@ where
                         "the form could not be checked against duplicate submission, so it was not processed; try again",
                     )
                     .into_response(),
-                };
+                });
             }
             Ok(Claim::Completed { record, body_hash }) => {
-                if body_hash != fingerprint {
-                    return Problem::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "submit_token_reused",
-                        "this submit token was rendered for another form; reload the form and submit it again",
-                    )
-                    .into_response();
+                if body_hash[..] != fingerprint[..] {
+                    return Step::Respond(
+                        Problem::new(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            "submit_token_reused",
+                            "this submit token was rendered for another form; reload the form and submit it again",
+                        )
+                        .into_response(),
+                    );
                 }
                 settings.metrics.hit();
                 tracing::debug!(
@@ -334,47 +330,30 @@ where
                 response
                     .headers_mut()
                     .insert(SUBMIT_TOKEN_REPLAYED, HeaderValue::from_static("true"));
-                return response;
+                return Step::Respond(response);
             }
             Ok(Claim::InFlight) => {
                 if Instant::now() >= waiting_until {
-                    return conflict(settings);
+                    return Step::Respond(conflict(settings));
                 }
                 // The duplicate of a double-click: wait for the first, then
                 // answer what it answered (the browser shows the last reply).
                 tokio::time::sleep(Duration::from_millis(25)).await;
             }
-            Ok(Claim::Acquired) => {
-                detach.arm();
-                settings.metrics.miss();
-                return run_first(settings, inner, request, &storage_key, &owner, fingerprint)
-                    .await;
-            }
+            Ok(Claim::Acquired) => break,
         }
     }
-}
-
-async fn run_first<S>(
-    settings: &Settings,
-    inner: S,
-    request: Request,
-    storage_key: &str,
-    owner: &str,
-    fingerprint: Vec<u8>,
-) -> Response
-where
-    S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
-    S::Future: Send + 'static,
-{
+    settings.metrics.miss();
     // A validation re-render (4xx) releases the token: it may still
     // succeed once.
     let held = Held {
-        store: settings.store.as_ref(),
+        store: settings.store.clone(),
         storage_key,
         owner,
         fingerprint,
         ttl: settings.ttl,
         retry: "submitting the form again",
     };
-    run_and_record(held, inner, request, |_| false).await
+    let response = call_boxed(inner, request);
+    Step::Run(Box::pin(run_and_record(held, response, |_| false)))
 }

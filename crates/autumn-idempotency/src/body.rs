@@ -1,0 +1,97 @@
+//! Reading a whole body into one buffer, as the guards must (to fingerprint a
+//! request, to record a response).
+
+use axum::body::Body;
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt as _;
+
+/// Why a body could not be read whole.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReadError {
+    /// More than the limit arrived.
+    #[error("the body is larger than the limit")]
+    TooLarge,
+    /// The body failed while streaming.
+    #[error(transparent)]
+    Failed(axum::Error),
+}
+
+/// The body's data, at most `limit` bytes, trailers dropped.
+///
+/// A body that arrives in one frame (a small request or response) is
+/// returned as that frame, with no copy and no buffer list; only a body in
+/// several frames is copied into one buffer.
+pub(crate) async fn read_whole(mut body: Body, limit: usize) -> Result<Bytes, ReadError> {
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<BytesMut> = None;
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(ReadError::Failed)?.into_data() else {
+            continue;
+        };
+        total = total.saturating_add(data.len());
+        if total > limit {
+            return Err(ReadError::TooLarge);
+        }
+        match (&mut joined, first.take()) {
+            (Some(buffer), _) => buffer.extend_from_slice(&data),
+            (None, None) => first = Some(data),
+            (None, Some(earlier)) => {
+                let mut buffer = BytesMut::with_capacity(earlier.len() + data.len());
+                buffer.extend_from_slice(&earlier);
+                buffer.extend_from_slice(&data);
+                joined = Some(buffer);
+            }
+        }
+    }
+    Ok(match joined {
+        Some(buffer) => buffer.freeze(),
+        None => first.unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::stream;
+
+    fn chunked(chunks: &[&'static str]) -> Body {
+        let frames: Vec<Result<Bytes, std::io::Error>> = chunks
+            .iter()
+            .map(|c| Ok(Bytes::from_static(c.as_bytes())))
+            .collect();
+        Body::from_stream(stream::iter(frames))
+    }
+
+    #[tokio::test]
+    async fn one_frame_is_returned_as_is_and_several_are_joined() {
+        let one = read_whole(chunked(&["abc"]), 10).await.ok();
+        assert_eq!(one.as_deref(), Some(&b"abc"[..]));
+        let several = read_whole(chunked(&["ab", "", "cd", "e"]), 10).await.ok();
+        assert_eq!(several.as_deref(), Some(&b"abcde"[..]));
+        let empty = read_whole(chunked(&[]), 10).await.ok();
+        assert_eq!(empty.as_deref(), Some(&b""[..]));
+    }
+
+    #[tokio::test]
+    async fn more_than_the_limit_is_refused_even_across_frames() {
+        assert!(read_whole(chunked(&["abc"]), 3).await.is_ok());
+        assert!(matches!(
+            read_whole(chunked(&["ab", "cd"]), 3).await,
+            Err(ReadError::TooLarge)
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_failing_stream_is_an_error() {
+        let frames: Vec<Result<Bytes, std::io::Error>> = vec![
+            Ok(Bytes::from_static(b"ab")),
+            Err(std::io::Error::other("reset")),
+        ];
+        let body = Body::from_stream(stream::iter(frames));
+        assert!(matches!(
+            read_whole(body, 10).await,
+            Err(ReadError::Failed(_))
+        ));
+    }
+}
