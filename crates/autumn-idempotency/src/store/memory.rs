@@ -6,7 +6,9 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::{Claim, IdempotencyFuture, IdempotencyStore};
+use bytes::Bytes;
+
+use super::{Claim, IdempotencyFuture, IdempotencyStore, StoreError};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
 
@@ -91,12 +93,47 @@ struct Lock {
     expires: u64,
 }
 
+/// A record and its fingerprint in one allocation: the fingerprint, then
+/// the [encoded](IdempotencyRecord::encode) record. One block per key keeps
+/// the heap from filling with small long-lived pieces between the short-lived
+/// ones of every request, and a replay slices the block instead of copying.
 struct Stored {
-    record: IdempotencyRecord,
-    body_hash: Box<[u8]>,
+    encoded: Bytes,
+    fingerprint_len: usize,
     /// A hash of the owner that wrote it (see [`owner_tag`]).
     owner_tag: u64,
     expires: u64,
+}
+
+/// The block [`Stored`] keeps, made before the shard is locked.
+fn encode(record: &IdempotencyRecord, fingerprint: &[u8]) -> Bytes {
+    // Exactly sized, so the buffer becomes `Bytes` without a copy.
+    let mut encoded = Vec::with_capacity(fingerprint.len() + record.encoded_len());
+    encoded.extend_from_slice(fingerprint);
+    record.encode_into(&mut encoded);
+    Bytes::from(encoded)
+}
+
+/// A stored block, read back outside the shard's lock.
+struct Found {
+    encoded: Bytes,
+    fingerprint_len: usize,
+}
+
+impl Found {
+    fn of(stored: &Stored) -> Self {
+        Self {
+            encoded: stored.encoded.clone(),
+            fingerprint_len: stored.fingerprint_len,
+        }
+    }
+
+    fn decode(self) -> Result<(IdempotencyRecord, Vec<u8>), StoreError> {
+        let fingerprint = self.encoded.get(..self.fingerprint_len).unwrap_or_default();
+        let record = IdempotencyRecord::decode_shared(&self.encoded.slice(self.fingerprint_len..))
+            .map_err(StoreError::new)?;
+        Ok((record, fingerprint.to_vec()))
+    }
 }
 
 impl Slot {
@@ -186,20 +223,27 @@ impl MemoryIdempotencyStore {
         write(&mut shard, now)
     }
 
-    fn get_now(&self, key: &str) -> Option<IdempotencyEntry> {
+    fn get_now(&self, key: &str) -> Result<Option<IdempotencyEntry>, StoreError> {
         let key = self.map_key(key);
         let now = self.clock.now_millis();
-        let shard = self.shard(&key);
-        let slot = shard.slots.get(&key)?;
-        let locked = slot.live_lock(now).is_some();
-        match slot.live_record(now) {
-            Some(stored) => Some(
-                IdempotencyEntry::completed(stored.record.clone(), stored.body_hash.to_vec())
-                    .locked(locked),
-            ),
+        let (found, locked) = {
+            let shard = self.shard(&key);
+            let Some(slot) = shard.slots.get(&key) else {
+                return Ok(None);
+            };
+            (
+                slot.live_record(now).map(Found::of),
+                slot.live_lock(now).is_some(),
+            )
+        };
+        Ok(match found {
+            Some(found) => {
+                let (record, fingerprint) = found.decode()?;
+                Some(IdempotencyEntry::completed(record, fingerprint).locked(locked))
+            }
             None if locked => Some(IdempotencyEntry::in_flight()),
             None => None,
-        }
+        })
     }
 
     fn set_now(
@@ -214,6 +258,7 @@ impl MemoryIdempotencyStore {
         let key = self.map_key(key);
         let tag = owner_tag(owner);
         let ttl = ttl.min(self.max_ttl);
+        let encoded = encode(&record, &body_hash);
         self.write(&key, |shard, now| {
             let slot = shard.slot(&key);
             let locked_by_other = slot.live_lock(now).is_some_and(|l| l.owner_tag != tag);
@@ -222,8 +267,8 @@ impl MemoryIdempotencyStore {
                 return false;
             }
             slot.record = Some(Stored {
-                record,
-                body_hash: body_hash.into_boxed_slice(),
+                encoded,
+                fingerprint_len: body_hash.len(),
                 owner_tag: tag,
                 expires: deadline(now, ttl),
             });
@@ -234,25 +279,34 @@ impl MemoryIdempotencyStore {
         })
     }
 
-    fn claim_now(&self, key: &str, owner: &str, ttl: Duration) -> Claim {
+    fn claim_now(&self, key: &str, owner: &str, ttl: Duration) -> Result<Claim, StoreError> {
         let key = self.map_key(key);
-        self.write(&key, |shard, now| {
+        enum Seen {
+            Claim(Claim),
+            Recorded(Found),
+        }
+        let seen = self.write(&key, |shard, now| {
             let slot = shard.slot(&key);
             if slot.live_lock(now).is_some() {
-                return Claim::InFlight;
+                return Seen::Claim(Claim::InFlight);
             }
             if let Some(stored) = slot.live_record(now) {
-                return Claim::Completed {
-                    record: stored.record.clone(),
-                    body_hash: stored.body_hash.to_vec(),
-                };
+                return Seen::Recorded(Found::of(stored));
             }
             slot.lock = Some(Lock {
                 owner_tag: owner_tag(owner),
                 expires: deadline(now, ttl),
             });
-            Claim::Acquired
-        })
+            Seen::Claim(Claim::Acquired)
+        });
+        match seen {
+            Seen::Claim(claim) => Ok(claim),
+            // Decoded after the shard's lock is released.
+            Seen::Recorded(found) => {
+                let (record, body_hash) = found.decode()?;
+                Ok(Claim::Completed { record, body_hash })
+            }
+        }
     }
 
     fn try_lock_now(&self, key: &str, owner: &str, ttl: Duration) -> bool {
@@ -325,7 +379,7 @@ impl std::fmt::Debug for MemoryIdempotencyStore {
 
 impl IdempotencyStore for MemoryIdempotencyStore {
     fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
-        Box::pin(std::future::ready(Ok(self.get_now(key))))
+        Box::pin(std::future::ready(self.get_now(key)))
     }
 
     fn set<'a>(
@@ -372,11 +426,11 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         owner: &'a str,
         in_flight_ttl: Duration,
     ) -> IdempotencyFuture<'a, Claim> {
-        Box::pin(std::future::ready(Ok(self.claim_now(
+        Box::pin(std::future::ready(self.claim_now(
             key,
             owner,
             in_flight_ttl,
-        ))))
+        )))
     }
 
     /// Records and unlocks under one shard lock.
