@@ -13,6 +13,8 @@
 //! run, default 2), `AUTUMN_BENCH_WARMUP_MS` (per run, default 300),
 //! `AUTUMN_BENCH_ROUNDS` (default 5; 0 = memory only), `AUTUMN_BENCH_CONCURRENCY` (default 16),
 //! `AUTUMN_BENCH_KEYS` (keys for the memory part, default 100000),
+//! `AUTUMN_BENCH_ONLY` (comma-separated short names from the per-round lines,
+//! e.g. `first`, to profile some scenarios alone; prints no ratios),
 //! `AUTUMN_BENCH_COUNT` (requests per batch when counting store round trips,
 //! default 200), `TEST_REDIS_URL` (default `redis://127.0.0.1:6379`),
 //! `TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`).
@@ -220,8 +222,15 @@ impl Backend {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
+    /// `POST /orders` with no layer, sent the same requests as `FirstTime`
+    /// (a unique `Idempotency-Key` each, which the route ignores): the
+    /// baseline the layer's ratios are taken against.
     Bare,
     FirstTime,
+    /// `FirstTime` against a store whose records expire after a second, so
+    /// it stops growing: what a first-time request costs once the store has
+    /// reached its steady size, without the cost of growing it.
+    FirstSteady,
     Replay,
     NoKey,
     /// `GET /form`, no layer.
@@ -243,9 +252,10 @@ impl Scenario {
     }
 
     /// The memory-store scenarios, always run, in this order.
-    const BASE: [Self; 6] = [
+    const BASE: [Self; 7] = [
         Self::new(Kind::Bare, Backend::Memory),
         Self::new(Kind::FirstTime, Backend::Memory),
+        Self::new(Kind::FirstSteady, Backend::Memory),
         Self::new(Kind::Replay, Backend::Memory),
         Self::new(Kind::NoKey, Backend::Memory),
         Self::new(Kind::FormBare, Backend::Memory),
@@ -261,10 +271,11 @@ impl Scenario {
             Backend::Postgres => "postgres layer",
         };
         match self.kind {
-            Kind::Bare => "bare (no layer, no key)".to_owned(),
+            Kind::Bare => "bare (no layer, unique keys)".to_owned(),
             Kind::FirstTime => format!("{store}, first-time key"),
             Kind::Replay => format!("{store}, replayed key"),
             Kind::NoKey => format!("{store}, no key"),
+            Kind::FirstSteady => "layer, first-time key, 1 s store".to_owned(),
             Kind::FormBare => "bare GET /form (no layer)".to_owned(),
             Kind::FormMint => "submit-token layer, mint GET".to_owned(),
         }
@@ -279,6 +290,7 @@ impl Scenario {
             Kind::FirstTime => "first",
             Kind::Replay => "replay",
             Kind::NoKey => "no-key",
+            Kind::FirstSteady => "first-steady",
         };
         if self.backend == Backend::Memory {
             kind.to_owned()
@@ -358,6 +370,8 @@ struct Targets {
     /// `GET /form` without and with the submit-token layer.
     form_bare: Uri,
     form_mint: Uri,
+    /// The layer over a store that keeps records for one second.
+    steady: Uri,
     /// One server per store, each with the layer over that store.
     layers: Vec<(Backend, Uri)>,
 }
@@ -368,6 +382,7 @@ impl Targets {
             Kind::Bare => return self.bare.clone(),
             Kind::FormBare => return self.form_bare.clone(),
             Kind::FormMint => return self.form_mint.clone(),
+            Kind::FirstSteady => return self.steady.clone(),
             Kind::FirstTime | Kind::Replay | Kind::NoKey => {}
         }
         self.layers
@@ -422,8 +437,11 @@ async fn run_scenario(
                 let mut n = 0usize;
                 while Instant::now() < end {
                     let key = match kind {
-                        Kind::Bare | Kind::NoKey | Kind::FormBare | Kind::FormMint => None,
-                        Kind::FirstTime => Some(
+                        Kind::NoKey | Kind::FormBare | Kind::FormMint => None,
+                        // The bare route gets the very requests the layer
+                        // gets (it ignores the key), so the client's work
+                        // and the bytes on the wire are the same in both.
+                        Kind::Bare | Kind::FirstTime | Kind::FirstSteady => Some(
                             HeaderValue::try_from(format!("bench-{run}-{task}-{n}"))
                                 .expect("valid key"),
                         ),
@@ -498,6 +516,12 @@ async fn http_bench(config: &Config) {
         bare: orders_uri(bare),
         form_bare: form_uri(serve(bare_form_router()).await),
         form_mint: form_uri(serve(mint_form_router()).await),
+        steady: orders_uri(
+            serve(router().layer(IdempotencyLayer::new(Arc::new(
+                MemoryIdempotencyStore::new(Duration::from_secs(1)),
+            ))))
+            .await,
+        ),
         layers: vec![(Backend::Memory, orders_uri(layered))],
     };
     let mut scenarios = Scenario::BASE.to_vec();
@@ -521,6 +545,9 @@ async fn http_bench(config: &Config) {
     for &(backend, _) in &targets.layers[1..] {
         scenarios.push(Scenario::new(Kind::FirstTime, backend));
         scenarios.push(Scenario::new(Kind::Replay, backend));
+    }
+    if let Ok(only) = std::env::var("AUTUMN_BENCH_ONLY") {
+        scenarios.retain(|s| only.split(',').any(|name| name == s.short()));
     }
 
     let client: HttpClient = Client::builder(TokioExecutor::new())
@@ -580,6 +607,10 @@ async fn http_bench(config: &Config) {
             median(samples[index].iter().map(|s| s.per_cpu_sec)),
         );
     }
+    if scenarios.len() < Scenario::BASE.len() {
+        // A profiling run of some scenarios only: no ratios to compare.
+        return;
+    }
     // Each ratio is taken within a round (runs seconds apart), then the
     // median over rounds: drift between rounds cancels out.
     let index_of = |kind: Kind, backend: Backend| {
@@ -608,12 +639,17 @@ async fn http_bench(config: &Config) {
             Some(FIRST_TIME_TARGET),
         ),
         (Kind::Replay, "replay / bare", Some(REPLAY_TARGET)),
+        (Kind::FirstSteady, "first-time, 1 s store", None),
         (Kind::NoKey, "no-key / bare", None),
     ] {
         let index = index_of(kind, Backend::Memory);
         let wall = ratio(index, bare_index, |s| s.per_sec);
         let cpu = ratio(index, bare_index, |s| s.per_cpu_sec);
-        let verdict = target.map_or_else(|| "(pass-through)".to_owned(), |t| verdict(t, wall, cpu));
+        let verdict = match (target, kind) {
+            (Some(target), _) => verdict(target, wall, cpu),
+            (None, Kind::FirstSteady) => "(store not growing)".to_owned(),
+            (None, _) => "(pass-through)".to_owned(),
+        };
         println!("{name:<24} {wall:>9.3}x {cpu:>11.3}x   {verdict}");
     }
     let form_bare = index_of(Kind::FormBare, Backend::Memory);
