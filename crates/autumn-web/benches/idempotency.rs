@@ -10,8 +10,8 @@
 //! anything: absolute numbers move with whatever else the machine is doing.
 //!
 //! Knobs (environment): `AUTUMN_BENCH_SECS` (measured seconds per scenario
-//! run, default 2), `AUTUMN_BENCH_WARMUP_MS` (per run, default 300),
-//! `AUTUMN_BENCH_ROUNDS` (default 5; 0 = memory only), `AUTUMN_BENCH_CONCURRENCY` (default 16),
+//! run, default 1), `AUTUMN_BENCH_WARMUP_MS` (per run, default 300),
+//! `AUTUMN_BENCH_ROUNDS` (default 15; 0 = memory only), `AUTUMN_BENCH_CONCURRENCY` (default 16),
 //! `AUTUMN_BENCH_KEYS` (keys for the memory part, default 100000),
 //! `AUTUMN_BENCH_ONLY` (comma-separated short names from the per-round lines,
 //! e.g. `first`, to profile some scenarios alone; prints no ratios),
@@ -106,9 +106,12 @@ impl Config {
                 .unwrap_or(default)
         }
         Self {
-            measure: Duration::from_secs(var("AUTUMN_BENCH_SECS", 2)),
+            // Many short rounds rather than a few long ones: on a shared
+            // machine one round's ratio moves by up to 10%, and the median
+            // of fifteen moves far less than the median of five.
+            measure: Duration::from_secs(var("AUTUMN_BENCH_SECS", 1)),
             warmup: Duration::from_millis(var("AUTUMN_BENCH_WARMUP_MS", 300)),
-            rounds: usize::try_from(var("AUTUMN_BENCH_ROUNDS", 5)).expect("rounds fit usize"),
+            rounds: usize::try_from(var("AUTUMN_BENCH_ROUNDS", 15)).expect("rounds fit usize"),
             concurrency: usize::try_from(var("AUTUMN_BENCH_CONCURRENCY", 16))
                 .expect("concurrency fits usize"),
             keys: usize::try_from(var("AUTUMN_BENCH_KEYS", 100_000)).expect("keys fit usize"),
@@ -495,6 +498,16 @@ fn verdict(target: f64, wall: f64, cpu: f64) -> String {
     }
 }
 
+/// The 25th and 75th percentiles (nearest rank).
+fn middle_half(mut values: Vec<f64>) -> (f64, f64) {
+    values.sort_by(f64::total_cmp);
+    let at = |q: usize| values.get((values.len() * q / 4).min(values.len().saturating_sub(1)));
+    (
+        at(1).copied().unwrap_or(f64::NAN),
+        at(3).copied().unwrap_or(f64::NAN),
+    )
+}
+
 fn median(values: impl IntoIterator<Item = f64>) -> f64 {
     let mut sorted: Vec<f64> = values.into_iter().collect();
     sorted.sort_by(f64::total_cmp);
@@ -619,18 +632,25 @@ async fn http_bench(config: &Config) {
             .position(|s| s.kind == kind && (kind == Kind::Bare || s.backend == backend))
             .expect("scenario runs")
     };
+    let per_round = |index: usize, to: usize, metric: fn(&Sample) -> f64| -> Vec<f64> {
+        samples[index]
+            .iter()
+            .zip(&samples[to])
+            .map(|(s, base)| metric(s) / metric(base))
+            .collect()
+    };
     let ratio = |index: usize, to: usize, metric: fn(&Sample) -> f64| {
-        median(
-            samples[index]
-                .iter()
-                .zip(&samples[to])
-                .map(|(s, base)| metric(s) / metric(base)),
-        )
+        median(per_round(index, to, metric))
+    };
+    // How far the rounds spread: the middle half of the per-round ratios.
+    let spread = |index: usize, to: usize| {
+        let (low, high) = middle_half(per_round(index, to, |s| s.per_cpu_sec));
+        format!("{low:.2}-{high:.2}")
     };
     let bare_index = index_of(Kind::Bare, Backend::Memory);
     println!(
-        "\n{:<24} {:>10} {:>12}   target",
-        "ratio to bare", "req/s", "req/cpu-s"
+        "\n{:<24} {:>10} {:>12} {:>11}   target",
+        "ratio to bare", "req/s", "req/cpu-s", "cpu spread"
     );
     for (kind, name, target) in [
         (
@@ -650,18 +670,23 @@ async fn http_bench(config: &Config) {
             (None, Kind::FirstSteady) => "(store not growing)".to_owned(),
             (None, _) => "(pass-through)".to_owned(),
         };
-        println!("{name:<24} {wall:>9.3}x {cpu:>11.3}x   {verdict}");
+        let spread = spread(index, bare_index);
+        println!("{name:<24} {wall:>9.3}x {cpu:>11.3}x {spread:>11}   {verdict}");
     }
     let form_bare = index_of(Kind::FormBare, Backend::Memory);
     let form_mint = index_of(Kind::FormMint, Backend::Memory);
     let wall = ratio(form_mint, form_bare, |s| s.per_sec);
     let cpu = ratio(form_mint, form_bare, |s| s.per_cpu_sec);
     println!(
-        "{:<24} {wall:>9.3}x {cpu:>11.3}x   {}",
+        "{:<24} {wall:>9.3}x {cpu:>11.3}x {:>11}   {}",
         "mint GET / bare GET",
+        spread(form_mint, form_bare),
         verdict(MINT_TARGET, wall, cpu)
     );
-    println!("(ratios: median over rounds of the ratio within each round)");
+    println!(
+        "(ratios: median over rounds of the ratio within each round; spread: \
+         the middle half of the rounds' req/cpu-s ratios)"
+    );
     if targets.layers.len() > 1 {
         println!(
             "\n{:<24} {:>10} {:>12} {:>10} {:>12}",
