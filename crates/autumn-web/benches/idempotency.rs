@@ -639,9 +639,8 @@ async fn http_bench(config: &Config) {
             .map(|(s, base)| metric(s) / metric(base))
             .collect()
     };
-    let ratio = |index: usize, to: usize, metric: fn(&Sample) -> f64| {
-        median(per_round(index, to, metric))
-    };
+    let ratio =
+        |index: usize, to: usize, metric: fn(&Sample) -> f64| median(per_round(index, to, metric));
     // How far the rounds spread: the middle half of the per-round ratios.
     let spread = |index: usize, to: usize| {
         let (low, high) = middle_half(per_round(index, to, |s| s.per_cpu_sec));
