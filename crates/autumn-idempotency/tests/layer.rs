@@ -10,7 +10,7 @@ use autumn_idempotency::clock::ManualClock;
 use autumn_idempotency::{IdempotencyStore, MemoryIdempotencyStore};
 use http::StatusCode;
 use support::app::{Call, Fixture, LOCK_TTL, RECORD_TTL};
-use support::faulty::{Faults, FaultyStore};
+use support::faulty::{Faults, FaultyStore, Gate};
 
 #[tokio::test]
 async fn a_retry_replays_the_first_response_byte_for_byte() {
@@ -438,6 +438,7 @@ fn faulty() -> (Fixture, Arc<Faults>) {
         )),
         faults: faults.clone(),
         on_lock: Box::new(|| {}),
+        renew_gate: None,
     };
     (Fixture::with_store(Arc::new(store), clock, |l| l), faults)
 }
@@ -502,6 +503,7 @@ async fn slow_work_before_the_handler_renews_the_lock() {
         faults: faults.clone(),
         // Taking the lock "takes" 10 s: more than a tenth of the lock's TTL.
         on_lock: Box::new(move || ticking.advance(Duration::from_secs(10))),
+        renew_gate: None,
     });
     let f = Fixture::with_store(store, clock.clone(), |l| l);
     let first = tokio::spawn(f.post("/gated").key("k").send());
@@ -527,4 +529,47 @@ async fn slow_work_before_the_handler_renews_the_lock() {
         StatusCode::CREATED,
         "lock was released"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_during_the_renewal_does_not_cancel_the_request() {
+    let clock = ManualClock::new();
+    let inner = Arc::new(MemoryIdempotencyStore::with_clock(
+        RECORD_TTL,
+        Arc::new(clock.clone()),
+    ));
+    let gate = Arc::new(Gate::default());
+    let ticking = clock.clone();
+    let store: Arc<dyn IdempotencyStore> = Arc::new(FaultyStore {
+        inner,
+        faults: Arc::default(),
+        // Taking the lock "takes" 10 s, so the lock is renewed before the
+        // handler starts; the renewal waits at the gate.
+        on_lock: Box::new(move || ticking.advance(Duration::from_secs(10))),
+        renew_gate: Some(gate.clone()),
+    });
+    let f = Fixture::with_store(store, clock, |l| l);
+    let client = tokio::spawn(f.post("/orders").key("k").body("x").send());
+    gate.entered.notified().await;
+    client.abort(); // the client disconnects while the lock is being renewed
+    assert!(client.await.expect_err("aborted").is_cancelled());
+    gate.open.notify_one();
+
+    // The renewal and the handler after it run to completion, and the
+    // response is recorded: the retry replays it instead of getting 409
+    // for the rest of the lock's TTL. (A guard, not a wait for time to
+    // pass: without it a regression would hang here instead of failing.)
+    let retry = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let retry = f.post("/orders").key("k").body("x").send().await;
+            if retry.status != StatusCode::CONFLICT {
+                break retry;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the request finished after its client hung up");
+    assert!(retry.replayed(), "{}", retry.text());
+    assert_eq!(f.runs(), 1);
 }

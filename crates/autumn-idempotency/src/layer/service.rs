@@ -216,16 +216,23 @@ where
             retry: "a retry with the same Idempotency-Key",
         };
         let context = IdempotencyContext::new(key, held, settings.in_flight_ttl);
-        if lock_aged(&settings, locked_at) {
-            // Rare: boxed, so the common path's future does not carry it.
-            if let Err(rejection) = Box::pin(renew(&settings, &context)).await {
-                return Step::Respond(rejection.into_response());
-            }
-        }
+        let aged = lock_aged(&settings, locked_at);
         let mut request = Request::from_parts(parts, Body::from(body));
         request.extensions_mut().insert(context.clone());
+        // Not called yet: the handler starts on the run's first poll.
         let response = call_boxed(inner, request);
-        Step::Run(Box::pin(run_first(settings.mode, context, response)))
+        let run = run_first(settings.mode, context.clone(), response);
+        if !aged {
+            return Step::Run(Box::pin(run));
+        }
+        // Rare. The renewal belongs to the run, so a client that hangs up
+        // meanwhile cancels neither it nor the handler after it.
+        Step::Run(Box::pin(async move {
+            match renew(&settings, &context).await {
+                Ok(()) => run.await,
+                Err(rejection) => rejection.into_response(),
+            }
+        }))
     }
 }
 

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use tokio::sync::Notify;
+
 use autumn_idempotency::{
     IdempotencyEntry, IdempotencyFuture, IdempotencyRecord, IdempotencyStore,
     MemoryIdempotencyStore, StoreError,
@@ -24,6 +26,17 @@ pub struct FaultyStore {
     pub faults: Arc<Faults>,
     /// Called inside every `try_lock`, e.g. to move a clock forward.
     pub on_lock: Box<dyn Fn() + Send + Sync>,
+    /// When set, every `renew_lock` waits at this gate.
+    pub renew_gate: Option<Arc<Gate>>,
+}
+
+/// Where an operation stops until the test lets it go on.
+#[derive(Default)]
+pub struct Gate {
+    /// Notified when an operation reaches the gate.
+    pub entered: Notify,
+    /// Lets one waiting operation through.
+    pub open: Notify,
 }
 
 fn fail<'a, T: Send + 'a>(what: &'static str) -> IdempotencyFuture<'a, T> {
@@ -78,7 +91,14 @@ impl IdempotencyStore for FaultyStore {
         if self.faults.renew.load(Ordering::SeqCst) {
             return fail("renew_lock");
         }
-        self.inner.renew_lock(key, owner, ttl)
+        match &self.renew_gate {
+            None => self.inner.renew_lock(key, owner, ttl),
+            Some(gate) => Box::pin(async move {
+                gate.entered.notify_one();
+                gate.open.notified().await;
+                self.inner.renew_lock(key, owner, ttl).await
+            }),
+        }
     }
     // `claim` and `finish` keep their provided bodies, so this store also
     // proves the trait's defaults.
