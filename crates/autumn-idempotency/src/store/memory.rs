@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -377,6 +378,26 @@ impl std::fmt::Debug for MemoryIdempotencyStore {
     }
 }
 
+/// The store answers at once, so its futures are ready-made. Boxed as
+/// non-capturing closures they are zero-sized, and a zero-sized box
+/// allocates nothing: the common answers cost no allocation at all.
+fn answer_bool<'a>(value: bool) -> IdempotencyFuture<'a, bool> {
+    if value {
+        Box::pin(std::future::poll_fn(|_| Poll::Ready(Ok(true))))
+    } else {
+        Box::pin(std::future::poll_fn(|_| Poll::Ready(Ok(false))))
+    }
+}
+
+/// [`answer_bool`] for a claim: only a found record needs a real box.
+fn answer_claim<'a>(claim: Result<Claim, StoreError>) -> IdempotencyFuture<'a, Claim> {
+    match claim {
+        Ok(Claim::Acquired) => Box::pin(std::future::poll_fn(|_| Poll::Ready(Ok(Claim::Acquired)))),
+        Ok(Claim::InFlight) => Box::pin(std::future::poll_fn(|_| Poll::Ready(Ok(Claim::InFlight)))),
+        other => Box::pin(std::future::ready(other)),
+    }
+}
+
 impl IdempotencyStore for MemoryIdempotencyStore {
     fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
         Box::pin(std::future::ready(self.get_now(key)))
@@ -390,9 +411,7 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         body_hash: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
-        Box::pin(std::future::ready(Ok(
-            self.set_now(key, owner, record, body_hash, ttl, false)
-        )))
+        answer_bool(self.set_now(key, owner, record, body_hash, ttl, false))
     }
 
     fn try_lock<'a>(
@@ -401,12 +420,12 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         owner: &'a str,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
-        Box::pin(std::future::ready(Ok(self.try_lock_now(key, owner, ttl))))
+        answer_bool(self.try_lock_now(key, owner, ttl))
     }
 
     fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()> {
         self.unlock_now(key, owner);
-        Box::pin(std::future::ready(Ok(())))
+        Box::pin(std::future::poll_fn(|_| Poll::Ready(Ok(()))))
     }
 
     fn renew_lock<'a>(
@@ -415,7 +434,7 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         owner: &'a str,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
-        Box::pin(std::future::ready(Ok(self.renew_now(key, owner, ttl))))
+        answer_bool(self.renew_now(key, owner, ttl))
     }
 
     /// Looks up and locks under one shard lock, so a request that finishes
@@ -426,11 +445,7 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         owner: &'a str,
         in_flight_ttl: Duration,
     ) -> IdempotencyFuture<'a, Claim> {
-        Box::pin(std::future::ready(self.claim_now(
-            key,
-            owner,
-            in_flight_ttl,
-        )))
+        answer_claim(self.claim_now(key, owner, in_flight_ttl))
     }
 
     /// Records and unlocks under one shard lock.
@@ -442,7 +457,6 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         body_hash: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
-        let stored = self.set_now(key, owner, record, body_hash, ttl, true);
-        Box::pin(std::future::ready(Ok(stored)))
+        answer_bool(self.set_now(key, owner, record, body_hash, ttl, true))
     }
 }
