@@ -69,18 +69,18 @@ impl Guarded {
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Response> {
         loop {
             let response = match &mut self.phase {
-                Phase::Lookup(lookup) => {
-                    // Replacing the phase drops the finished lookup's box.
-                    self.phase = match std::task::ready!(lookup.as_mut().poll(cx)) {
-                        Step::Respond(response) => {
-                            self.phase = Phase::Done;
-                            return Poll::Ready(response);
-                        }
-                        Step::Forward(future) => Phase::Forward(future),
-                        Step::Run(future) => Phase::Run(future),
-                    };
-                    continue;
-                }
+                // Replacing the phase drops the finished lookup's box.
+                Phase::Lookup(lookup) => match std::task::ready!(lookup.as_mut().poll(cx)) {
+                    Step::Respond(response) => response,
+                    Step::Forward(future) => {
+                        self.phase = Phase::Forward(future);
+                        continue;
+                    }
+                    Step::Run(future) => {
+                        self.phase = Phase::Run(future);
+                        continue;
+                    }
+                },
                 Phase::Forward(future) | Phase::Run(future) => {
                     std::task::ready!(future.as_mut().poll(cx))
                 }
