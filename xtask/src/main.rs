@@ -3,7 +3,7 @@
 //! - `ci`: the checks CI runs (formatting, clippy, tests, docs, feature
 //!   builds), after making sure the services the tests need are up.
 //! - `bench`: the idempotency benchmark.
-//! - `services`: only the service check.
+//! - `services`: only the service setup (see `services.rs`).
 //!
 //! Std only, so that it builds in seconds before anything else.
 
@@ -22,9 +22,10 @@ commands:
   ci        check services, then fmt, clippy, test, doc and feature builds;
             stops at the first failure
   bench     cargo bench -p autumn-web --bench idempotency --features redis,postgres
-  services  make sure Redis and PostgreSQL answer on loopback (start them if
-            they are installed) and that Chromium and ChromeDriver are
-            installed (apt-get install them if not)
+  services  make sure Redis and PostgreSQL answer on loopback and the tests
+            can log in (as root on Debian/Ubuntu: apt-get install, start
+            and set up whatever is missing), and that Chromium and
+            ChromeDriver are installed
   help      this text";
 
 /// Features of `autumn-web` that are each built alone by `cargo xtask ci`
@@ -39,7 +40,7 @@ fn main() -> ExitCode {
     let result = match command.as_deref() {
         Some("ci") => ci(&root),
         Some("bench") => bench(&root),
-        Some("services") => services::ensure(),
+        Some("services") => services::ensure(&root).map(|_| ()),
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -77,7 +78,7 @@ fn repo_root() -> PathBuf {
 struct Step {
     name: String,
     args: Vec<String>,
-    env: Vec<(&'static str, &'static str)>,
+    env: Vec<(String, String)>,
 }
 
 impl Step {
@@ -89,8 +90,8 @@ impl Step {
         }
     }
 
-    fn env(mut self, key: &'static str, value: &'static str) -> Self {
-        self.env.push((key, value));
+    fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
         self
     }
 }
@@ -142,8 +143,13 @@ fn ci_steps() -> Vec<Step> {
 
 fn ci(root: &Path) -> Result<(), String> {
     let started = Instant::now();
-    services::ensure()?;
-    let steps = ci_steps();
+    let found = services::ensure(root)?;
+    let mut steps = ci_steps();
+    // A login made for the tests (say, a generated TEST_DATABASE_URL)
+    // reaches every step that may run them.
+    for step in &mut steps {
+        step.env.extend(found.env.iter().cloned());
+    }
     let total = steps.len();
     for (index, step) in steps.iter().enumerate() {
         println!(
@@ -194,7 +200,7 @@ fn bench(root: &Path) -> Result<(), String> {
 
 /// Runs the `cargo` that runs us (falling back to the one on `PATH`) in the
 /// repository root, with inherited stdio.
-fn cargo(root: &Path, args: &[String], envs: &[(&str, &str)]) -> Result<(), String> {
+fn cargo(root: &Path, args: &[String], envs: &[(String, String)]) -> Result<(), String> {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(&cargo);
     command.args(args).current_dir(root);

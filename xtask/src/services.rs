@@ -1,121 +1,463 @@
-//! The services the tests need, on loopback: reachable, or started when they
-//! are installed, or a warning that names what to do. Also the browser the
-//! saas example's end-to-end tests drive: Debian's Chromium and ChromeDriver,
-//! installed with apt-get when they are missing.
+//! The services the tests need, on loopback: Redis and PostgreSQL reachable
+//! and usable, installed with apt-get and started when they are missing; and
+//! the browser the saas example's end-to-end tests drive (Debian's Chromium
+//! and ChromeDriver). Every step prints one line with how long it took; a
+//! step that cannot be done fails naming the manual step.
+//!
+//! The same functions serve the loopback defaults and, in this module's
+//! tests, a scratch Redis and a scratch PostgreSQL cluster on free ports, so
+//! the start-and-configure path runs on every CI machine, even one where the
+//! services already run.
 
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::on_path;
 
-/// Whether an unreachable service fails `cargo xtask ci`: the store tests run
-/// against real Redis and PostgreSQL, so a missing one is an error that says
-/// what to install or start.
-const REQUIRED: bool = true;
-
 /// How long a service that was just started gets to accept connections.
-const START_WAIT: Duration = Duration::from_secs(15);
+const START_WAIT: Duration = Duration::from_secs(30);
 /// How long one connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
-struct Service {
-    name: &'static str,
-    addr: SocketAddr,
-    /// Starts the service; `Err` says why it could not be.
-    start: fn() -> Result<(), String>,
-    /// What to tell a developer whose machine lacks the service.
-    hint: &'static str,
+/// The variable that points the tests at another Redis.
+const REDIS_URL_VAR: &str = "TEST_REDIS_URL";
+/// The variable that points the tests at another PostgreSQL.
+const DATABASE_URL_VAR: &str = "TEST_DATABASE_URL";
+
+/// What the tests use when no variable says otherwise.
+const DEFAULT_REDIS_PORT: u16 = 6379;
+const DEFAULT_PG_PORT: u16 = 5432;
+/// The URL the tests use by default: trust auth on loopback, as the
+/// project's machines are set up.
+const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// The role and database created for the tests when the default URL does
+/// not work (a fresh install asks for a password on loopback).
+const TEST_ROLE: &str = "autumn_test";
+
+/// What the later steps need to find the services: variables to set for
+/// the `cargo` runs (a generated `TEST_DATABASE_URL`, say).
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    pub(crate) env: Vec<(String, String)>,
 }
 
-fn services() -> [Service; 2] {
-    [
-        Service {
-            name: "Redis",
-            addr: SocketAddr::from(([127, 0, 0, 1], 6379)),
-            start: start_redis,
-            hint: "install it (apt-get install redis-server) or start it: \
-                   redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save \"\" --appendonly no",
-        },
-        Service {
-            name: "PostgreSQL",
-            addr: SocketAddr::from(([127, 0, 0, 1], 5432)),
-            start: start_postgres,
-            hint: "install it (apt-get install postgresql) or start it: \
-                   pg_ctlcluster --skip-systemctl-redirect <version> main start",
-        },
-    ]
-}
-
-/// Makes sure every service answers (see [`REQUIRED`] for what happens when
-/// one does not), then that the browser for the end-to-end tests is there.
-pub(crate) fn ensure() -> Result<(), String> {
-    ensure_services()?;
-    ensure_browser()
-}
-
-fn ensure_services() -> Result<(), String> {
+/// Makes sure Redis and PostgreSQL answer and are usable, then that the
+/// browser for the end-to-end tests is there.
+pub(crate) fn ensure(root: &Path) -> Result<Found, String> {
     let started = Instant::now();
     println!("==> services");
-    let mut waiting = Vec::new();
-    let mut missing = Vec::new();
-    for service in services() {
-        if reachable(service.addr) {
-            println!("    {} is up on {}", service.name, service.addr);
-            continue;
-        }
-        println!(
-            "    {} is not reachable on {}; starting it",
-            service.name, service.addr
-        );
-        match (service.start)() {
-            Ok(()) => waiting.push(service),
-            Err(why) => missing.push((service, why)),
-        }
+    let mut found = Found::default();
+    match std::env::var(REDIS_URL_VAR) {
+        Ok(url) => check_given(REDIS_URL_VAR, &url, DEFAULT_REDIS_PORT)?,
+        Err(_) => ensure_redis(&RedisTarget::default_loopback())?,
     }
-    let deadline = Instant::now() + START_WAIT;
-    for service in waiting {
-        if wait_for(service.addr, deadline) {
-            println!("    {} is up on {}", service.name, service.addr);
-        } else {
-            let why = format!("started, but not answering after {}s", START_WAIT.as_secs());
-            missing.push((service, why));
+    match std::env::var(DATABASE_URL_VAR) {
+        Ok(url) => check_given(DATABASE_URL_VAR, &url, DEFAULT_PG_PORT)?,
+        Err(_) => {
+            let url = ensure_postgres(&PgTarget::default_loopback(root))?;
+            if url != DEFAULT_DATABASE_URL {
+                println!(
+                    "    the tests use {} (kept in {})",
+                    redact(&url),
+                    PgTarget::default_loopback(root).url_file.display()
+                );
+                found.env.push((DATABASE_URL_VAR.to_owned(), url));
+            }
         }
-    }
-    for (service, why) in &missing {
-        eprintln!(
-            "warning: {} is not reachable on {} ({why}): {}",
-            service.name, service.addr, service.hint
-        );
     }
     println!(
-        "==> services checked in {:.1}s",
+        "==> services ready in {:.1}s",
         started.elapsed().as_secs_f64()
     );
-    if REQUIRED && !missing.is_empty() {
-        let names: Vec<_> = missing.iter().map(|(s, _)| s.name).collect();
-        return Err(format!("services not reachable: {}", names.join(", ")));
+    ensure_browser()?;
+    Ok(found)
+}
+
+/// A service the developer pointed the tests at: it must answer; Autumn
+/// neither installs nor starts it.
+fn check_given(var: &str, url: &str, default_port: u16) -> Result<(), String> {
+    let Some(addr) = socket_addr_of(url, default_port) else {
+        return Err(format!(
+            "{var}={} names no host:port this check can reach; fix the variable",
+            redact(url)
+        ));
+    };
+    if reachable(&addr) {
+        println!("    {var} answers on {addr}");
+        Ok(())
+    } else {
+        Err(format!(
+            "{var}={} does not answer on {addr}; start that service, or unset {var} to use (and set up) the local one",
+            redact(url)
+        ))
     }
+}
+
+// ---------------------------------------------------------------- Redis
+
+/// A Redis the tests use: where it listens, and where a started one keeps
+/// its pid file and log.
+pub(crate) struct RedisTarget {
+    pub(crate) port: u16,
+    /// `None`: the machine's usual places (as the services are started on
+    /// the project's machines).
+    pub(crate) dir: Option<PathBuf>,
+}
+
+impl RedisTarget {
+    fn default_loopback() -> Self {
+        Self {
+            port: DEFAULT_REDIS_PORT,
+            dir: None,
+        }
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+const REDIS_HINT: &str = "install Redis 7 (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) \
+     and start it on 127.0.0.1:6379 (redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no), \
+     or point TEST_REDIS_URL at one";
+
+/// Redis answers on `target`, or is installed (apt-get, as root) and
+/// started there.
+pub(crate) fn ensure_redis(target: &RedisTarget) -> Result<(), String> {
+    if reachable(&target.addr()) {
+        println!("    Redis is up on {}", target.addr());
+        return Ok(());
+    }
+    println!("    Redis is not reachable on {}", target.addr());
+    if !on_path("redis-server") {
+        install(&["redis-server"], "redis-server").map_err(|why| format!("{why}; {REDIS_HINT}"))?;
+    }
+    step("start redis-server", || start_redis(target))
+        .map_err(|why| format!("{why}; {REDIS_HINT}"))?;
+    step("wait for Redis", || wait_for(&target.addr()))
+        .map_err(|why| format!("{why}; {REDIS_HINT}"))?;
+    println!("    Redis is up on {}", target.addr());
     Ok(())
 }
 
-fn reachable(addr: SocketAddr) -> bool {
-    TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).is_ok()
+fn start_redis(target: &RedisTarget) -> Result<(), String> {
+    let port = target.port.to_string();
+    let mut args = vec![
+        "--daemonize",
+        "yes",
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        &port,
+        // The tests need nothing kept on disk.
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ];
+    let dir;
+    let pidfile;
+    let logfile;
+    if let Some(path) = &target.dir {
+        fs::create_dir_all(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        dir = path.display().to_string();
+        pidfile = path.join("redis.pid").display().to_string();
+        logfile = path.join("redis.log").display().to_string();
+        args.extend(["--dir", &dir, "--pidfile", &pidfile, "--logfile", &logfile]);
+    }
+    run("redis-server", &args)
 }
 
-fn wait_for(addr: SocketAddr, deadline: Instant) -> bool {
+// ---------------------------------------------------------------- PostgreSQL
+
+/// A PostgreSQL the tests use.
+pub(crate) struct PgTarget {
+    pub(crate) port: u16,
+    pub(crate) cluster: PgCluster,
+    /// Where a URL made for the tests (with a generated password) is kept,
+    /// so later runs reuse it.
+    pub(crate) url_file: PathBuf,
+}
+
+/// A cluster of Debian's `postgresql-common`, started with `pg_ctlcluster`
+/// and created with `pg_createcluster` when there is none.
+pub(crate) struct PgCluster {
+    /// The major version; `None`: the newest installed.
+    pub(crate) version: Option<String>,
+    /// `main` for the machine's own; the tests name a scratch one.
+    pub(crate) name: String,
+}
+
+impl PgTarget {
+    fn default_loopback(root: &Path) -> Self {
+        Self {
+            port: DEFAULT_PG_PORT,
+            cluster: PgCluster {
+                version: None,
+                name: "main".to_owned(),
+            },
+            url_file: root
+                .join("target")
+                .join("test-services")
+                .join("postgres-url"),
+        }
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn default_url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/test", self.port)
+    }
+}
+
+const POSTGRES_HINT: &str = "install PostgreSQL 15 or newer (Debian/Ubuntu: apt-get install postgresql; macOS: brew install postgresql@15), \
+     start it on 127.0.0.1:5432, and either allow user postgres in database `test` on loopback \
+     or point TEST_DATABASE_URL at a database the tests may create schemas in \
+     (e.g. TEST_DATABASE_URL=postgres://me:secret@127.0.0.1:5432/autumn_test)";
+
+/// PostgreSQL answers on `target` and the tests can log in: returns the
+/// URL they should use. Installs (apt-get, as root), creates and starts a
+/// cluster when there is none; when the default URL is refused, creates a
+/// role and a database for the tests with a generated password. It never
+/// edits an existing `pg_hba.conf` or any other setting of the cluster.
+pub(crate) fn ensure_postgres(target: &PgTarget) -> Result<String, String> {
+    let hint = |why: String| format!("{why}; {POSTGRES_HINT}");
+    if reachable(&target.addr()) {
+        println!("    PostgreSQL is up on {}", target.addr());
+    } else {
+        println!("    PostgreSQL is not reachable on {}", target.addr());
+        if pg_versions().is_empty() {
+            install(&["postgresql"], "postgresql").map_err(hint)?;
+        }
+        step("start PostgreSQL", || start_postgres(target)).map_err(hint)?;
+        step("wait for PostgreSQL", || wait_for(&target.addr())).map_err(hint)?;
+        println!("    PostgreSQL is up on {}", target.addr());
+    }
+    if !on_path("psql") {
+        return Err(hint(
+            "psql is not installed, so the tests' login cannot be checked".to_owned(),
+        ));
+    }
+    let default = target.default_url();
+    if can_log_in(&default) {
+        println!("    the tests can log in as {default}");
+        return Ok(default);
+    }
+    if let Ok(kept) = fs::read_to_string(&target.url_file) {
+        let kept = kept.trim().to_owned();
+        if can_log_in(&kept) {
+            println!("    the tests can log in as {}", redact(&kept));
+            return Ok(kept);
+        }
+    }
+    println!("    {default} is refused; creating a role and a database for the tests");
+    let url = step("create the tests' role and database", || {
+        create_test_role(target)
+    })
+    .map_err(hint)?;
+    if !can_log_in(&url) {
+        return Err(hint(format!(
+            "created role {TEST_ROLE}, but {} is refused: the cluster's pg_hba.conf allows no password login on 127.0.0.1 \
+             (add `host all {TEST_ROLE} 127.0.0.1/32 scram-sha-256` yourself; this check never edits it)",
+            redact(&url)
+        )));
+    }
+    if let Some(dir) = target.url_file.parent() {
+        fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    fs::write(&target.url_file, format!("{url}\n"))
+        .map_err(|e| format!("cannot write {}: {e}", target.url_file.display()))?;
+    Ok(url)
+}
+
+/// Installed major versions, newest first.
+fn pg_versions() -> Vec<String> {
+    let mut versions: Vec<String> = fs::read_dir("/usr/lib/postgresql")
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|entry| entry.path().join("bin").join("postgres").is_file())
+                .filter_map(|entry| entry.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    versions.sort_by_key(|v| std::cmp::Reverse(v.parse::<u32>().unwrap_or(0)));
+    versions
+}
+
+fn start_postgres(target: &PgTarget) -> Result<(), String> {
+    if !on_path("pg_ctlcluster") {
+        return Err("pg_ctlcluster (Debian's postgresql-common) is not installed".into());
+    }
+    let name = &target.cluster.name;
+    let version = match &target.cluster.version {
+        Some(version) => version.clone(),
+        None => pg_versions()
+            .into_iter()
+            .next()
+            .ok_or("no PostgreSQL server is installed under /usr/lib/postgresql")?,
+    };
+    let config = Path::new("/etc/postgresql").join(&version).join(name);
+    if !config.is_dir() {
+        let port = target.port.to_string();
+        println!("    no cluster {version}/{name}: pg_createcluster {version} {name} -p {port}");
+        run("pg_createcluster", &[&version, name, "-p", &port])?;
+    }
+    run(
+        "pg_ctlcluster",
+        &["--skip-systemctl-redirect", &version, name, "start"],
+    )
+}
+
+/// Whether `psql` can log in with `url` and run a query.
+fn can_log_in(url: &str) -> bool {
+    Command::new("psql")
+        .args([url, "-Atqc", "SELECT 1"])
+        .env("PGCONNECT_TIMEOUT", "5")
+        .output()
+        .is_ok_and(|out| out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "1")
+}
+
+/// Creates (or gives a new password to) the tests' role, and its database,
+/// as the cluster's superuser over the local socket; returns the URL.
+fn create_test_role(target: &PgTarget) -> Result<String, String> {
+    let password = random_hex(16)?;
+    // The password is hex, so it needs no quoting in SQL or in the URL.
+    let role = format!(
+        "DO $$ BEGIN \
+           IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{TEST_ROLE}') THEN \
+             ALTER ROLE {TEST_ROLE} LOGIN CREATEDB PASSWORD '{password}'; \
+           ELSE \
+             CREATE ROLE {TEST_ROLE} LOGIN CREATEDB PASSWORD '{password}'; \
+           END IF; \
+         END $$;"
+    );
+    as_superuser(target.port, &role)?;
+    let exists = as_superuser(
+        target.port,
+        &format!("SELECT 1 FROM pg_database WHERE datname = '{TEST_ROLE}'"),
+    )?;
+    if exists.trim() != "1" {
+        as_superuser(
+            target.port,
+            &format!("CREATE DATABASE {TEST_ROLE} OWNER {TEST_ROLE}"),
+        )?;
+    }
+    Ok(format!(
+        "postgres://{TEST_ROLE}:{password}@127.0.0.1:{}/{TEST_ROLE}",
+        target.port
+    ))
+}
+
+/// Runs `sql` as the `postgres` superuser over the local socket (peer
+/// authentication, Debian's default), which needs root.
+fn as_superuser(port: u16, sql: &str) -> Result<String, String> {
+    if !is_root() {
+        return Err(format!(
+            "setting up the tests' role needs the postgres superuser; as root this check runs \
+             `runuser -u postgres -- psql -p {port}`, and this is not root"
+        ));
+    }
+    let output = Command::new("runuser")
+        .args(["-u", "postgres", "--", "psql", "-p", &port.to_string()])
+        .args(["-d", "postgres", "-v", "ON_ERROR_STOP=1", "-Atqc", sql])
+        .output()
+        .map_err(|e| format!("could not run runuser: {e}"))?;
+    if output.status.success() {
+        return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
+    }
+    Err(format!(
+        "psql as postgres exited with {}: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr).trim()
+    ))
+}
+
+fn random_hex(bytes: usize) -> Result<String, String> {
+    use std::io::Read as _;
+    let mut buffer = vec![0u8; bytes];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut file| file.read_exact(&mut buffer))
+        .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// `url` with its password masked.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.split_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+/// `host:port` of a `redis://` or `postgres://` URL.
+fn socket_addr_of(url: &str, default_port: u16) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?']).next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if host_port.is_empty() {
+        return None;
+    }
+    // A bracketed IPv6 literal keeps its colons.
+    let has_port = match host_port.rfind(']') {
+        Some(close) => host_port[close..].contains(':'),
+        None => host_port.contains(':'),
+    };
+    Some(if has_port {
+        host_port.to_owned()
+    } else {
+        format!("{host_port}:{default_port}")
+    })
+}
+
+// ---------------------------------------------------------------- shared
+
+fn reachable(addr: &str) -> bool {
+    use std::net::ToSocketAddrs as _;
+    addr.to_socket_addrs().is_ok_and(|mut addrs| {
+        addrs.any(|addr: SocketAddr| TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).is_ok())
+    })
+}
+
+fn wait_for(addr: &str) -> Result<(), String> {
+    let deadline = Instant::now() + START_WAIT;
     loop {
         if reachable(addr) {
-            return true;
+            return Ok(());
         }
         if Instant::now() >= deadline {
-            return false;
+            return Err(format!(
+                "started, but nothing answers on {addr} after {}s",
+                START_WAIT.as_secs()
+            ));
         }
-        thread::sleep(Duration::from_millis(250));
+        thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Runs one step, printing its name and how long it took.
+fn step<T>(name: &str, work: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    let started = Instant::now();
+    let outcome = work();
+    let secs = started.elapsed().as_secs_f64();
+    match &outcome {
+        Ok(_) => println!("    {name}: done in {secs:.1}s"),
+        Err(why) => println!("    {name}: failed after {secs:.1}s: {}", last_line(why)),
+    }
+    outcome
 }
 
 /// Runs `program args`, returning its output as the error when it fails.
@@ -134,162 +476,48 @@ fn run(program: &str, args: &[&str]) -> Result<(), String> {
     Err(format!("{program} exited with {}: {text}", output.status))
 }
 
-fn start_redis() -> Result<(), String> {
-    if !on_path("redis-server") {
-        return Err("redis-server is not installed".into());
-    }
-    run(
-        "redis-server",
-        &[
-            "--daemonize",
-            "yes",
-            "--bind",
-            "127.0.0.1",
-            "-::1",
-            "--port",
-            "6379",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-    )
-}
+// ---------------------------------------------------------------- installs
 
-fn start_postgres() -> Result<(), String> {
-    if !on_path("pg_ctlcluster") {
-        return Err("pg_ctlcluster is not installed".into());
-    }
-    // One directory per installed major version; try the newest first.
-    let mut versions: Vec<String> = fs::read_dir("/etc/postgresql")
-        .map_err(|e| format!("no cluster in /etc/postgresql: {e}"))?
-        .filter_map(Result::ok)
-        .filter(|entry| entry.path().join("main").is_dir())
-        .filter_map(|entry| entry.file_name().into_string().ok())
-        .collect();
-    versions.sort_by_key(|v| std::cmp::Reverse(v.parse::<u32>().unwrap_or(0)));
-    let mut last_error = String::from("no `main` cluster in /etc/postgresql");
-    for version in versions {
-        match run(
-            "pg_ctlcluster",
-            &["--skip-systemctl-redirect", &version, "main", "start"],
-        ) {
-            Ok(()) => return Ok(()),
-            Err(why) => last_error = why,
-        }
-    }
-    Err(last_error)
-}
-
-/// The files the browser tests (examples/saas/tests/browser.rs) run.
-const BROWSER_FILES: [&str; 2] = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
-/// The Debian packages that hold them.
-const BROWSER_PACKAGES: [&str; 2] = ["chromium", "chromium-driver"];
-const BROWSER_HINT: &str =
-    "install them as root: apt-get update && apt-get install -y chromium chromium-driver";
-
-/// Makes sure Chromium and ChromeDriver are installed, installing them with
-/// apt-get (as root, after `apt-get update` when the package lists are empty
-/// or stale) when they are not.
-fn ensure_browser() -> Result<(), String> {
-    let started = Instant::now();
-    println!("==> browser (Chromium and ChromeDriver for the end-to-end tests)");
-    let missing = missing_browser_files();
-    if missing.is_empty() {
-        println!("    {} is installed", browser_version());
-        println!(
-            "==> browser checked in {:.1}s",
-            started.elapsed().as_secs_f64()
-        );
-        return Ok(());
-    }
-    println!("    missing: {}", missing.join(", "));
-    install_browser().map_err(|why| {
-        format!(
-            "Chromium/ChromeDriver missing ({}): {why}; {BROWSER_HINT}",
-            missing.join(", ")
-        )
-    })?;
-    let still_missing = missing_browser_files();
-    if !still_missing.is_empty() {
+/// Installs Debian `packages` with apt-get, as root; `what` names them in
+/// messages. Refreshes the package lists first when they are empty, and
+/// once more when the install fails on stale ones.
+fn install(packages: &[&str], what: &str) -> Result<(), String> {
+    if !on_path("apt-get") {
         return Err(format!(
-            "apt-get installed {} but {} is still missing; {BROWSER_HINT}",
-            BROWSER_PACKAGES.join(" "),
-            still_missing.join(", ")
+            "{what} is missing and apt-get is not available on this machine to install it"
         ));
     }
-    println!("    installed {}", browser_version());
-    println!(
-        "==> browser installed in {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
-}
-
-fn missing_browser_files() -> Vec<&'static str> {
-    BROWSER_FILES
-        .into_iter()
-        .filter(|file| !Path::new(file).is_file())
-        .collect()
-}
-
-/// What the installed ChromeDriver says of its version (it matches
-/// Chromium's: both come from the same Debian source package).
-fn browser_version() -> String {
-    Command::new("/usr/bin/chromedriver")
-        .arg("--version")
-        .output()
-        .ok()
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        .filter(|version| !version.is_empty())
-        .unwrap_or_else(|| "ChromeDriver".to_owned())
-}
-
-fn install_browser() -> Result<(), String> {
-    if !on_path("apt-get") {
-        return Err("apt-get is not available on this machine".into());
-    }
     if !is_root() {
-        return Err("installing needs root, and this is not root".into());
+        return Err(format!(
+            "{what} is missing and installing it needs root (apt-get install -y {})",
+            packages.join(" ")
+        ));
     }
-    let mut install = vec!["install", "-y"];
-    install.extend(BROWSER_PACKAGES);
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend(packages);
     if !apt_lists_present() {
-        println!("    the apt package lists are empty: apt-get update");
-        apt_get(&["update"])?;
-        println!("    apt-get {}", install.join(" "));
-        return apt_get(&install);
+        step("apt-get update (the package lists are empty)", || {
+            apt_get(&["update"])
+        })?;
+        return step(&format!("apt-get {}", args.join(" ")), || apt_get(&args));
     }
-    println!("    apt-get {}", install.join(" "));
-    match apt_get(&install) {
+    match step(&format!("apt-get {}", args.join(" ")), || apt_get(&args)) {
         Ok(()) => Ok(()),
-        Err(why) => {
-            // Usually stale package lists (a version that is gone from the
-            // mirror): refresh them and try once more.
-            println!(
-                "    that failed ({}); apt-get update, then again",
-                last_line(&why)
-            );
-            apt_get(&["update"])?;
-            println!("    apt-get {}", install.join(" "));
-            apt_get(&install)
+        // Usually stale package lists (a version gone from the mirror).
+        Err(_) => {
+            step("apt-get update", || apt_get(&["update"]))?;
+            step(&format!("apt-get {}", args.join(" ")), || apt_get(&args))
         }
     }
 }
 
 fn apt_get(args: &[&str]) -> Result<(), String> {
-    let started = Instant::now();
     let output = Command::new("apt-get")
         .args(args)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .output()
         .map_err(|e| format!("could not run apt-get: {e}"))?;
     if output.status.success() {
-        println!(
-            "    apt-get {} done in {:.1}s",
-            args[0],
-            started.elapsed().as_secs_f64()
-        );
         return Ok(());
     }
     let mut text = String::from_utf8_lossy(&output.stderr).trim().to_owned();
@@ -331,3 +559,71 @@ fn is_root() -> bool {
         .output()
         .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
 }
+
+// ---------------------------------------------------------------- browser
+
+/// The files the browser tests (examples/saas/tests/browser.rs) run.
+const BROWSER_FILES: [&str; 2] = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
+/// The Debian packages that hold them.
+const BROWSER_PACKAGES: [&str; 2] = ["chromium", "chromium-driver"];
+const BROWSER_HINT: &str =
+    "install them as root: apt-get update && apt-get install -y chromium chromium-driver";
+
+/// Makes sure Chromium and ChromeDriver are installed, installing them with
+/// apt-get (as root) when they are not.
+fn ensure_browser() -> Result<(), String> {
+    let started = Instant::now();
+    println!("==> browser (Chromium and ChromeDriver for the end-to-end tests)");
+    let missing = missing_browser_files();
+    if missing.is_empty() {
+        println!("    {} is installed", browser_version());
+        println!(
+            "==> browser checked in {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
+        return Ok(());
+    }
+    println!("    missing: {}", missing.join(", "));
+    install(&BROWSER_PACKAGES, "Chromium/ChromeDriver").map_err(|why| {
+        format!(
+            "Chromium/ChromeDriver missing ({}): {why}; {BROWSER_HINT}",
+            missing.join(", ")
+        )
+    })?;
+    let still_missing = missing_browser_files();
+    if !still_missing.is_empty() {
+        return Err(format!(
+            "apt-get installed {} but {} is still missing; {BROWSER_HINT}",
+            BROWSER_PACKAGES.join(" "),
+            still_missing.join(", ")
+        ));
+    }
+    println!("    installed {}", browser_version());
+    println!(
+        "==> browser installed in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn missing_browser_files() -> Vec<&'static str> {
+    BROWSER_FILES
+        .into_iter()
+        .filter(|file| !Path::new(file).is_file())
+        .collect()
+}
+
+/// What the installed ChromeDriver says of its version (it matches
+/// Chromium's: both come from the same Debian source package).
+fn browser_version() -> String {
+    Command::new("/usr/bin/chromedriver")
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .filter(|version| !version.is_empty())
+        .unwrap_or_else(|| "ChromeDriver".to_owned())
+}
+
+#[cfg(test)]
+mod tests;
