@@ -33,14 +33,15 @@ mod error;
 mod load;
 mod sections;
 mod settings;
+mod validate;
 pub(crate) use settings::redact;
 #[cfg(test)]
 mod tests;
 
 pub use error::ConfigError;
 pub use sections::{
-    Backend, DatabaseConfig, IdempotencyConfig, LogConfig, RedisConfig, SecurityConfig,
-    ServerConfig, SessionConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+    Backend, DatabaseConfig, IdempotencyConfig, LogConfig, MIN_HEADER_BYTES, RedisConfig,
+    SecurityConfig, ServerConfig, SessionConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
 };
 
 use load::Layers;
