@@ -947,10 +947,15 @@ fn server_limits_that_serve_nobody_are_refused() {
 #[test]
 fn a_config_changed_in_code_is_checked_too() {
     let mut config = AutumnConfig::default();
-    assert!(config.validate().is_ok());
+    assert!(config.validate().is_ok(), "every default is valid");
     config.idempotency.in_flight_ttl_secs = 0;
     let error = config.validate().expect_err("a zero lock TTL");
     assert_eq!(error.key(), Some("idempotency.in_flight_ttl_secs"));
+    assert_eq!(error.origin(), Some(Source::Code));
+    assert!(
+        one_line(&error).starts_with("invalid value for `idempotency.in_flight_ttl_secs` in code:"),
+        "{error}"
+    );
 }
 
 #[test]

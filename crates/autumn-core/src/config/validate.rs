@@ -72,12 +72,9 @@ impl AutumnConfig {
         }
     }
 
-    /// Where `key` was set; the built-in default when no source set it.
+    /// Where `key` was set. Every default passes [`validate`](Self::validate), so a refused
+    /// value that no file or variable set was set by the program.
     fn source(&self, key: &str) -> Source {
-        self.provenance
-            .0
-            .get(key)
-            .cloned()
-            .unwrap_or(Source::Default)
+        self.provenance.0.get(key).cloned().unwrap_or(Source::Code)
     }
 }
