@@ -51,7 +51,12 @@ pub(crate) async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(error) => {
-                    accept_failed(error).await;
+                    if must_pause(&error) {
+                        tokio::select! {
+                            () = &mut shutdown => break,
+                            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        }
+                    }
                     continue;
                 }
             },
@@ -216,19 +221,19 @@ impl Drop for OpenConnection {
     }
 }
 
-/// A failed accept: a connection reset before it was accepted is the client's business;
-/// anything else (out of file descriptors) is logged and retried after a pause, so the loop
-/// does not spin.
-async fn accept_failed(error: std::io::Error) {
+/// Whether a failed accept calls for a pause. A connection reset before it was accepted is the
+/// client's business; anything else (out of file descriptors) is logged and retried after a
+/// pause, so the loop does not spin.
+fn must_pause(error: &std::io::Error) -> bool {
     use std::io::ErrorKind;
     if matches!(
         error.kind(),
         ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
     ) {
-        return;
+        return false;
     }
     tracing::error!(%error, "cannot accept a connection; retrying in 1s");
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    true
 }
 
 fn log_connection_error(result: Result<(), hyper::Error>) {
