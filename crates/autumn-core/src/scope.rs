@@ -60,15 +60,22 @@ fn request_scope(
     scope
 }
 
-/// The value of cookie `name`, from any `Cookie` header.
-pub(crate) fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+/// The value of cookie `name`, from any `Cookie` header, as bytes.
+///
+/// Parsed byte-wise: one cookie whose value is not UTF-8 (another app on the
+/// same domain can set anything) must not hide the session cookie beside it,
+/// which would move a signed-in user into the anonymous scope.
+pub(crate) fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
     headers
         .get_all(header::COOKIE)
         .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(key, _)| *key == name)
+        .flat_map(|value| value.as_bytes().split(|byte| *byte == b';'))
+        .filter_map(|pair| {
+            let pair = pair.trim_ascii();
+            let equals = pair.iter().position(|byte| *byte == b'=')?;
+            Some((&pair[..equals], &pair[equals + 1..]))
+        })
+        .find(|(key, _)| *key == name.as_bytes())
         .map(|(_, value)| value)
 }
 
@@ -120,5 +127,37 @@ mod tests {
             request_scope(&acme, "s", Some(&tenant)),
             request_scope(&globex, "s", Some(&tenant))
         );
+    }
+
+    #[test]
+    fn a_non_utf8_cookie_does_not_hide_the_session_cookie() {
+        let mut mixed = HeaderMap::new();
+        mixed.append(
+            header::COOKIE,
+            HeaderValue::from_bytes(b"tracker=caf\xe9; autumn_session=abc")
+                .expect("visible bytes are a valid header value"),
+        );
+        let clean = headers(&[("cookie", "autumn_session=abc")]);
+        let anonymous = headers(&[]);
+        assert_eq!(cookie(&mixed, "autumn_session"), Some(&b"abc"[..]));
+        assert_eq!(
+            request_scope(&mixed, "autumn_session", None),
+            request_scope(&clean, "autumn_session", None)
+        );
+        assert_ne!(
+            request_scope(&mixed, "autumn_session", None),
+            request_scope(&anonymous, "autumn_session", None)
+        );
+    }
+
+    #[test]
+    fn a_non_utf8_session_cookie_is_kept_as_its_bytes() {
+        let mut map = HeaderMap::new();
+        map.append(
+            header::COOKIE,
+            HeaderValue::from_bytes(b"autumn_session=\xff\xfe")
+                .expect("visible bytes are a valid header value"),
+        );
+        assert_eq!(cookie(&map, "autumn_session"), Some(&b"\xff\xfe"[..]));
     }
 }

@@ -5,7 +5,11 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use axum::response::Response;
 
@@ -95,11 +99,90 @@ impl Guarded {
 
 impl Drop for Guarded {
     fn drop(&mut self) {
-        if let Phase::Run(future) = std::mem::replace(&mut self.phase, Phase::Done) {
+        if let Phase::Run(future) = std::mem::replace(&mut self.phase, Phase::Done)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            // Counted before it is spawned, so a shutdown that starts
+            // waiting right after cannot miss it.
+            let counted = DetachedRun::start();
             // Moving the box moves a pointer: the pinned future stays put.
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(future);
-            }
+            runtime.spawn(async move {
+                let _counted = counted;
+                future.await
+            });
+        }
+    }
+}
+
+/// How many detached runs are still going, process-wide, and a way to hear
+/// when that number drops.
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+static FINISHED: std::sync::LazyLock<Notify> = std::sync::LazyLock::new(Notify::new);
+
+/// One detached run, counted while it lives; dropped when the run finishes
+/// or its runtime shuts down under it.
+struct DetachedRun;
+
+impl DetachedRun {
+    fn start() -> Self {
+        RUNNING.fetch_add(1, Ordering::AcqRel);
+        Self
+    }
+}
+
+impl Drop for DetachedRun {
+    fn drop(&mut self) {
+        if RUNNING.fetch_sub(1, Ordering::AcqRel) == 1 {
+            FINISHED.notify_waiters();
+        }
+    }
+}
+
+/// How many first-time runs are still going after their client hung up.
+///
+/// A request that holds its lock when the client disconnects keeps running
+/// on a task of its own, so its response is still recorded and the client's
+/// retry gets a replay. Counted across the whole process.
+///
+/// ```
+/// assert_eq!(autumn_idempotency::detached_runs(), 0);
+/// ```
+#[must_use]
+pub fn detached_runs() -> usize {
+    RUNNING.load(Ordering::Acquire)
+}
+
+/// Waits up to `limit` for every detached run to finish (see
+/// [`detached_runs`]), and returns how many are still going: 0 when all
+/// finished in time.
+///
+/// A server calls this after it stops accepting connections and before its
+/// runtime shuts down: a run cancelled mid-handler records nothing and
+/// leaves its key locked until the lock's TTL lapses.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use std::time::Duration;
+/// let abandoned = autumn_idempotency::wait_for_detached_runs(Duration::from_secs(5)).await;
+/// assert_eq!(abandoned, 0);
+/// # }
+/// ```
+pub async fn wait_for_detached_runs(limit: Duration) -> usize {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let finished = FINISHED.notified();
+        let mut finished = std::pin::pin!(finished);
+        // Registered before the count is read, so a run finishing in between
+        // still wakes this waiter.
+        finished.as_mut().enable();
+        let running = detached_runs();
+        if running == 0 {
+            return 0;
+        }
+        tokio::select! {
+            () = finished => {}
+            () = tokio::time::sleep_until(deadline) => return detached_runs(),
         }
     }
 }

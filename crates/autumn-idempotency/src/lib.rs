@@ -34,6 +34,7 @@ pub mod submit;
 pub use context::{IdempotencyContext, IdempotencyScope};
 #[cfg(feature = "database")]
 pub use database::{DbIdempotencyStore, FRAMEWORK_MIGRATIONS};
+pub use detach::{detached_runs, wait_for_detached_runs};
 pub use layer::{IdempotencyLayer, ReplayMode};
 pub use metrics::{IdempotencyMetrics, MetricsSnapshot};
 pub use problem::{IdempotencyRejection, Problem};

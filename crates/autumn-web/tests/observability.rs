@@ -77,7 +77,13 @@ fn a_lock_shorter_than_the_request_timeout_warns_at_boot() {
         "no warning when the lock outlives the timeout: {fine}"
     );
 
-    let note = build_with("");
+    let default = build_with("");
+    assert!(
+        !default.contains("in_flight_ttl_secs"),
+        "the default request timeout (30s) sits below the default lock TTL (60s): {default}"
+    );
+
+    let note = build_with("[server.timeouts]\nrequest_timeout_ms = 0\n");
     assert!(
         note.contains("INFO") && note.contains("no server.timeouts.request_timeout_ms set"),
         "{note}"

@@ -206,6 +206,8 @@ impl AppBuilder {
             Some(config) => config,
             None => AutumnConfig::load()?,
         };
+        // A configuration built or changed in code has not been through loading's check.
+        config.validate()?;
         for setting in config.effective_settings() {
             tracing::debug!(source = %setting.source, "{} = {}", setting.key, setting.value);
         }

@@ -3,6 +3,7 @@
 
 mod launch;
 mod serve;
+mod server;
 
 use std::sync::Arc;
 

@@ -1,14 +1,17 @@
 //! Binding, serving and shutting down.
 
+use std::future::Future;
+
 use tokio::net::TcpListener;
 
 use super::AppBuilder;
-use super::launch::LaunchError;
+use super::launch::{LaunchError, Launched};
 
 impl AppBuilder {
     /// Loads the configuration, builds the app, serves it on
     /// `[server] host`/`port` until SIGINT or SIGTERM, then drains in-flight
-    /// requests and returns.
+    /// requests and first-time runs whose client hung up (within
+    /// `[server] shutdown_grace_ms`) and returns.
     ///
     /// A launch failure (bad configuration, a port in use) logs one line
     /// naming what to fix and exits the process with status 1; use
@@ -38,15 +41,55 @@ impl AppBuilder {
                 address: address.clone(),
                 source,
             })?;
-        let bound = listener.local_addr().map_err(LaunchError::Serve)?;
-        tracing::info!(profile = %launched.config.profile, "autumn listening on http://{bound}");
-        axum::serve(listener, launched.router)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .map_err(LaunchError::Serve)?;
-        tracing::info!("autumn stopped");
-        Ok(())
+        serve_launched(launched, listener, shutdown_signal()).await
     }
+
+    /// Builds the app and serves it on `listener` until `shutdown` completes,
+    /// then drains as [`run`](Self::run) does. For embedding the server in a
+    /// program that owns its listener and decides when to stop (tests bind
+    /// port 0).
+    ///
+    /// ```no_run
+    /// # use autumn_core::app;
+    /// # async fn demo() -> Result<(), autumn_core::app::LaunchError> {
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    /// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    /// # drop(stop);
+    /// app()
+    ///     .serve(listener, async move {
+    ///         let _ = stopped.await;
+    ///     })
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError`] when the configuration or routes are invalid or a
+    /// service the configuration names is unreachable.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), LaunchError> {
+        let launched = self.launch()?;
+        launched.startup.check().await?;
+        serve_launched(launched, listener, shutdown).await
+    }
+}
+
+/// The one serving path of `try_run()` and `serve()`.
+async fn serve_launched(
+    launched: Launched,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), LaunchError> {
+    let bound = listener.local_addr().map_err(LaunchError::Serve)?;
+    tracing::info!(profile = %launched.config.profile, "autumn listening on http://{bound}");
+    super::server::serve(listener, launched.router, &launched.config.server, shutdown).await;
+    tracing::info!("autumn stopped");
+    Ok(())
 }
 
 async fn shutdown_signal() {
@@ -74,5 +117,4 @@ async fn shutdown_signal() {
         () = interrupt => {}
         () = terminate => {}
     }
-    tracing::info!("shutting down: finishing in-flight requests");
 }

@@ -79,6 +79,7 @@ impl Layers {
                 Ok(mut config) => {
                     config.profile = profile;
                     config.provenance = Provenance(self.sources);
+                    config.validate()?;
                     return Ok(config);
                 }
                 Err(error) => error,

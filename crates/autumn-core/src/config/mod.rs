@@ -33,14 +33,15 @@ mod error;
 mod load;
 mod sections;
 mod settings;
+mod validate;
 pub(crate) use settings::redact;
 #[cfg(test)]
 mod tests;
 
 pub use error::ConfigError;
 pub use sections::{
-    Backend, DatabaseConfig, IdempotencyConfig, LogConfig, RedisConfig, SecurityConfig,
-    ServerConfig, SessionConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+    Backend, DatabaseConfig, IdempotencyConfig, LogConfig, MIN_HEADER_BYTES, RedisConfig,
+    SecurityConfig, ServerConfig, SessionConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
 };
 
 use load::Layers;
@@ -209,16 +210,20 @@ pub enum Source {
     Env(String),
     /// A TOML string passed to [`AutumnConfig::from_toml_str`].
     Inline,
+    /// The program itself: a field set on an [`AutumnConfig`] after it was built or loaded.
+    Code,
 }
 
 impl fmt::Display for Source {
-    /// `built-in default`, the file's path, `environment variable NAME`, or `inline TOML`.
+    /// `built-in default`, the file's path, `environment variable NAME`, `inline TOML`, or
+    /// `code`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Default => f.write_str("built-in default"),
             Self::File(path) => write!(f, "{}", path.display()),
             Self::Env(name) => write!(f, "environment variable {name}"),
             Self::Inline => f.write_str("inline TOML"),
+            Self::Code => f.write_str("code"),
         }
     }
 }

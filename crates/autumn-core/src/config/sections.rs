@@ -14,34 +14,87 @@ pub struct ServerConfig {
     pub host: String,
     /// TCP port the server listens on.
     pub port: u16,
-    /// `[server.timeouts]`: request time limits.
+    /// Most connections served at once; further clients wait in the listen backlog.
+    pub max_connections: usize,
+    /// Largest request head (request line and headers), in bytes; a larger one gets 431.
+    pub max_header_bytes: usize,
+    /// Milliseconds a shutdown waits for open requests and detached first-time runs to finish.
+    pub shutdown_grace_ms: u64,
+    /// `[server.timeouts]`: connection and request time limits.
     pub timeouts: TimeoutsConfig,
 }
+
+/// The smallest `server.max_header_bytes` accepted: room for a request line and a few headers.
+pub const MIN_HEADER_BYTES: usize = 1024;
 
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             host: "127.0.0.1".to_owned(),
             port: 3000,
+            max_connections: 512,
+            max_header_bytes: 32 * 1024,
+            shutdown_grace_ms: 10_000,
             timeouts: TimeoutsConfig::default(),
         }
     }
 }
 
 impl ServerConfig {
-    /// The request time limit, if one is configured; a slower request gets 408.
+    /// The request time limit, if one is set; a slower request gets 408.
+    /// `request_timeout_ms = 0` turns it off.
     #[must_use]
     pub fn request_timeout(&self) -> Option<Duration> {
-        self.timeouts.request_timeout_ms.map(Duration::from_millis)
+        self.timeouts
+            .request_timeout_ms
+            .filter(|millis| *millis > 0)
+            .map(Duration::from_millis)
+    }
+
+    /// How long a connection may take to send a complete request head.
+    #[must_use]
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.timeouts.header_read_timeout_ms)
+    }
+
+    /// How long a kept-alive connection may wait for its next request's
+    /// head; `None` when keep-alive is off (`keep_alive_timeout_ms = 0`).
+    #[must_use]
+    pub fn keep_alive_timeout(&self) -> Option<Duration> {
+        match self.timeouts.keep_alive_timeout_ms {
+            0 => None,
+            millis => Some(Duration::from_millis(millis)),
+        }
+    }
+
+    /// How long a shutdown waits for open requests and detached runs.
+    #[must_use]
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
     }
 }
 
-/// `[server.timeouts]`: request time limits.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+/// `[server.timeouts]`: connection and request time limits.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TimeoutsConfig {
-    /// Milliseconds a request may take before it is answered with 408; unset means no limit.
+    /// Milliseconds a request may take before it is answered with 408; 0 means no limit.
     pub request_timeout_ms: Option<u64>,
+    /// Milliseconds a new connection may take to send its first request head; then it is closed.
+    pub header_read_timeout_ms: u64,
+    /// Milliseconds an idle kept-alive connection waits for its next request head; 0 turns
+    /// keep-alive off.
+    pub keep_alive_timeout_ms: u64,
+}
+
+impl Default for TimeoutsConfig {
+    fn default() -> Self {
+        Self {
+            request_timeout_ms: Some(30_000),
+            header_read_timeout_ms: 10_000,
+            keep_alive_timeout_ms: 15_000,
+        }
+    }
 }
 
 /// `[log]`: logging.

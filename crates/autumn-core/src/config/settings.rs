@@ -37,14 +37,32 @@ impl AutumnConfig {
         let ServerConfig {
             host,
             port,
+            max_connections,
+            max_header_bytes,
+            shutdown_grace_ms,
             timeouts,
         } = server;
         out.string("server.host", host);
         out.plain("server.port", port);
-        let TimeoutsConfig { request_timeout_ms } = timeouts;
+        out.plain("server.max_connections", max_connections);
+        out.plain("server.max_header_bytes", max_header_bytes);
+        out.plain("server.shutdown_grace_ms", shutdown_grace_ms);
+        let TimeoutsConfig {
+            request_timeout_ms,
+            header_read_timeout_ms,
+            keep_alive_timeout_ms,
+        } = timeouts;
         out.optional(
             "server.timeouts.request_timeout_ms",
             request_timeout_ms.as_ref(),
+        );
+        out.plain(
+            "server.timeouts.header_read_timeout_ms",
+            header_read_timeout_ms,
+        );
+        out.plain(
+            "server.timeouts.keep_alive_timeout_ms",
+            keep_alive_timeout_ms,
         );
 
         let LogConfig { level } = log;

@@ -75,8 +75,13 @@ fn defaults_without_files_or_env() {
         server: ServerConfig {
             host: "127.0.0.1".to_owned(),
             port: 3000,
+            max_connections: 512,
+            max_header_bytes: 32 * 1024,
+            shutdown_grace_ms: 10_000,
             timeouts: TimeoutsConfig {
-                request_timeout_ms: None,
+                request_timeout_ms: Some(30_000),
+                header_read_timeout_ms: 10_000,
+                keep_alive_timeout_ms: 15_000,
             },
         },
         log: LogConfig {
@@ -435,7 +440,8 @@ fn unknown_key_in_file_section() {
     assert_eq!(
         one_line(&error),
         format!(
-            "unknown key `server.prot` in {} (expected one of: host, port, timeouts)",
+            "unknown key `server.prot` in {} (expected one of: host, port, max_connections, \
+             max_header_bytes, shutdown_grace_ms, timeouts)",
             path.display()
         )
     );
@@ -447,7 +453,17 @@ fn unknown_key_in_file_section() {
         } => {
             assert_eq!(key, "server.prot");
             assert_eq!(origin, Source::File(path));
-            assert_eq!(expected, ["host", "port", "timeouts"]);
+            assert_eq!(
+                expected,
+                [
+                    "host",
+                    "port",
+                    "max_connections",
+                    "max_header_bytes",
+                    "shutdown_grace_ms",
+                    "timeouts"
+                ]
+            );
         }
         other => panic!("unexpected error {other:?}"),
     }
@@ -492,7 +508,8 @@ fn unknown_env_key() {
     assert_eq!(
         one_line(&error),
         "unknown key `server.bogus` in environment variable AUTUMN_SERVER__BOGUS \
-         (expected one of: host, port, timeouts)"
+         (expected one of: host, port, max_connections, max_header_bytes, shutdown_grace_ms, \
+         timeouts)"
     );
     assert_eq!(
         error.origin(),
@@ -626,7 +643,10 @@ fn convenience_methods() {
     .expect("inline TOML should load");
     assert_eq!(config.idempotency.ttl(), Duration::from_secs(30));
     assert_eq!(config.idempotency.in_flight_ttl(), Duration::from_secs(5));
-    assert_eq!(config.server.request_timeout(), None);
+    assert_eq!(
+        config.server.request_timeout(),
+        Some(Duration::from_secs(30))
+    );
 
     let token = &config.security.submit_token;
     assert_eq!(token.effective_backend(&config.idempotency), Backend::Redis);
@@ -692,7 +712,7 @@ fn effective_settings_report_sources() {
     let timeout = setting(&settings, "server.timeouts.request_timeout_ms");
     assert_eq!(
         (timeout.value.as_str(), &timeout.source),
-        ("<unset>", &Source::Default)
+        ("30000", &Source::Default)
     );
     let backend = setting(&settings, "idempotency.backend");
     assert_eq!(
@@ -743,8 +763,13 @@ fn effective_settings_cover_every_key() {
         [server]
         host = "h"
         port = 1
+        max_connections = 12
+        max_header_bytes = 2048
+        shutdown_grace_ms = 13
         [server.timeouts]
         request_timeout_ms = 2
+        header_read_timeout_ms = 14
+        keep_alive_timeout_ms = 15
         [log]
         level = "l"
         [database]
@@ -780,7 +805,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 26);
+    assert_eq!(settings.len(), 31);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
@@ -863,4 +888,95 @@ fn example_file_matches_defaults_and_lists_every_key() {
         .map(|setting| setting.key)
         .collect();
     assert_eq!(keys, listed);
+}
+
+// ---- values that would switch a guarantee off ------------------------------------------------
+
+#[test]
+fn a_zero_ttl_is_refused_naming_the_key_and_its_source() {
+    for key in [
+        "idempotency.ttl_secs",
+        "idempotency.in_flight_ttl_secs",
+        "security.submit_token.ttl_secs",
+        "security.submit_token.in_flight_ttl_secs",
+    ] {
+        let (table, name) = key.rsplit_once('.').expect("a dotted key");
+        let dir = dir_with(&[("autumn.toml", &format!("[{table}]\n{name} = 0\n"))]);
+        let error = load_err(&dir, &[]);
+        let message = one_line(&error);
+        assert_eq!(error.key(), Some(key), "{message}");
+        assert_eq!(
+            error.origin(),
+            Some(Source::File(file(&dir, "autumn.toml"))),
+            "{message}"
+        );
+        assert!(message.contains("must be at least 1"), "{message}");
+    }
+
+    let variable = "AUTUMN_IDEMPOTENCY__IN_FLIGHT_TTL_SECS";
+    let error = load_err(&dir_with(&[]), &[(variable, "0")]);
+    assert_eq!(
+        one_line(&error),
+        format!(
+            "invalid value for `idempotency.in_flight_ttl_secs` in environment variable {variable}: \
+             must be at least 1: a lock that lapses at once lets two overlapping duplicates both \
+             run the handler"
+        )
+    );
+}
+
+#[test]
+fn server_limits_that_serve_nobody_are_refused() {
+    for (toml, key) in [
+        ("[server]\nmax_connections = 0\n", "server.max_connections"),
+        (
+            "[server]\nmax_header_bytes = 100\n",
+            "server.max_header_bytes",
+        ),
+        (
+            "[server.timeouts]\nheader_read_timeout_ms = 0\n",
+            "server.timeouts.header_read_timeout_ms",
+        ),
+    ] {
+        let error = AutumnConfig::from_toml_str(toml).expect_err(toml);
+        assert_eq!(error.key(), Some(key), "{error}");
+        assert_eq!(error.origin(), Some(Source::Inline), "{error}");
+    }
+}
+
+#[test]
+fn a_config_changed_in_code_is_checked_too() {
+    let mut config = AutumnConfig::default();
+    assert!(config.validate().is_ok(), "every default is valid");
+    config.idempotency.in_flight_ttl_secs = 0;
+    let error = config.validate().expect_err("a zero lock TTL");
+    assert_eq!(error.key(), Some("idempotency.in_flight_ttl_secs"));
+    assert_eq!(error.origin(), Some(Source::Code));
+    assert!(
+        one_line(&error).starts_with("invalid value for `idempotency.in_flight_ttl_secs` in code:"),
+        "{error}"
+    );
+}
+
+#[test]
+fn server_defaults_are_safe_and_zero_turns_optional_limits_off() {
+    let config = AutumnConfig::default();
+    assert_eq!(
+        config.server.request_timeout(),
+        Some(Duration::from_secs(30))
+    );
+    assert!(config.server.request_timeout() < Some(config.idempotency.in_flight_ttl()));
+    assert_eq!(config.server.header_read_timeout(), Duration::from_secs(10));
+    assert_eq!(
+        config.server.keep_alive_timeout(),
+        Some(Duration::from_secs(15))
+    );
+    assert_eq!(config.server.shutdown_grace(), Duration::from_secs(10));
+
+    let off = AutumnConfig::from_toml_str(
+        "[server.timeouts]\nrequest_timeout_ms = 0\nkeep_alive_timeout_ms = 0\n",
+    )
+    .expect("zero turns these off");
+    assert_eq!(off.server.request_timeout(), None);
+    assert_eq!(off.server.keep_alive_timeout(), None);
 }

@@ -57,6 +57,24 @@ impl std::fmt::Debug for IdempotencyLayer {
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// A lock lapses 60 seconds after a crash unless told otherwise.
 pub const DEFAULT_IN_FLIGHT_TTL: Duration = Duration::from_secs(60);
+/// The shortest record or lock TTL a layer accepts.
+///
+/// A zero TTL disables the guarantee: a record that expires at once replays
+/// nothing, and a lock that lapses at once lets an overlapping duplicate run
+/// the handler a second time. Stores count TTLs in whole seconds or
+/// milliseconds; one second is the smallest that still means something
+/// across replicas.
+pub const MIN_TTL: Duration = Duration::from_secs(1);
+
+/// Panics naming `method` when `ttl` is below [`MIN_TTL`].
+#[track_caller]
+pub(crate) fn check_ttl(method: &str, ttl: Duration) {
+    assert!(
+        ttl >= MIN_TTL,
+        "{method} needs at least {MIN_TTL:?}, got {ttl:?}: a shorter TTL turns off the at-most-once guarantee"
+    );
+}
+
 /// Bodies up to 2 MiB are buffered to fingerprint them, as axum's default
 /// body limit.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
@@ -84,15 +102,44 @@ impl IdempotencyLayer {
     }
 
     /// How long a recorded response is replayed.
+    ///
+    /// # Panics
+    ///
+    /// When `ttl` is below [`MIN_TTL`] (one second): a record that expires
+    /// at once replays nothing. Configuration read from `autumn.toml` is
+    /// checked at startup instead, with an error naming the key.
+    ///
+    /// ```should_panic
+    /// # use std::{sync::Arc, time::Duration};
+    /// # use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore};
+    /// let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(60)));
+    /// let _ = IdempotencyLayer::new(store).with_ttl(Duration::ZERO);
+    /// ```
     #[must_use]
+    #[track_caller]
     pub fn with_ttl(self, ttl: Duration) -> Self {
+        check_ttl("IdempotencyLayer::with_ttl", ttl);
         self.map(|s| s.ttl = ttl)
     }
 
     /// How long a lock lasts when its request never finishes (a crash, a
     /// failed record write). Keep it longer than the slowest request.
+    ///
+    /// # Panics
+    ///
+    /// When `ttl` is below [`MIN_TTL`] (one second): a lock that lapses at
+    /// once lets an overlapping duplicate run the handler again.
+    ///
+    /// ```should_panic
+    /// # use std::{sync::Arc, time::Duration};
+    /// # use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore};
+    /// let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(60)));
+    /// let _ = IdempotencyLayer::new(store).with_in_flight_ttl(Duration::from_millis(500));
+    /// ```
     #[must_use]
+    #[track_caller]
     pub fn with_in_flight_ttl(self, ttl: Duration) -> Self {
+        check_ttl("IdempotencyLayer::with_in_flight_ttl", ttl);
         self.map(|s| s.in_flight_ttl = ttl)
     }
 
@@ -142,5 +189,51 @@ impl<S> Layer<S> for IdempotencyLayer {
 
     fn layer(&self, inner: S) -> Self::Service {
         Idempotency::new(inner, self.settings.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryIdempotencyStore;
+    use crate::submit::SubmitTokenLayer;
+
+    fn store() -> Arc<dyn IdempotencyStore> {
+        Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(60)))
+    }
+
+    #[test]
+    #[should_panic(expected = "IdempotencyLayer::with_in_flight_ttl needs at least 1s")]
+    fn a_sub_second_lock_ttl_is_refused() {
+        let _ = IdempotencyLayer::new(store()).with_in_flight_ttl(Duration::from_millis(999));
+    }
+
+    #[test]
+    #[should_panic(expected = "IdempotencyLayer::with_ttl needs at least 1s")]
+    fn a_zero_record_ttl_is_refused() {
+        let _ = IdempotencyLayer::new(store()).with_ttl(Duration::ZERO);
+    }
+
+    #[test]
+    #[should_panic(expected = "SubmitTokenLayer::with_in_flight_ttl needs at least 1s")]
+    fn a_zero_submit_token_lock_ttl_is_refused() {
+        let _ = SubmitTokenLayer::new(store()).with_in_flight_ttl(Duration::ZERO);
+    }
+
+    #[test]
+    #[should_panic(expected = "SubmitTokenLayer::with_ttl needs at least 1s")]
+    fn a_zero_submit_token_record_ttl_is_refused() {
+        let _ = SubmitTokenLayer::new(store()).with_ttl(Duration::from_millis(10));
+    }
+
+    #[test]
+    fn one_second_is_accepted() {
+        let layer = IdempotencyLayer::new(store())
+            .with_ttl(MIN_TTL)
+            .with_in_flight_ttl(MIN_TTL);
+        assert_eq!(layer.settings.in_flight_ttl, MIN_TTL);
+        let _ = SubmitTokenLayer::new(store())
+            .with_ttl(MIN_TTL)
+            .with_in_flight_ttl(MIN_TTL);
     }
 }

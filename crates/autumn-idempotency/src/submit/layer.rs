@@ -83,14 +83,44 @@ impl SubmitTokenLayer {
     }
 
     /// How long a consumed token's first response is replayed.
+    ///
+    /// # Panics
+    ///
+    /// When `ttl` is below [`MIN_TTL`](crate::layer::MIN_TTL) (one second):
+    /// a double submit would find nothing to replay and get 409.
+    ///
+    /// ```should_panic
+    /// # use std::{sync::Arc, time::Duration};
+    /// # use autumn_idempotency::MemoryIdempotencyStore;
+    /// # use autumn_idempotency::submit::SubmitTokenLayer;
+    /// let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600)));
+    /// let _ = SubmitTokenLayer::new(store).with_ttl(Duration::ZERO);
+    /// ```
     #[must_use]
+    #[track_caller]
     pub fn with_ttl(self, ttl: Duration) -> Self {
+        crate::layer::check_ttl("SubmitTokenLayer::with_ttl", ttl);
         self.map(|s| s.ttl = ttl)
     }
 
     /// How long a lock lasts when its request never finishes.
+    ///
+    /// # Panics
+    ///
+    /// When `ttl` is below [`MIN_TTL`](crate::layer::MIN_TTL) (one second):
+    /// a lock that lapses at once lets a double submit run twice.
+    ///
+    /// ```should_panic
+    /// # use std::{sync::Arc, time::Duration};
+    /// # use autumn_idempotency::MemoryIdempotencyStore;
+    /// # use autumn_idempotency::submit::SubmitTokenLayer;
+    /// let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600)));
+    /// let _ = SubmitTokenLayer::new(store).with_in_flight_ttl(Duration::ZERO);
+    /// ```
     #[must_use]
+    #[track_caller]
     pub fn with_in_flight_ttl(self, ttl: Duration) -> Self {
+        crate::layer::check_ttl("SubmitTokenLayer::with_in_flight_ttl", ttl);
         self.map(|s| s.in_flight_ttl = ttl)
     }
 

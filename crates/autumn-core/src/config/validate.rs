@@ -1,0 +1,80 @@
+//! Values that parse but would switch off a guarantee: refused at startup with the key and
+//! where it was set.
+
+use super::sections::MIN_HEADER_BYTES;
+use super::{AutumnConfig, ConfigError, Source};
+
+impl AutumnConfig {
+    /// Checks values that parse but cannot work, such as a zero TTL, which would record nothing
+    /// or let two overlapping duplicates both run.
+    ///
+    /// [`load_from`](Self::load_from) and the app's launch call this; call it yourself after
+    /// changing a loaded configuration in code.
+    ///
+    /// ```
+    /// use autumn_core::config::AutumnConfig;
+    ///
+    /// let error = AutumnConfig::from_toml_str("[idempotency]\nin_flight_ttl_secs = 0\n")
+    ///     .unwrap_err();
+    /// assert_eq!(error.key(), Some("idempotency.in_flight_ttl_secs"));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::InvalidValue`] naming the first offending key and its source.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        const LOCK: &str = "must be at least 1: a lock that lapses at once lets two overlapping duplicates both run the handler";
+        const RECORD: &str = "must be at least 1: a record that expires at once is never replayed";
+        let checks: [(&'static str, bool, &str); 7] = [
+            (
+                "idempotency.ttl_secs",
+                self.idempotency.ttl_secs >= 1,
+                RECORD,
+            ),
+            (
+                "idempotency.in_flight_ttl_secs",
+                self.idempotency.in_flight_ttl_secs >= 1,
+                LOCK,
+            ),
+            (
+                "security.submit_token.ttl_secs",
+                self.security.submit_token.ttl_secs >= 1,
+                RECORD,
+            ),
+            (
+                "security.submit_token.in_flight_ttl_secs",
+                self.security.submit_token.in_flight_ttl_secs >= 1,
+                LOCK,
+            ),
+            (
+                "server.max_connections",
+                self.server.max_connections >= 1,
+                "must be at least 1: a server that takes no connection answers nobody",
+            ),
+            (
+                "server.max_header_bytes",
+                self.server.max_header_bytes >= MIN_HEADER_BYTES,
+                "must be at least 1024: smaller leaves no room for a request line and its headers",
+            ),
+            (
+                "server.timeouts.header_read_timeout_ms",
+                self.server.timeouts.header_read_timeout_ms >= 1,
+                "must be at least 1: every connection would be closed before its first request",
+            ),
+        ];
+        match checks.into_iter().find(|(_, ok, _)| !ok) {
+            None => Ok(()),
+            Some((key, _, message)) => Err(ConfigError::InvalidValue {
+                key: key.to_owned(),
+                origin: self.source(key),
+                message: message.to_owned(),
+            }),
+        }
+    }
+
+    /// Where `key` was set. Every default passes [`validate`](Self::validate), so a refused
+    /// value that no file or variable set was set by the program.
+    fn source(&self, key: &str) -> Source {
+        self.provenance.0.get(key).cloned().unwrap_or(Source::Code)
+    }
+}
