@@ -4,10 +4,13 @@
 //!   builds), after making sure the services the tests need are up.
 //! - `bench`: the idempotency benchmark.
 //! - `services`: only the service check.
+//! - `soak`: the examples under load for a while, checked for double runs,
+//!   5xx and memory growth.
 //!
 //! Std only, so that it builds in seconds before anything else.
 
 mod services;
+mod soak;
 
 use std::env;
 use std::ffi::OsStr;
@@ -25,6 +28,9 @@ commands:
   services  make sure Redis and PostgreSQL answer on loopback (start them if
             they are installed) and that Chromium and ChromeDriver are
             installed (apt-get install them if not)
+  soak      the orders and saas examples on Redis under mixed load for 2
+            minutes (--long: 10, --secs N: N), then: no handler run twice
+            per key, no 5xx but the documented 503s, RSS flat
   help      this text";
 
 /// Features of `autumn-web` that are each built alone by `cargo xtask ci`
@@ -40,6 +46,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("bench") => bench(&root),
         Some("services") => services::ensure(),
+        Some("soak") => soak::run(&root, &args.collect::<Vec<_>>()),
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
