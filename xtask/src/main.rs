@@ -4,10 +4,13 @@
 //!   builds), after making sure the services the tests need are up.
 //! - `bench`: the idempotency benchmark.
 //! - `services`: only the service setup (see `services.rs`).
+//! - `soak`: the examples under load for a while, checked for double runs,
+//!   5xx and memory growth.
 //!
 //! Std only, so that it builds in seconds before anything else.
 
 mod services;
+mod soak;
 
 use std::env;
 use std::ffi::OsStr;
@@ -26,6 +29,9 @@ commands:
             can log in (as root on Debian/Ubuntu: apt-get install, start
             and set up whatever is missing), and that Chromium and
             ChromeDriver are installed
+  soak      the orders and saas examples on Redis under mixed load for 2
+            minutes (--long: 10, --secs N: N), then: no handler run twice
+            per key, no 5xx but the documented 503s, RSS flat
   help      this text";
 
 /// Features of `autumn-web` that are each built alone by `cargo xtask ci`
@@ -41,6 +47,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("bench") => bench(&root),
         Some("services") => services::ensure(&root).map(|_| ()),
+        Some("soak") => soak::run(&root, &args.collect::<Vec<_>>()),
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
