@@ -138,3 +138,118 @@ pub fn store(url: &str, clock: ManualClock) -> DbIdempotencyStore {
     let pool = DbPool::new(url, 8, Duration::from_secs(5)).expect("pool");
     DbIdempotencyStore::new(pool).with_clock(Arc::new(clock))
 }
+
+/// A PostgreSQL server of the test's own, on a free loopback port, for tests
+/// that restart or kill it (never the shared one on 5432). It runs as the
+/// `postgres` user (`initdb` refuses root) from a temporary directory, and is
+/// stopped and removed on drop.
+#[cfg(feature = "postgres")]
+pub struct PrivatePostgres {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+#[cfg(feature = "postgres")]
+impl PrivatePostgres {
+    const BIN: &'static str = "/usr/lib/postgresql/15/bin";
+
+    /// Creates a cluster and starts it (about a second).
+    pub fn start() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("autumn-pg-")
+            .tempdir()
+            .expect("temp dir");
+        if running_as_root() {
+            run(std::process::Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(dir.path()));
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let server = Self { dir, port };
+        run(server
+            .as_postgres("initdb")
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
+            .arg(server.data()));
+        server.pg_ctl("start");
+        server
+    }
+
+    /// The URL of the `postgres` database on this server.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Restarts the server (fast shutdown: open connections are closed).
+    pub fn restart(&self) {
+        self.pg_ctl("restart");
+    }
+
+    fn data(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn pg_ctl(&self, action: &str) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c shared_buffers=16MB",
+            self.port,
+            self.dir.path().display()
+        );
+        run(self
+            .as_postgres("pg_ctl")
+            .args(["-w", "-m", "fast", "-D"])
+            .arg(self.data())
+            .args(["-o", &options, "-l"])
+            .arg(self.dir.path().join("log"))
+            .arg(action));
+    }
+
+    /// `program` from the PostgreSQL binaries, as the `postgres` user.
+    fn as_postgres(&self, program: &str) -> std::process::Command {
+        let program = format!("{}/{program}", Self::BIN);
+        assert!(
+            std::path::Path::new(&program).exists(),
+            "{program} is missing: install PostgreSQL 15 (apt-get install postgresql-15)"
+        );
+        if running_as_root() {
+            let mut command = std::process::Command::new("runuser");
+            command.args(["-u", "postgres", "--", &program]);
+            command
+        } else {
+            std::process::Command::new(program)
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        let _ = self
+            .as_postgres("pg_ctl")
+            .args(["-w", "-m", "immediate", "-D"])
+            .arg(self.data())
+            .arg("stop")
+            .output();
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn running_as_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout.trim_ascii() == b"0")
+}
+
+#[cfg(feature = "postgres")]
+fn run(command: &mut std::process::Command) {
+    let output = command.output().expect("run a PostgreSQL program");
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
