@@ -347,3 +347,45 @@ fn finish_and_unlock_survive_a_postgres_restart() {
         );
     });
 }
+
+/// On SQLite a replay is a plain read too: while another connection holds
+/// the file's one write lock, replays still answer at once (in WAL mode a
+/// reader never waits for the writer).
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_replay_does_not_wait_for_the_writer() {
+    use autumn_idempotency::Claim;
+    use diesel::Connection as _;
+    use diesel::connection::SimpleConnection as _;
+    let url = database::fresh_sqlite_file();
+    let store = database::store(&url, ManualClock::new());
+    let ttl = Duration::from_secs(60);
+    let record = IdempotencyRecord::new(StatusCode::CREATED, [], "made");
+    assert_eq!(
+        store.claim("k", "first", ttl).await.expect("claim"),
+        Claim::Acquired
+    );
+    assert!(
+        store
+            .finish("k", "first", record.clone(), vec![1], ttl)
+            .await
+            .expect("finish")
+    );
+
+    let path = url.trim_start_matches("sqlite://");
+    let mut writer = diesel::SqliteConnection::establish(path).expect("writer connection");
+    writer
+        .batch_execute("BEGIN IMMEDIATE")
+        .expect("take the write lock");
+    let replay = tokio::time::timeout(Duration::from_secs(2), store.claim("k", "again", ttl)).await;
+    writer.batch_execute("ROLLBACK").expect("release");
+    assert_eq!(
+        replay
+            .expect("the replay waited for the writer")
+            .expect("claim"),
+        Claim::Completed {
+            record,
+            body_hash: vec![1]
+        }
+    );
+}

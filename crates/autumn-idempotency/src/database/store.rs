@@ -14,6 +14,8 @@ use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Binary, Bool, Nullable, Text};
 use diesel_async::RunQueryDsl as _;
 
+#[cfg(feature = "sqlite")]
+use super::SqliteConnection;
 use super::{DbConnection, DbError, DbPool};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
@@ -631,30 +633,50 @@ impl IdempotencyStore for DbIdempotencyStore {
                         None => (false, None),
                     }
                 }
-                // SQLite runs one writer at a time: lock-or-nothing, then a
-                // read of what is there (both in-process, no network).
+                // Read first: a replay or a key in flight is answered by a
+                // plain read, which in WAL mode never waits for the writer.
+                // Only a key with nothing live takes SQLite's one write lock
+                // (all in-process, no network).
                 #[cfg(feature = "sqlite")]
                 DbConnection::Sqlite(mut conn) => {
-                    let locked: Vec<Acquired> =
-                        diesel::sql_query(format!("{} RETURNING 1 AS acquired", sqlite(TRY_LOCK)))
-                            .bind::<Text, _>(key)
-                            .bind::<Text, _>(owner)
-                            .bind::<BigInt, _>(now)
-                            .bind::<BigInt, _>(lock_deadline)
-                            .cached()
-                            .load(&mut *conn)
-                            .await
-                            .map_err(query_error)?;
-                    if locked.is_empty() {
-                        let rows: Vec<Row> = diesel::sql_query(sqlite(GET))
+                    let get = sqlite(GET);
+                    let read = |conn: &mut SqliteConnection| {
+                        diesel::sql_query(get.clone())
                             .bind::<Text, _>(key)
                             .cached()
-                            .load(&mut *conn)
-                            .await
-                            .map_err(query_error)?;
-                        (false, rows.into_iter().next())
+                            .load::<Row>(conn)
+                    };
+                    let prior = read(&mut conn)
+                        .await
+                        .map_err(query_error)?
+                        .into_iter()
+                        .next();
+                    let live = prior.as_ref().is_some_and(|row| {
+                        row.lock_expires_at.is_some_and(|at| at > now)
+                            || row.record_expires_at.is_some_and(|at| at > now)
+                    });
+                    if live {
+                        (false, prior)
                     } else {
-                        (true, None)
+                        let locked: Vec<Acquired> = diesel::sql_query(format!(
+                            "{} RETURNING 1 AS acquired",
+                            sqlite(TRY_LOCK)
+                        ))
+                        .bind::<Text, _>(key)
+                        .bind::<Text, _>(owner)
+                        .bind::<BigInt, _>(now)
+                        .bind::<BigInt, _>(lock_deadline)
+                        .cached()
+                        .load(&mut *conn)
+                        .await
+                        .map_err(query_error)?;
+                        if locked.is_empty() {
+                            // Taken since the read: look again.
+                            let rows = read(&mut conn).await.map_err(query_error)?;
+                            (false, rows.into_iter().next())
+                        } else {
+                            (true, None)
+                        }
                     }
                 }
             };
