@@ -151,6 +151,10 @@ const SQLITE_SWEEP_BATCH: &str = "DELETE FROM autumn_idempotency_keys WHERE stor
 const PG_SWEEP_LOCK: &str = "SELECT pg_try_advisory_lock((1635087477::bigint << 32) \
      | 'autumn_idempotency_keys'::regclass::oid::bigint) AS acquired";
 
+#[cfg(feature = "postgres")]
+const PG_SWEEP_UNLOCK: &str = "SELECT pg_advisory_unlock((1635087477::bigint << 32) \
+     | 'autumn_idempotency_keys'::regclass::oid::bigint)";
+
 /// PostgreSQL claims in one statement that reads first and writes only when
 /// nothing live is there. `prior` is the row as the statement's snapshot
 /// sees it; when it is live (a replay, or a request in flight) the insert
@@ -351,7 +355,15 @@ impl DbIdempotencyStore {
                 if !locked.iter().any(|row| row.acquired) {
                     return Ok(0);
                 }
-                sweep_batches!(&mut conn, PG_SWEEP_BATCH, now, batch)
+                let swept: Result<usize, StoreError> =
+                    sweep_batches!(&mut conn, PG_SWEEP_BATCH, now, batch);
+                // Released now rather than when the server notices the
+                // closed connection, so the next sweep need not skip.
+                diesel::sql_query(PG_SWEEP_UNLOCK)
+                    .execute(&mut conn)
+                    .await
+                    .map_err(query_error)?;
+                swept
             }
             #[cfg(feature = "sqlite")]
             DbConnection::Sqlite(mut object) => {
