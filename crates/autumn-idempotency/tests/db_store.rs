@@ -389,3 +389,52 @@ async fn a_sqlite_replay_does_not_wait_for_the_writer() {
         }
     );
 }
+
+/// The round-trip budget on PostgreSQL, counted on the wire: a first-time
+/// request costs two (claim, finish) and a replay one, every statement
+/// prepared once per connection.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_round_trips_first_time_two_replay_one() {
+    use autumn_idempotency::Claim;
+    use autumn_idempotency::database::{DbIdempotencyStore, DbPool};
+    let proxy = database::RoundTrips::proxy(&database::fresh_postgres_schema()).await;
+    let pool = DbPool::new(proxy.url(), 1, Duration::from_secs(5)).expect("pool");
+    let store = DbIdempotencyStore::new(pool).with_clock(Arc::new(ManualClock::new()));
+    let ttl = Duration::from_secs(60);
+    let record = IdempotencyRecord::new(StatusCode::CREATED, [], "made");
+    // Warm up: connect and prepare the statements.
+    for key in ["warm", "warm"] {
+        if store.claim(key, "w", ttl).await.expect("claim") == Claim::Acquired {
+            assert!(
+                store
+                    .finish(key, "w", record.clone(), vec![1], ttl)
+                    .await
+                    .expect("finish")
+            );
+        }
+    }
+    proxy.take();
+
+    assert_eq!(
+        store.claim("k", "a", ttl).await.expect("claim"),
+        Claim::Acquired
+    );
+    assert!(
+        store
+            .finish("k", "a", record.clone(), vec![1], ttl)
+            .await
+            .expect("finish")
+    );
+    assert_eq!(proxy.take(), 2, "a first-time request");
+    for i in 0..5 {
+        assert!(matches!(
+            store
+                .claim("k", &format!("r{i}"), ttl)
+                .await
+                .expect("claim"),
+            Claim::Completed { .. }
+        ));
+        assert_eq!(proxy.take(), 1, "a replay");
+    }
+}
