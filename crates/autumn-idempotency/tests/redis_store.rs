@@ -50,13 +50,27 @@ async fn pttl(url: &str, key: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_store_passes_the_conformance_suite() {
     let url = require_redis();
-    support::conformance::run_all(|clock| store(&url, &unique_prefix(), &clock)).await;
+    support::conformance::run_all_shared(|clocks| {
+        let prefix = unique_prefix();
+        clocks
+            .iter()
+            .map(|clock| store(&url, &prefix, clock) as Arc<dyn IdempotencyStore>)
+            .collect()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn redis_store_passes_the_conformance_suite_on_a_current_thread_runtime() {
     let url = require_redis();
-    support::conformance::run_all(|clock| store(&url, &unique_prefix(), &clock)).await;
+    support::conformance::run_all_shared(|clocks| {
+        let prefix = unique_prefix();
+        clocks
+            .iter()
+            .map(|clock| store(&url, &prefix, clock) as Arc<dyn IdempotencyStore>)
+            .collect()
+    })
+    .await;
 }
 
 #[test]

@@ -190,6 +190,43 @@ impl DbPool {
         }
     }
 
+    /// A connection made after `since`. Idle connections made before it are
+    /// closed first: once one connection turned out dead, the others pooled
+    /// with it (say, before a server restart) are likely dead too.
+    pub(crate) async fn get_made_after(
+        &self,
+        since: std::time::Instant,
+    ) -> Result<DbConnection, DbError> {
+        /// One arm per backend: the pools differ only in their type.
+        macro_rules! made_after {
+            ($pool:expr, $variant:ident) => {{
+                let pool = $pool;
+                pool.retain(|_, metrics| metrics.created > since);
+                // One checked out before `since` may come back to the pool
+                // meanwhile: close it and ask again, at most once per slot.
+                for _ in 0..=pool.status().max_size {
+                    let object = pool
+                        .get()
+                        .await
+                        .map_err(|e| DbError::Connect(e.to_string()))?;
+                    if Object::metrics(&object).created > since {
+                        return Ok(DbConnection::$variant(object));
+                    }
+                    drop(Object::take(object));
+                }
+                Err(DbError::Connect(
+                    "no new connection could be had from the pool".to_owned(),
+                ))
+            }};
+        }
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(pool) => made_after!(pool, Postgres),
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(pool) => made_after!(pool, Sqlite),
+        }
+    }
+
     /// Takes a connection and runs `SELECT 1` on it: the startup check.
     ///
     /// # Errors

@@ -14,10 +14,14 @@ use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Binary, Bool, Nullable, Text};
 use diesel_async::RunQueryDsl as _;
 
+#[cfg(feature = "sqlite")]
+use super::SqliteConnection;
 use super::{DbConnection, DbError, DbPool};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
-use crate::store::{Claim, IdempotencyFuture, IdempotencyStore, StoreError};
+use crate::store::{
+    Claim, IdempotencyFuture, IdempotencyStore, StoreError, StoreOperation, check_ttl,
+};
 
 /// An [`IdempotencyStore`] in the app database, shared by every replica that
 /// uses the same database.
@@ -68,6 +72,13 @@ struct Acquired {
     acquired: i64,
 }
 
+#[cfg(feature = "postgres")]
+#[derive(QueryableByName)]
+struct SweepLock {
+    #[diesel(sql_type = Bool)]
+    acquired: bool,
+}
+
 const GET: &str = "SELECT lock_expires_at, record, body_hash, record_expires_at \
      FROM autumn_idempotency_keys WHERE storage_key = $1";
 
@@ -111,16 +122,55 @@ const DROP_DEAD: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key =
 const RENEW: &str = "UPDATE autumn_idempotency_keys SET lock_expires_at = $4 \
      WHERE storage_key = $1 AND lock_owner = $2 AND lock_expires_at > $3";
 
-/// $1 now.
-const SWEEP: &str = "DELETE FROM autumn_idempotency_keys \
-     WHERE COALESCE(lock_expires_at, 0) <= $1 AND COALESCE(record_expires_at, 0) <= $1";
-
-/// PostgreSQL claims in one statement: the upsert takes the lock when nothing
-/// live is there, and the outer select reports what was there before.
+/// $1 now, $2 batch size: deletes at most one batch of rows whose lock and
+/// record have both expired. The predicate is the indexed expression (see
+/// the migration), so each batch is an index range scan; rows another
+/// transaction holds (a claim re-taking an expired key) are skipped, and the
+/// outer condition re-checks each row at delete time.
 #[cfg(feature = "postgres")]
-const PG_CLAIM: &str = "WITH claimed AS ( \
+const PG_SWEEP_BATCH: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key IN ( \
+       SELECT storage_key FROM autumn_idempotency_keys \
+       WHERE GREATEST(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)) <= $1 \
+       LIMIT $2 FOR UPDATE SKIP LOCKED) \
+     AND GREATEST(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)) <= $1";
+
+/// [`PG_SWEEP_BATCH`] in SQLite's words (its expression index uses the
+/// two-argument `MAX`); SQLite runs one writer at a time, so nothing to skip.
+#[cfg(feature = "sqlite")]
+const SQLITE_SWEEP_BATCH: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key IN ( \
+       SELECT storage_key FROM autumn_idempotency_keys \
+       WHERE MAX(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)) <= ?1 \
+       LIMIT ?2) \
+     AND MAX(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)) <= ?1";
+
+/// One sweeper at a time per table: a session-level advisory lock keyed by
+/// "autu" and the table's oid, so apps in other schemas of the same database
+/// sweep independently. `pg_try_`: a replica that finds it taken skips its
+/// turn instead of queueing behind the other.
+#[cfg(feature = "postgres")]
+const PG_SWEEP_LOCK: &str = "SELECT pg_try_advisory_lock((1635087477::bigint << 32) \
+     | 'autumn_idempotency_keys'::regclass::oid::bigint) AS acquired";
+
+#[cfg(feature = "postgres")]
+const PG_SWEEP_UNLOCK: &str = "SELECT pg_advisory_unlock((1635087477::bigint << 32) \
+     | 'autumn_idempotency_keys'::regclass::oid::bigint)";
+
+/// PostgreSQL claims in one statement that reads first and writes only when
+/// nothing live is there. `prior` is the row as the statement's snapshot
+/// sees it; when it is live (a replay, or a request in flight) the insert
+/// selects no row, so the statement takes no row lock and writes nothing:
+/// replays stay plain reads and never queue behind each other. Otherwise the
+/// upsert takes the lock, its `WHERE` re-checking the row as it is now (a
+/// row committed since the snapshot was taken is seen there, so two claims
+/// never both win).
+#[cfg(feature = "postgres")]
+const PG_CLAIM: &str = "WITH prior AS ( \
+       SELECT lock_expires_at, record, body_hash, record_expires_at \
+       FROM autumn_idempotency_keys WHERE storage_key = $1), \
+     claimed AS ( \
        INSERT INTO autumn_idempotency_keys (storage_key, lock_owner, lock_expires_at) \
-       VALUES ($1, $2, $4) \
+       SELECT $1, $2, $4 WHERE NOT EXISTS ( \
+         SELECT 1 FROM prior WHERE lock_expires_at > $3 OR record_expires_at > $3) \
        ON CONFLICT (storage_key) DO UPDATE SET lock_owner = excluded.lock_owner, \
          lock_expires_at = excluded.lock_expires_at, record = NULL, body_hash = NULL, \
          record_owner = NULL, record_expires_at = NULL \
@@ -128,8 +178,8 @@ const PG_CLAIM: &str = "WITH claimed AS ( \
          AND (autumn_idempotency_keys.record_expires_at IS NULL OR autumn_idempotency_keys.record_expires_at <= $3) \
        RETURNING 1) \
      SELECT (SELECT count(*) FROM claimed) AS acquired, \
-       k.lock_expires_at, k.record, k.body_hash, k.record_expires_at \
-     FROM (SELECT 1) AS one LEFT JOIN autumn_idempotency_keys k ON k.storage_key = $1";
+       p.lock_expires_at, p.record, p.body_hash, p.record_expires_at \
+     FROM (SELECT 1) AS one LEFT JOIN prior p ON true";
 
 /// A raw statement the connection may prepare once and reuse.
 ///
@@ -210,7 +260,32 @@ macro_rules! on_backend {
     };
 }
 
+/// Runs `$statement` (a batched delete: $1 now, $2 batch) on `$conn` until
+/// a batch comes back short; evaluates to the rows deleted.
+macro_rules! sweep_batches {
+    ($conn:expr, $statement:expr, $now:expr, $batch:expr) => {{
+        let conn = $conn;
+        let mut swept = 0;
+        loop {
+            let deleted = diesel::sql_query($statement)
+                .bind::<BigInt, _>($now)
+                .bind::<BigInt, _>($batch)
+                .cached()
+                .execute(&mut *conn)
+                .await
+                .map_err(query_error)?;
+            swept += deleted;
+            if i64::try_from(deleted).unwrap_or(i64::MAX) < $batch {
+                break Ok(swept);
+            }
+        }
+    }};
+}
+
 impl DbIdempotencyStore {
+    /// Rows deleted per statement by [`sweep_expired`](Self::sweep_expired).
+    pub const SWEEP_BATCH: usize = 1000;
+
     /// A store on `pool`. Run [`FRAMEWORK_MIGRATIONS`](super::FRAMEWORK_MIGRATIONS)
     /// first.
     pub fn new(pool: DbPool) -> Self {
@@ -240,21 +315,61 @@ impl DbIdempotencyStore {
         as_i64(self.clock.now_millis())
     }
 
-    /// Deletes rows whose lock and record have both expired; returns how many.
+    /// Deletes rows whose lock and record have both expired, in batches of
+    /// [`SWEEP_BATCH`](Self::SWEEP_BATCH); returns how many.
+    ///
+    /// On PostgreSQL one replica sweeps a table at a time: a replica that
+    /// finds another sweeping returns `Ok(0)` and leaves the work to it.
+    /// SQLite has no such lock and needs none: one process owns the file.
     ///
     /// # Errors
     ///
     /// [`StoreError`] when the database fails.
     pub async fn sweep_expired(&self) -> Result<usize, StoreError> {
+        self.sweep_expired_in_batches(Self::SWEEP_BATCH).await
+    }
+
+    /// [`sweep_expired`](Self::sweep_expired) with `batch` rows per
+    /// statement (at least one): each batch is a short transaction of its
+    /// own, so a large backlog never holds locks on many rows, or writes one
+    /// huge transaction, while requests are being served.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the database fails.
+    pub async fn sweep_expired_in_batches(&self, batch: usize) -> Result<usize, StoreError> {
         let now = self.now();
-        on_backend!(self.conn().await?, |conn, sql| {
-            diesel::sql_query(sql(SWEEP))
-                .bind::<BigInt, _>(now)
-                .cached()
-                .execute(conn)
-                .await
-                .map_err(|e| StoreError::new(DbError::from(e)))
-        })
+        let batch = i64::try_from(batch.max(1)).unwrap_or(i64::MAX);
+        match self.conn().await? {
+            #[cfg(feature = "postgres")]
+            DbConnection::Postgres(object) => {
+                // The sweep's session lock must never go back to the pool
+                // with the connection (a cancelled sweep would leave it
+                // held): the connection leaves the pool and closes after,
+                // which also releases the lock if anything below fails.
+                let mut conn = diesel_async::pooled_connection::deadpool::Object::take(object);
+                let locked: Vec<SweepLock> = diesel::sql_query(PG_SWEEP_LOCK)
+                    .load(&mut conn)
+                    .await
+                    .map_err(query_error)?;
+                if !locked.iter().any(|row| row.acquired) {
+                    return Ok(0);
+                }
+                let swept: Result<usize, StoreError> =
+                    sweep_batches!(&mut conn, PG_SWEEP_BATCH, now, batch);
+                // Released now rather than when the server notices the
+                // closed connection, so the next sweep need not skip.
+                diesel::sql_query(PG_SWEEP_UNLOCK)
+                    .execute(&mut conn)
+                    .await
+                    .map_err(query_error)?;
+                swept
+            }
+            #[cfg(feature = "sqlite")]
+            DbConnection::Sqlite(mut object) => {
+                sweep_batches!(&mut *object, SQLITE_SWEEP_BATCH, now, batch)
+            }
+        }
     }
 
     /// Sweeps expired rows every `every` on a background task, for as long
@@ -302,28 +417,97 @@ impl DbIdempotencyStore {
         ttl: Duration,
         unlock: bool,
     ) -> Result<bool, StoreError> {
+        check_ttl(ttl, StoreOperation::Set)?;
         let now = self.now();
         let bytes = record.encode();
-        on_backend!(self.conn().await?, |conn, sql| {
-            diesel::sql_query(sql(SET))
-                .bind::<Text, _>(key)
-                .bind::<Text, _>(owner)
-                .bind::<Binary, _>(&bytes)
-                .bind::<Binary, _>(&body_hash)
-                .bind::<BigInt, _>(now)
-                .bind::<BigInt, _>(now.saturating_add(millis(ttl)))
-                .bind::<Bool, _>(unlock)
-                .cached()
-                .execute(conn)
-                .await
-                .map(|rows| rows == 1)
-                .map_err(|e| StoreError::new(DbError::from(e)))
+        let (bytes, body_hash) = (&bytes, &body_hash);
+        self.retrying_a_lost_connection(move |connection| async move {
+            on_backend!(connection, |conn, sql| {
+                let written = diesel::sql_query(sql(SET))
+                    .bind::<Text, _>(key)
+                    .bind::<Text, _>(owner)
+                    .bind::<Binary, _>(bytes)
+                    .bind::<Binary, _>(body_hash)
+                    .bind::<BigInt, _>(now)
+                    .bind::<BigInt, _>(now.saturating_add(millis(ttl)))
+                    .bind::<Bool, _>(unlock)
+                    .cached()
+                    .execute(&mut *conn)
+                    .await;
+                match written {
+                    Ok(rows) => Ok(rows == 1),
+                    Err(error) => Err(Failed::on(conn, error).await),
+                }
+            })
         })
+        .await
+    }
+
+    /// Runs `write` on a pooled connection and, when that connection turns
+    /// out to be dead (the server restarted since it was pooled: the first
+    /// statement on it fails), once more on a connection made after the
+    /// failure. Only for the owner-checked writes that end a request
+    /// (record, unlock): repeating one is harmless, while losing it would
+    /// drop the response and, once the lock lapses, let a retry run again.
+    async fn retrying_a_lost_connection<T, W, F>(&self, write: W) -> Result<T, StoreError>
+    where
+        W: Fn(DbConnection) -> F,
+        F: Future<Output = Result<T, Failed>>,
+    {
+        match write(self.conn().await?).await {
+            Err(Failed {
+                error,
+                connection_lost: true,
+            }) => {
+                tracing::debug!(%error, "database connection lost; writing again on a new one");
+                let connection = self
+                    .pool
+                    .get_made_after(std::time::Instant::now())
+                    .await
+                    .map_err(StoreError::new)?;
+                write(connection)
+                    .await
+                    .map_err(|failed| query_error(failed.error))
+            }
+            outcome => outcome.map_err(|failed| query_error(failed.error)),
+        }
     }
 }
 
 fn query_error(error: diesel::result::Error) -> StoreError {
     StoreError::new(DbError::from(error))
+}
+
+/// A statement that failed, and whether its connection died with it.
+struct Failed {
+    error: diesel::result::Error,
+    connection_lost: bool,
+}
+
+impl Failed {
+    /// Whether the failure was the connection's (closed, reset, or ended by
+    /// a server restart; the server then reports "terminating connection"
+    /// as the statement's error) rather than the statement's own.
+    async fn on<C>(conn: &mut C, error: diesel::result::Error) -> Self
+    where
+        C: diesel_async::pooled_connection::PoolableConnection,
+    {
+        use diesel::result::DatabaseErrorKind::{ClosedConnection, UnableToSendCommand};
+        let mut connection_lost = matches!(
+            error,
+            diesel::result::Error::DatabaseError(ClosedConnection | UnableToSendCommand, _)
+        );
+        if !connection_lost {
+            // The connection's own task may still be reading the close that
+            // came with the error: let it run before asking.
+            tokio::task::yield_now().await;
+            connection_lost = conn.is_broken();
+        }
+        Self {
+            error,
+            connection_lost,
+        }
+    }
 }
 
 impl IdempotencyStore for DbIdempotencyStore {
@@ -363,6 +547,7 @@ impl IdempotencyStore for DbIdempotencyStore {
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
         Box::pin(async move {
+            check_ttl(ttl, StoreOperation::TryLock)?;
             let now = self.now();
             on_backend!(self.conn().await?, |conn, sql| {
                 diesel::sql_query(sql(TRY_LOCK))
@@ -382,23 +567,30 @@ impl IdempotencyStore for DbIdempotencyStore {
     fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()> {
         Box::pin(async move {
             let now = self.now();
-            on_backend!(self.conn().await?, |conn, sql| {
-                diesel::sql_query(sql(UNLOCK))
-                    .bind::<Text, _>(key)
-                    .bind::<Text, _>(owner)
-                    .cached()
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(query_error)?;
-                diesel::sql_query(sql(DROP_DEAD))
-                    .bind::<Text, _>(key)
-                    .bind::<BigInt, _>(now)
-                    .cached()
-                    .execute(conn)
-                    .await
-                    .map_err(query_error)?;
-            });
-            Ok(())
+            self.retrying_a_lost_connection(move |connection| async move {
+                on_backend!(connection, |conn, sql| {
+                    let unlocked = diesel::sql_query(sql(UNLOCK))
+                        .bind::<Text, _>(key)
+                        .bind::<Text, _>(owner)
+                        .cached()
+                        .execute(&mut *conn)
+                        .await;
+                    if let Err(error) = unlocked {
+                        return Err(Failed::on(conn, error).await);
+                    }
+                    let dropped = diesel::sql_query(sql(DROP_DEAD))
+                        .bind::<Text, _>(key)
+                        .bind::<BigInt, _>(now)
+                        .cached()
+                        .execute(&mut *conn)
+                        .await;
+                    match dropped {
+                        Ok(_) => Ok(()),
+                        Err(error) => Err(Failed::on(conn, error).await),
+                    }
+                })
+            })
+            .await
         })
     }
 
@@ -409,6 +601,7 @@ impl IdempotencyStore for DbIdempotencyStore {
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
         Box::pin(async move {
+            check_ttl(ttl, StoreOperation::RenewLock)?;
             let now = self.now();
             on_backend!(self.conn().await?, |conn, sql| {
                 diesel::sql_query(sql(RENEW))
@@ -432,6 +625,7 @@ impl IdempotencyStore for DbIdempotencyStore {
         in_flight_ttl: Duration,
     ) -> IdempotencyFuture<'a, Claim> {
         Box::pin(async move {
+            check_ttl(in_flight_ttl, StoreOperation::Get)?;
             let now = self.now();
             let lock_deadline = now.saturating_add(millis(in_flight_ttl));
             let (acquired, prior) = match self.conn().await? {
@@ -451,30 +645,50 @@ impl IdempotencyStore for DbIdempotencyStore {
                         None => (false, None),
                     }
                 }
-                // SQLite runs one writer at a time: lock-or-nothing, then a
-                // read of what is there (both in-process, no network).
+                // Read first: a replay or a key in flight is answered by a
+                // plain read, which in WAL mode never waits for the writer.
+                // Only a key with nothing live takes SQLite's one write lock
+                // (all in-process, no network).
                 #[cfg(feature = "sqlite")]
                 DbConnection::Sqlite(mut conn) => {
-                    let locked: Vec<Acquired> =
-                        diesel::sql_query(format!("{} RETURNING 1 AS acquired", sqlite(TRY_LOCK)))
-                            .bind::<Text, _>(key)
-                            .bind::<Text, _>(owner)
-                            .bind::<BigInt, _>(now)
-                            .bind::<BigInt, _>(lock_deadline)
-                            .cached()
-                            .load(&mut *conn)
-                            .await
-                            .map_err(query_error)?;
-                    if locked.is_empty() {
-                        let rows: Vec<Row> = diesel::sql_query(sqlite(GET))
+                    let get = sqlite(GET);
+                    let read = |conn: &mut SqliteConnection| {
+                        diesel::sql_query(get.clone())
                             .bind::<Text, _>(key)
                             .cached()
-                            .load(&mut *conn)
-                            .await
-                            .map_err(query_error)?;
-                        (false, rows.into_iter().next())
+                            .load::<Row>(conn)
+                    };
+                    let prior = read(&mut conn)
+                        .await
+                        .map_err(query_error)?
+                        .into_iter()
+                        .next();
+                    let live = prior.as_ref().is_some_and(|row| {
+                        row.lock_expires_at.is_some_and(|at| at > now)
+                            || row.record_expires_at.is_some_and(|at| at > now)
+                    });
+                    if live {
+                        (false, prior)
                     } else {
-                        (true, None)
+                        let locked: Vec<Acquired> = diesel::sql_query(format!(
+                            "{} RETURNING 1 AS acquired",
+                            sqlite(TRY_LOCK)
+                        ))
+                        .bind::<Text, _>(key)
+                        .bind::<Text, _>(owner)
+                        .bind::<BigInt, _>(now)
+                        .bind::<BigInt, _>(lock_deadline)
+                        .cached()
+                        .load(&mut *conn)
+                        .await
+                        .map_err(query_error)?;
+                        if locked.is_empty() {
+                            // Taken since the read: look again.
+                            let rows = read(&mut conn).await.map_err(query_error)?;
+                            (false, rows.into_iter().next())
+                        } else {
+                            (true, None)
+                        }
                     }
                 }
             };

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{Claim, IdempotencyFuture, IdempotencyStore, StoreError};
+use super::{Claim, IdempotencyFuture, IdempotencyStore, StoreError, StoreOperation};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
 
@@ -411,6 +411,10 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         body_hash: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
+        // A zero TTL would expire at once and let a duplicate in.
+        if let Err(error) = super::check_ttl(ttl, StoreOperation::Set) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         answer_bool(self.set_now(key, owner, record, body_hash, ttl, false))
     }
 
@@ -420,6 +424,10 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         owner: &'a str,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
+        // A zero TTL would expire at once and let a duplicate in.
+        if let Err(error) = super::check_ttl(ttl, StoreOperation::TryLock) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         answer_bool(self.try_lock_now(key, owner, ttl))
     }
 
@@ -434,6 +442,10 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         owner: &'a str,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
+        // A zero TTL would expire at once and let a duplicate in.
+        if let Err(error) = super::check_ttl(ttl, StoreOperation::RenewLock) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         answer_bool(self.renew_now(key, owner, ttl))
     }
 
@@ -445,6 +457,10 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         owner: &'a str,
         in_flight_ttl: Duration,
     ) -> IdempotencyFuture<'a, Claim> {
+        // A zero TTL would expire at once and let a duplicate in.
+        if let Err(error) = super::check_ttl(in_flight_ttl, StoreOperation::Get) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         answer_claim(self.claim_now(key, owner, in_flight_ttl))
     }
 
@@ -457,6 +473,10 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         body_hash: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
+        // A zero TTL would expire at once and let a duplicate in.
+        if let Err(error) = super::check_ttl(ttl, StoreOperation::Set) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         answer_bool(self.set_now(key, owner, record, body_hash, ttl, true))
     }
 }

@@ -213,3 +213,19 @@ impl StoreError {
         self.operation
     }
 }
+
+/// A TTL under one millisecond: stores keep time in milliseconds, so such a
+/// lock or record would be expired as soon as it was written, and a duplicate
+/// could run at once.
+#[derive(Debug, thiserror::Error)]
+#[error("a TTL of {0:?} expires at once and would let a duplicate run; use at least 1 ms")]
+struct ZeroTtl(Duration);
+
+/// Rejects a TTL that would expire at once; every store checks the TTL of a
+/// lock or a record before writing it.
+pub(crate) fn check_ttl(ttl: Duration, operation: StoreOperation) -> Result<(), StoreError> {
+    if ttl < Duration::from_millis(1) {
+        return Err(StoreError::new(ZeroTtl(ttl)).during(operation));
+    }
+    Ok(())
+}

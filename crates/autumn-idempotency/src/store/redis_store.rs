@@ -427,6 +427,10 @@ impl IdempotencyStore for RedisIdempotencyStore {
         body_hash: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
+        // A zero TTL would expire at once and let a duplicate in.
+        if let Err(error) = super::check_ttl(ttl, StoreOperation::Set) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         Box::pin(self.record(key, owner, record, body_hash, ttl, false))
     }
 
@@ -436,6 +440,10 @@ impl IdempotencyStore for RedisIdempotencyStore {
         owner: &'a str,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
+        // A zero TTL would expire at once and let a duplicate in.
+        if let Err(error) = super::check_ttl(ttl, StoreOperation::TryLock) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         Box::pin(async move {
             let now = self.now();
             let mut invocation = SCRIPTS.try_lock.key(self.redis_key(key));
@@ -460,6 +468,10 @@ impl IdempotencyStore for RedisIdempotencyStore {
         owner: &'a str,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
+        // A zero TTL would expire at once and let a duplicate in.
+        if let Err(error) = super::check_ttl(ttl, StoreOperation::RenewLock) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         Box::pin(async move {
             let now = self.now();
             let mut invocation = SCRIPTS.renew_lock.key(self.redis_key(key));
@@ -476,6 +488,10 @@ impl IdempotencyStore for RedisIdempotencyStore {
         owner: &'a str,
         in_flight_ttl: Duration,
     ) -> IdempotencyFuture<'a, Claim> {
+        // A zero TTL would expire at once and let a duplicate in.
+        if let Err(error) = super::check_ttl(in_flight_ttl, StoreOperation::Get) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         Box::pin(async move {
             let now = self.now();
             let mut invocation = SCRIPTS.claim.key(self.redis_key(key));
@@ -511,6 +527,10 @@ impl IdempotencyStore for RedisIdempotencyStore {
         body_hash: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
+        // A zero TTL would expire at once and let a duplicate in.
+        if let Err(error) = super::check_ttl(ttl, StoreOperation::Set) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         Box::pin(self.record(key, owner, record, body_hash, ttl, true))
     }
 }

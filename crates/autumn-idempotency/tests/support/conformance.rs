@@ -44,6 +44,21 @@ where
     renew_only_for_a_live_owner(make(clock.clone()), clock).await;
     claim_and_finish(make(ManualClock::new())).await;
     concurrent_locks_have_one_winner(make(ManualClock::new())).await;
+    let clock = ManualClock::new();
+    a_stale_owner_cannot_touch_the_next_owners_key(make(clock.clone()), clock).await;
+    a_ttl_under_a_millisecond_is_rejected(make(ManualClock::new())).await;
+    a_cancelled_claim_leaves_the_key_usable(make(ManualClock::new())).await;
+}
+
+/// [`run_all`] for a store that replicas share (Redis, a database): `make`
+/// returns handles on one fresh backend, one per clock. On top of the whole
+/// suite, replicas whose clocks disagree must honour each other's locks.
+pub async fn run_all_shared<F>(make: F)
+where
+    F: Fn(Vec<ManualClock>) -> Vec<Arc<dyn IdempotencyStore>>,
+{
+    run_all(|clock| make(vec![clock]).pop().expect("a store for the one clock")).await;
+    skewed_clocks_honour_each_others_locks(&make).await;
 }
 
 async fn empty_store_has_nothing(store: Arc<dyn IdempotencyStore>) {
@@ -267,4 +282,238 @@ async fn concurrent_locks_have_one_winner(store: Arc<dyn IdempotencyStore>) {
         }
     }
     assert_eq!(acquired, 1);
+}
+
+/// An owner whose lock lapsed (a stalled replica) and who comes back after
+/// another owner took the key changes nothing: its unlock, renewal and
+/// record are all refused, before and after the new owner finishes.
+async fn a_stale_owner_cannot_touch_the_next_owners_key(
+    store: Arc<dyn IdempotencyStore>,
+    clock: ManualClock,
+) {
+    assert_eq!(
+        store.claim("k", "a", LOCK).await.expect("claim"),
+        Claim::Acquired
+    );
+    clock.advance(LOCK + Duration::from_secs(1));
+    assert_eq!(
+        store.claim("k", "b", LOCK).await.expect("claim"),
+        Claim::Acquired,
+        "the lapsed lock is free"
+    );
+
+    store.unlock("k", "a").await.expect("unlock");
+    assert!(
+        !store.renew_lock("k", "a", LOCK).await.expect("renew"),
+        "stale renewal"
+    );
+    assert!(
+        !store
+            .finish("k", "a", record("stale"), hash(1), TTL)
+            .await
+            .expect("finish"),
+        "stale finish"
+    );
+    assert!(
+        !store
+            .set("k", "a", record("stale"), hash(1), TTL)
+            .await
+            .expect("set"),
+        "stale set"
+    );
+    let entry = store.get("k").await.expect("get").expect("entry");
+    assert!(entry.is_locked(), "the stale unlock released the new lock");
+    assert!(entry.record().is_none(), "the stale record landed");
+    assert_eq!(
+        store.claim("k", "c", LOCK).await.expect("claim"),
+        Claim::InFlight
+    );
+
+    assert!(store.renew_lock("k", "b", LOCK).await.expect("renew"));
+    assert!(
+        store
+            .finish("k", "b", record("b"), hash(2), TTL)
+            .await
+            .expect("finish")
+    );
+    store.unlock("k", "a").await.expect("unlock");
+    assert!(
+        !store
+            .finish("k", "a", record("stale"), hash(1), TTL)
+            .await
+            .expect("finish"),
+        "stale finish over the new record"
+    );
+    assert_eq!(
+        store.claim("k", "c", LOCK).await.expect("claim"),
+        Claim::Completed {
+            record: record("b"),
+            body_hash: hash(2)
+        }
+    );
+}
+
+/// Stores keep time in milliseconds: a shorter TTL would write a lock or a
+/// record that is already expired, and a duplicate could run at once. Every
+/// write with such a TTL is an error, and writes nothing.
+async fn a_ttl_under_a_millisecond_is_rejected(store: Arc<dyn IdempotencyStore>) {
+    for ttl in [Duration::ZERO, Duration::from_micros(999)] {
+        assert!(
+            store.try_lock("k", "a", ttl).await.is_err(),
+            "try_lock {ttl:?}"
+        );
+        assert!(store.claim("k", "a", ttl).await.is_err(), "claim {ttl:?}");
+        assert!(
+            store
+                .set("k", "a", record("a"), hash(1), ttl)
+                .await
+                .is_err(),
+            "set {ttl:?}"
+        );
+        assert!(
+            store
+                .finish("k", "a", record("a"), hash(1), ttl)
+                .await
+                .is_err(),
+            "finish {ttl:?}"
+        );
+        assert_eq!(store.get("k").await.expect("get"), None, "{ttl:?}");
+    }
+    assert_eq!(
+        store.claim("k", "a", LOCK).await.expect("claim"),
+        Claim::Acquired
+    );
+    assert!(store.renew_lock("k", "a", Duration::ZERO).await.is_err());
+    assert_eq!(
+        store.claim("k", "b", LOCK).await.expect("claim"),
+        Claim::InFlight,
+        "the rejected renewal left the lock as it was"
+    );
+}
+
+/// A claim dropped part-way (the client went away, a timeout fired) leaves
+/// the key either untouched or locked by that owner, who can release it: it
+/// never wedges the key, and never lets two owners in. Each round drops the
+/// claim at a later point, from before its first poll to after it finished.
+async fn a_cancelled_claim_leaves_the_key_usable(store: Arc<dyn IdempotencyStore>) {
+    for round in 0..12_u64 {
+        let key = format!("cancelled-{round}");
+        let claim = store.claim(&key, "a", LOCK);
+        if let Ok(finished) = tokio::time::timeout(Duration::from_millis(round), claim).await {
+            assert_eq!(finished.expect("claim"), Claim::Acquired, "{key}");
+        }
+        // The dropped claim's statement may still reach the backend after
+        // this point; whenever it lands, owner a's unlock clears it, and it
+        // can never take the key from b.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            store.unlock(&key, "a").await.expect("unlock");
+            match store.claim(&key, "b", LOCK).await.expect("claim") {
+                Claim::Acquired => break,
+                Claim::InFlight => assert!(
+                    std::time::Instant::now() < deadline,
+                    "{key} is still locked after the cancelled owner released it"
+                ),
+                other => panic!("{key}: unexpected {other:?}"),
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !store
+                .finish(&key, "a", record("a"), hash(1), TTL)
+                .await
+                .expect("finish"),
+            "{key}: the cancelled owner recorded over b"
+        );
+        assert!(
+            store
+                .finish(&key, "b", record("b"), hash(2), TTL)
+                .await
+                .expect("finish"),
+            "{key}"
+        );
+    }
+}
+
+/// Two replicas whose clocks are `SKEW` apart (less than the lock TTL, as
+/// the docs require): a lock taken on either is honoured by the other for
+/// the TTL less the skew, and the owner keeps it on its own clock.
+async fn skewed_clocks_honour_each_others_locks<F>(make: &F)
+where
+    F: Fn(Vec<ManualClock>) -> Vec<Arc<dyn IdempotencyStore>>,
+{
+    const SKEW: Duration = Duration::from_secs(5);
+    let behind = ManualClock::new();
+    let ahead = ManualClock::new();
+    ahead.advance(SKEW);
+    let mut stores = make(vec![behind.clone(), ahead.clone()]);
+    let fast = stores.pop().expect("the store whose clock is ahead");
+    let slow = stores.pop().expect("the store whose clock is behind");
+    let advance = |by: Duration| {
+        behind.advance(by);
+        ahead.advance(by);
+    };
+
+    // Taken by the replica behind: the one ahead sees it expire first.
+    assert_eq!(
+        slow.claim("behind", "a", LOCK).await.expect("claim"),
+        Claim::Acquired
+    );
+    advance(LOCK - SKEW - Duration::from_secs(1));
+    assert_eq!(
+        fast.claim("behind", "b", LOCK).await.expect("claim"),
+        Claim::InFlight,
+        "the replica ahead let a duplicate in within the TTL"
+    );
+    assert!(!fast.try_lock("behind", "b", LOCK).await.expect("lock"));
+    assert!(slow.renew_lock("behind", "a", LOCK).await.expect("renew"));
+    advance(LOCK - SKEW - Duration::from_secs(1));
+    assert_eq!(
+        fast.claim("behind", "b", LOCK).await.expect("claim"),
+        Claim::InFlight,
+        "the renewal holds on the replica ahead"
+    );
+    assert!(
+        slow.finish("behind", "a", record("a"), hash(1), TTL)
+            .await
+            .expect("finish")
+    );
+    assert_eq!(
+        fast.claim("behind", "c", LOCK).await.expect("claim"),
+        Claim::Completed {
+            record: record("a"),
+            body_hash: hash(1)
+        }
+    );
+
+    // Taken by the replica ahead: the one behind honours it past the TTL
+    // of its own clock, never less.
+    assert_eq!(
+        fast.claim("ahead", "b", LOCK).await.expect("claim"),
+        Claim::Acquired
+    );
+    advance(LOCK - Duration::from_secs(1));
+    assert_eq!(
+        slow.claim("ahead", "a", LOCK).await.expect("claim"),
+        Claim::InFlight
+    );
+    assert!(
+        !slow
+            .set("ahead", "a", record("a"), hash(1), TTL)
+            .await
+            .expect("set"),
+        "the replica behind wrote over a live lock"
+    );
+    assert!(
+        fast.finish("ahead", "b", record("b"), hash(2), TTL)
+            .await
+            .expect("finish")
+    );
+    assert_eq!(
+        slow.claim("ahead", "a", LOCK).await.expect("claim"),
+        Claim::Completed {
+            record: record("b"),
+            body_hash: hash(2)
+        }
+    );
 }

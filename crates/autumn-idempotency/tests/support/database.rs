@@ -138,3 +138,210 @@ pub fn store(url: &str, clock: ManualClock) -> DbIdempotencyStore {
     let pool = DbPool::new(url, 8, Duration::from_secs(5)).expect("pool");
     DbIdempotencyStore::new(pool).with_clock(Arc::new(clock))
 }
+
+/// A PostgreSQL server of the test's own, on a free loopback port, for tests
+/// that restart or kill it (never the shared one on 5432). It runs as the
+/// `postgres` user (`initdb` refuses root) from a temporary directory, and is
+/// stopped and removed on drop.
+#[cfg(feature = "postgres")]
+pub struct PrivatePostgres {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+#[cfg(feature = "postgres")]
+impl PrivatePostgres {
+    const BIN: &'static str = "/usr/lib/postgresql/15/bin";
+
+    /// Creates a cluster and starts it (about a second).
+    pub fn start() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("autumn-pg-")
+            .tempdir()
+            .expect("temp dir");
+        if running_as_root() {
+            run(std::process::Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(dir.path()));
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let server = Self { dir, port };
+        run(server
+            .as_postgres("initdb")
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
+            .arg(server.data()));
+        server.pg_ctl("start");
+        server
+    }
+
+    /// The URL of the `postgres` database on this server.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Restarts the server (fast shutdown: open connections are closed).
+    pub fn restart(&self) {
+        self.pg_ctl("restart");
+    }
+
+    fn data(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn pg_ctl(&self, action: &str) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c shared_buffers=16MB",
+            self.port,
+            self.dir.path().display()
+        );
+        run(self
+            .as_postgres("pg_ctl")
+            .args(["-w", "-m", "fast", "-D"])
+            .arg(self.data())
+            .args(["-o", &options, "-l"])
+            .arg(self.dir.path().join("log"))
+            .arg(action));
+    }
+
+    /// `program` from the PostgreSQL binaries, as the `postgres` user.
+    fn as_postgres(&self, program: &str) -> std::process::Command {
+        let program = format!("{}/{program}", Self::BIN);
+        assert!(
+            std::path::Path::new(&program).exists(),
+            "{program} is missing: install PostgreSQL 15 (apt-get install postgresql-15)"
+        );
+        if running_as_root() {
+            let mut command = std::process::Command::new("runuser");
+            command.args(["-u", "postgres", "--", &program]);
+            command
+        } else {
+            std::process::Command::new(program)
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        let _ = self
+            .as_postgres("pg_ctl")
+            .args(["-w", "-m", "immediate", "-D"])
+            .arg(self.data())
+            .arg("stop")
+            .output();
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn running_as_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout.trim_ascii() == b"0")
+}
+
+#[cfg(feature = "postgres")]
+fn run(command: &mut std::process::Command) {
+    let output = command.output().expect("run a PostgreSQL program");
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A TCP proxy in front of PostgreSQL that counts the client's round trips:
+/// each `Sync` (the end of an extended-protocol exchange) and each simple
+/// `Query` is one.
+#[cfg(feature = "postgres")]
+pub struct RoundTrips {
+    count: Arc<std::sync::atomic::AtomicUsize>,
+    url: String,
+}
+
+#[cfg(feature = "postgres")]
+impl RoundTrips {
+    /// Starts the proxy for `url` (inside a tokio runtime); connect to
+    /// [`url`](Self::url) instead.
+    pub async fn proxy(url: &str) -> Self {
+        let rest = url.split_once('@').map_or(url, |(_, rest)| rest);
+        let authority = rest.split(['/', '?']).next().expect("host and port");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let local = listener.local_addr().expect("proxy address");
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let upstream = authority.to_owned();
+        let counter = count.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    let (mut from_client, mut to_client) = client.into_split();
+                    let (mut from_server, to_server) = server.into_split();
+                    tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+                    });
+                    let _ = relay_counting(&mut from_client, to_server, &counter).await;
+                });
+            }
+        });
+        Self {
+            count,
+            url: url.replacen(authority, &local.to_string(), 1),
+        }
+    }
+
+    /// The URL that goes through the proxy.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Round trips since the last call.
+    pub fn take(&self) -> usize {
+        self.count.swap(0, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Forwards the client's messages, counting `S` and `Q`; the startup
+/// message has no type byte.
+#[cfg(feature = "postgres")]
+async fn relay_counting(
+    from: &mut tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    count: &std::sync::atomic::AtomicUsize,
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    loop {
+        let length = from.read_u32().await?;
+        let mut startup = vec![0; usize::try_from(length).unwrap_or(0).saturating_sub(4)];
+        from.read_exact(&mut startup).await?;
+        to.write_all(&length.to_be_bytes()).await?;
+        to.write_all(&startup).await?;
+        // An SSL or GSS encryption request (answered "no") comes first, and
+        // the real startup message after it.
+        if !matches!(startup.get(..4), Some([0x04, 0xd2, 0x16, 0x2f | 0x30])) {
+            break;
+        }
+    }
+    loop {
+        let kind = from.read_u8().await?;
+        let length = from.read_u32().await?;
+        let mut body = vec![0; usize::try_from(length).unwrap_or(0).saturating_sub(4)];
+        from.read_exact(&mut body).await?;
+        if kind == b'S' || kind == b'Q' {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        to.write_all(&[kind]).await?;
+        to.write_all(&length.to_be_bytes()).await?;
+        to.write_all(&body).await?;
+    }
+}
