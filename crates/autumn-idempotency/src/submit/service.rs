@@ -353,6 +353,7 @@ where
     let owner = new_owner();
     let waiting_until = Instant::now() + settings.in_flight_wait;
     let store = &settings.store;
+    let mut waiting = false;
     loop {
         match store
             .claim(&storage_key, &owner, settings.in_flight_ttl)
@@ -398,6 +399,13 @@ where
                 }
                 // The duplicate of a double-click: wait for the first, then
                 // answer what it answered (the browser shows the last reply).
+                if !waiting {
+                    waiting = true;
+                    tracing::debug!(
+                        submit_token.waiting = true,
+                        "a duplicate submission waits for the first one to finish"
+                    );
+                }
                 tokio::time::sleep(Duration::from_millis(25)).await;
             }
             Ok(Claim::Acquired) => break,
