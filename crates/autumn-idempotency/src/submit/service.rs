@@ -201,8 +201,15 @@ fn shared_cacheable(headers: &http::HeaderMap) -> bool {
             return true;
         };
         for directive in value.split(',') {
-            let name = directive.split('=').next().unwrap_or_default().trim();
-            if name.eq_ignore_ascii_case("private") || name.eq_ignore_ascii_case("no-store") {
+            let (name, argument) = match directive.split_once('=') {
+                Some((name, argument)) => (name.trim(), Some(argument)),
+                None => (directive.trim(), None),
+            };
+            // `private="set-cookie"` keeps only that header private: the
+            // page itself may still be stored.
+            if (name.eq_ignore_ascii_case("private") && argument.is_none())
+                || name.eq_ignore_ascii_case("no-store")
+            {
                 private = true;
             } else if name.eq_ignore_ascii_case("public") || name.eq_ignore_ascii_case("s-maxage") {
                 public = true;
@@ -424,4 +431,40 @@ where
     };
     let response = call_boxed(inner, request);
     Step::Run(Box::pin(run_and_record(held, response, |_| false)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exempt_prefixes_match_whole_segments() {
+        assert!(is_under("/api", "/api"));
+        assert!(is_under("/api/x", "/api"));
+        assert!(!is_under("/apiary", "/api"));
+        assert!(is_under("/webhooks/in", "/webhooks/"));
+        assert!(!is_under("/webhooks", "/webhooks/"));
+        assert!(is_under("/anything", "/"));
+        assert!(!is_under("/ap", "/api"));
+    }
+
+    #[test]
+    fn only_private_or_unstored_pages_keep_their_cache_control() {
+        let cacheable = |values: &[&'static str]| {
+            let mut headers = http::HeaderMap::new();
+            for value in values {
+                headers.append(header::CACHE_CONTROL, HeaderValue::from_static(value));
+            }
+            shared_cacheable(&headers)
+        };
+        assert!(cacheable(&["public, max-age=600"]));
+        assert!(cacheable(&["max-age=600"]));
+        assert!(cacheable(&["no-cache"]));
+        assert!(cacheable(&["private", "public"]));
+        assert!(cacheable(&["private, s-maxage=60"]));
+        assert!(!cacheable(&["private, max-age=60"]));
+        assert!(!cacheable(&["No-Store"]));
+        assert!(cacheable(&["private=\"set-cookie\""]));
+        assert!(!cacheable(&["private=\"set-cookie\"", "no-store"]));
+    }
 }
