@@ -275,13 +275,19 @@ async fn a_client_that_hangs_up_does_not_cancel_the_first_request() {
         .expect("the handler ran to completion after the client hung up");
     // The handler ran to completion and its response was recorded: the
     // client's retry gets it, not a 409 for the rest of the lock's TTL.
-    let retry = loop {
-        let retry = f.post("/gated").key("k").send().await;
-        if retry.status != StatusCode::CONFLICT {
-            break retry;
+    // (Recording follows the handler, so the retry may come too early; the
+    // deadline turns a regression into a failure, not a hang.)
+    let retry = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let retry = f.post("/gated").key("k").send().await;
+            if retry.status != StatusCode::CONFLICT {
+                break retry;
+            }
+            tokio::task::yield_now().await;
         }
-        tokio::task::yield_now().await; // recording follows the handler
-    };
+    })
+    .await
+    .expect("the response was recorded after the handler finished");
     assert!(retry.replayed(), "{}", retry.text());
     assert_eq!(retry.text(), "gated 1");
     assert_eq!(f.runs(), 1);

@@ -153,3 +153,339 @@ async fn minting_costs_no_store_call_and_a_submission_costs_two() {
         "a replay is one claim"
     );
 }
+
+/// A router whose `POST /form` counts its runs, behind the layer.
+fn counting_app(layer: SubmitTokenLayer) -> (Router, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let app = Router::new()
+        .route(
+            "/form",
+            get(|token: SubmitToken| async move { token.token().to_owned() }).post(
+                move |body: axum::body::Bytes| {
+                    let counter = counter.clone();
+                    async move {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        format!("received {} bytes", body.len())
+                    }
+                },
+            ),
+        )
+        .layer(layer);
+    (app, runs)
+}
+
+fn memory() -> Arc<MemoryIdempotencyStore> {
+    Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600)))
+}
+
+async fn new_token(app: &Router) -> String {
+    let (status, token) = send(
+        app,
+        Request::get("/form").body(Body::empty()).expect("request"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    token
+}
+
+/// Every content type axum's `Form` takes as urlencoded is scanned: the same
+/// token twice runs a `Form` handler once, whatever the spelling.
+#[tokio::test]
+async fn every_urlencoded_spelling_the_form_extractor_takes_is_guarded() {
+    use std::collections::HashMap;
+
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let app = Router::new()
+        .route(
+            "/form",
+            get(|token: SubmitToken| async move { token.token().to_owned() }).post(
+                move |axum::Form(form): axum::Form<HashMap<String, String>>| {
+                    let counter = counter.clone();
+                    async move {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        form.get("title").cloned().unwrap_or_default()
+                    }
+                },
+            ),
+        )
+        .layer(SubmitTokenLayer::new(memory()));
+    for content_type in [
+        "application/x-www-form-urlencoded",
+        "application/x-www-form-urlencoded; charset=UTF-8",
+        "application/x-www-form-urlencoded;charset=utf-8",
+        "application/x-www-form-urlencoded ; charset=utf-8",
+        "application/x-www-form-urlencoded charset=utf-8",
+        "application/x-www-form-urlencoded,text/plain",
+    ] {
+        let token = new_token(&app).await;
+        let before = runs.load(Ordering::SeqCst);
+        for _ in 0..2 {
+            let post = Request::post("/form")
+                .header("content-type", content_type)
+                .body(Body::from(format!("title=Hi&_submit_token={token}")))
+                .expect("request");
+            assert_eq!(
+                send(&app, post).await,
+                (StatusCode::OK, "Hi".to_owned()),
+                "{content_type}"
+            );
+        }
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            before + 1,
+            "{content_type}: the same token ran the handler twice"
+        );
+    }
+}
+
+fn multipart_body(boundary: &str, token: &str, file: &[u8]) -> Vec<u8> {
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"_submit_token\"\r\n\r\n{token}\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"upload\"; filename=\"a.bin\"\r\n\
+         Content-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(file);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    body
+}
+
+/// Every boundary spelling axum's `Multipart` reads is scanned with the
+/// boundary it reads; one it cannot read gets a clear 400.
+#[tokio::test]
+async fn every_multipart_spelling_is_guarded_with_its_boundary() {
+    let (app, runs) = counting_app(SubmitTokenLayer::new(memory()));
+    for (content_type, boundary) in [
+        ("multipart/form-data; boundary=XyZ", "XyZ"),
+        ("multipart/form-data;boundary=\"XyZ\"", "XyZ"),
+        ("Multipart/Form-Data; charset=utf-8; BOUNDARY=XyZ", "XyZ"),
+        ("multipart/form-data; boundary=\"a;b c\"", "a;b c"),
+    ] {
+        let token = new_token(&app).await;
+        let before = runs.load(Ordering::SeqCst);
+        for _ in 0..2 {
+            let post = Request::post("/form")
+                .header("content-type", content_type)
+                .body(Body::from(multipart_body(boundary, &token, b"data")))
+                .expect("request");
+            assert_eq!(send(&app, post).await.0, StatusCode::OK, "{content_type}");
+        }
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            before + 1,
+            "{content_type}: the same token ran the handler twice"
+        );
+    }
+    let unreadable = Request::post("/form")
+        .header("content-type", "multipart/form-data; boundary=\"XyZ")
+        .body(Body::from(multipart_body("XyZ", "tok", b"data")))
+        .expect("request");
+    let (status, body) = send(&app, unreadable).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("form_malformed"), "{body}");
+}
+
+/// `exempt_paths` match whole segments.
+#[tokio::test]
+async fn exempt_paths_cover_whole_segments_only() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let handler = move || {
+        let counter = counter.clone();
+        async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+            "done"
+        }
+    };
+    let app = Router::new()
+        .route("/api", axum::routing::post(handler.clone()))
+        .route("/api/x", axum::routing::post(handler.clone()))
+        .route("/apiary", axum::routing::post(handler))
+        .layer(SubmitTokenLayer::new(memory()).with_exempt_paths(vec!["/api".into()]));
+    for (path, expected_runs) in [("/api", 2), ("/api/x", 2), ("/apiary", 1)] {
+        let before = runs.load(Ordering::SeqCst);
+        for _ in 0..2 {
+            let post = Request::post(path)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(Body::from(format!(
+                    "_submit_token=same-token-for{}",
+                    path.replace('/', "-")
+                )))
+                .expect("request");
+            assert_eq!(send(&app, post).await.0, StatusCode::OK, "{path}");
+        }
+        assert_eq!(
+            runs.load(Ordering::SeqCst) - before,
+            expected_runs,
+            "{path}"
+        );
+    }
+}
+
+/// A multipart body streamed in chunks, the way a large upload arrives.
+fn streamed(body: Vec<u8>, chunk: usize) -> Body {
+    let chunks: Vec<Result<axum::body::Bytes, std::io::Error>> = body
+        .chunks(chunk)
+        .map(|c| Ok(axum::body::Bytes::copy_from_slice(c)))
+        .collect();
+    Body::from_stream(futures_util::stream::iter(chunks))
+}
+
+/// An upload larger than the scan limit whose file holds the field's name
+/// (and a whole part header naming it) goes through: it is content.
+#[tokio::test]
+async fn a_file_that_contains_the_field_name_is_uploaded() {
+    let (app, runs) = counting_app(SubmitTokenLayer::new(memory()).with_max_form_bytes(1024));
+    let mut file = vec![b'x'; 4096];
+    file.extend_from_slice(
+        b"\r\nContent-Disposition: form-data; name=\"_submit_token\"\r\n\r\nsneaky\r\n",
+    );
+    file.extend_from_slice(&[b'y'; 4096]);
+    // No token field: the file comes first and the rest is watched.
+    let mut body =
+        b"--XyZ\r\nContent-Disposition: form-data; name=\"upload\"; filename=\"a.bin\"\r\n\r\n"
+            .to_vec();
+    body.extend_from_slice(&file);
+    body.extend_from_slice(b"\r\n--XyZ--\r\n");
+    let length = body.len();
+    let post = Request::post("/form")
+        .header("content-type", "multipart/form-data; boundary=XyZ")
+        .body(streamed(body, 700))
+        .expect("request");
+    assert_eq!(
+        send(&app, post).await,
+        (StatusCode::OK, format!("received {length} bytes"))
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// A part naming the field after the scanned prefix fails the body; one
+/// cut off by the scan limit is refused before the handler runs.
+#[tokio::test]
+async fn a_field_after_the_scanned_prefix_never_reaches_the_handler() {
+    let (app, runs) = counting_app(SubmitTokenLayer::new(memory()).with_max_form_bytes(1024));
+    let late = |padding: usize| {
+        let mut body =
+            b"--XyZ\r\nContent-Disposition: form-data; name=\"upload\"; filename=\"a.bin\"\r\n\r\n"
+                .to_vec();
+        body.extend_from_slice(&vec![b'x'; padding]);
+        body.extend_from_slice(
+            b"\r\n--XyZ\r\nContent-Disposition: form-data; name=\"_submit_token\"\r\n\r\ntok-late\r\n--XyZ--\r\n",
+        );
+        body
+    };
+    // Well after the prefix: the handler's body read fails.
+    let post = Request::post("/form")
+        .header("content-type", "multipart/form-data; boundary=XyZ")
+        .body(streamed(late(4096), 500))
+        .expect("request");
+    let (status, _) = send(&app, post).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        0,
+        "the body never reached the handler"
+    );
+    // The field's value straddles the end of the prefix (1025 bytes, read
+    // a byte at a time): it starts at byte 1020.
+    let head = late(0).len() - "tok-late\r\n--XyZ--\r\n".len();
+    let straddling = late(1020 - head);
+    assert_eq!(&straddling[1020..1028], b"tok-late");
+    let post = Request::post("/form")
+        .header("content-type", "multipart/form-data; boundary=XyZ")
+        .body(streamed(straddling, 1))
+        .expect("request");
+    let (status, body) = send(&app, post).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("submit_token_late"), "{body}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+/// Counts the warnings logged while it is the default subscriber.
+struct Warnings(Arc<AtomicUsize>);
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if *event.metadata().level() == tracing::Level::WARN {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// A page carrying a token is never left cacheable by a shared cache, even
+/// when its handler says so; the override is logged once, not per request.
+/// (The only test in this binary whose pages ask for a shared cache: the
+/// warning is once per process.)
+#[tokio::test]
+async fn a_page_with_a_token_is_kept_out_of_shared_caches() {
+    use http::header::CACHE_CONTROL;
+
+    let warnings = Arc::new(AtomicUsize::new(0));
+    let _default = tracing::subscriber::set_default(Warnings(warnings.clone()));
+    let page = |cache_control: &'static str, with_token: bool| {
+        get(move |token: SubmitToken| async move {
+            let body = if with_token {
+                token.token().to_owned()
+            } else {
+                String::new()
+            };
+            ([(CACHE_CONTROL, cache_control)], body)
+        })
+    };
+    let app = Router::new()
+        .route("/public", page("public, max-age=600", true))
+        .route("/max-age", page("max-age=600", true))
+        .route("/private", page("private, max-age=60", true))
+        .route("/no-store", page("no-store", true))
+        .route("/no-token", page("public, max-age=600", false))
+        .route(
+            "/plain",
+            get(|token: SubmitToken| async move { token.token().to_owned() }),
+        )
+        .layer(SubmitTokenLayer::new(memory()));
+    let cache_control = |path: &'static str| {
+        let app = app.clone();
+        async move {
+            let response = app
+                .oneshot(Request::get(path).body(Body::empty()).expect("request"))
+                .await
+                .expect("infallible");
+            response
+                .headers()
+                .get(CACHE_CONTROL)
+                .map(|v| v.to_str().expect("ascii").to_owned())
+        }
+    };
+    for (path, expected) in [
+        ("/public", "private, no-cache"),
+        ("/public", "private, no-cache"),
+        ("/max-age", "private, no-cache"),
+        ("/private", "private, max-age=60"),
+        ("/no-store", "no-store"),
+        ("/no-token", "public, max-age=600"),
+        ("/plain", "private, no-cache"),
+    ] {
+        assert_eq!(
+            cache_control(path).await.as_deref(),
+            Some(expected),
+            "{path}"
+        );
+    }
+    assert_eq!(
+        warnings.load(Ordering::SeqCst),
+        1,
+        "one warning, not one per request"
+    );
+}

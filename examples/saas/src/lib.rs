@@ -14,6 +14,7 @@
 mod routes;
 mod users;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use autumn_web::AppBuilder;
@@ -47,6 +48,46 @@ pub(crate) struct Site {
     pub(crate) with_guard: bool,
     /// How long `POST /signup` waits before creating the user.
     pub(crate) signup_delay: Duration,
+    /// Where `POST /signup` stops before creating the user, for tests.
+    pub(crate) gate: Option<SignupGate>,
+}
+
+/// A point where `POST /signup` stops, once the form is valid and before it
+/// creates the user, until the gate is opened: tests use it to order
+/// requests by what the handler has done, not by time.
+///
+/// ```no_run
+/// # async fn demo() {
+/// let gate = saas::SignupGate::default();
+/// let app = saas::app_with_gate(false, gate.clone());
+/// // ... post the form on another task ...
+/// gate.started().await; // the handler is running
+/// gate.open(); // let it create the user
+/// # let _ = app;
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct SignupGate {
+    started: Arc<tokio::sync::Notify>,
+    open: Arc<tokio::sync::Notify>,
+}
+
+impl SignupGate {
+    /// Waits until a `POST /signup` has reached the gate (or returns at
+    /// once if one already has, unseen).
+    pub async fn started(&self) {
+        self.started.notified().await;
+    }
+
+    /// Lets one handler waiting at the gate (or the next to reach it) go on.
+    pub fn open(&self) {
+        self.open.notify_one();
+    }
+
+    pub(crate) async fn pass(&self) {
+        self.started.notify_one();
+        self.open.notified().await;
+    }
 }
 
 /// The app, with the signup delay read from [`SIGNUP_DELAY_VAR`].
@@ -62,12 +103,27 @@ pub fn app(with_guard: bool) -> AppBuilder {
 /// The app, with `POST /signup` waiting `signup_delay` before it creates the
 /// user.
 pub fn app_with_delay(with_guard: bool, signup_delay: Duration) -> AppBuilder {
+    app_with_site(Site {
+        with_guard,
+        signup_delay,
+        gate: None,
+    })
+}
+
+/// The app, with `POST /signup` stopping at `gate` before it creates the
+/// user.
+pub fn app_with_gate(with_guard: bool, gate: SignupGate) -> AppBuilder {
+    app_with_site(Site {
+        with_guard,
+        signup_delay: Duration::ZERO,
+        gate: Some(gate),
+    })
+}
+
+fn app_with_site(site: Site) -> AppBuilder {
     autumn_web::app()
         .routes(routes::all())
-        .layer(axum::Extension(Site {
-            with_guard,
-            signup_delay,
-        }))
+        .layer(axum::Extension(site))
         .layer(axum::Extension(users::UsersTable::default()))
 }
 

@@ -2,22 +2,81 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use autumn_web::AppBuilder;
 use autumn_web::config::AutumnConfig;
 use autumn_web::security::SUBMIT_TOKEN_REPLAYED;
 use autumn_web::test::{ServerProcess, TestApp, TestClient, TestResponse};
-use saas::User;
+use saas::{SignupGate, User};
+use tokio::sync::watch;
 
-/// The app on a fresh SQLite file in `dir`, with `extra` TOML appended to
-/// the configuration.
-fn client_in(dir: &Path, delay: Duration, extra: &str) -> TestClient {
+/// `app` on a fresh SQLite file in `dir`, with `extra` TOML appended to the
+/// configuration.
+fn client_in(dir: &Path, app: AppBuilder, extra: &str) -> TestClient {
     let url = format!("sqlite://{}", dir.join("saas.db").display());
     let config = AutumnConfig::from_toml_str(&format!("[database]\nurl = \"{url}\"\n{extra}"))
         .expect("config");
-    TestApp::from_builder(saas::app_with_delay(false, delay))
-        .config(config)
-        .build()
+    TestApp::from_builder(app).config(config).build()
+}
+
+fn plain() -> AppBuilder {
+    saas::app_with_delay(false, Duration::ZERO)
+}
+
+/// How many duplicate submissions in this process have started waiting
+/// for the first one (the layer logs each, `submit_token.waiting`).
+static WAITING: OnceLock<watch::Sender<usize>> = OnceLock::new();
+
+/// The tests that count [`WAITING`] take turns, so each count is theirs.
+static WAITERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Counts the layer's `submit_token.waiting` events into [`WAITING`].
+struct WaitingWatcher;
+
+impl tracing::Subscriber for WaitingWatcher {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        metadata.is_event() && metadata.fields().field("submit_token.waiting").is_some()
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if self.enabled(event.metadata())
+            && let Some(waiting) = WAITING.get()
+        {
+            waiting.send_modify(|count| *count += 1);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Watches [`WAITING`] from now on: the count so far, and a receiver.
+fn watch_waiting() -> (usize, watch::Receiver<usize>) {
+    let receiver = WAITING
+        .get_or_init(|| {
+            let _ = tracing::subscriber::set_global_default(WaitingWatcher);
+            watch::channel(0).0
+        })
+        .subscribe();
+    let seen = *receiver.borrow();
+    (seen, receiver)
+}
+
+/// Returns once one more duplicate is waiting than when `watch_waiting`
+/// gave `(seen, waiting)`.
+async fn a_duplicate_waits((seen, waiting): &mut (usize, watch::Receiver<usize>)) {
+    let seen = *seen;
+    // A guard, not a wait for time to pass: a regression fails here
+    // instead of hanging.
+    tokio::time::timeout(Duration::from_secs(10), waiting.wait_for(|n| *n > seen))
+        .await
+        .expect("the duplicate waits for the first post")
+        .expect("the count lives for the process");
 }
 
 /// The value of the first `<input>` inside the first `<form>`, which must be
@@ -71,7 +130,7 @@ fn see_other(response: &TestResponse) -> String {
 #[tokio::test]
 async fn the_form_carries_a_fresh_token_first() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let client = client_in(dir.path(), Duration::ZERO, "");
+    let client = client_in(dir.path(), plain(), "");
     let page = client.get("/signup").send().await;
     page.assert_status(200);
     let html = page.text();
@@ -117,7 +176,7 @@ async fn the_guard_script_is_opt_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_valid_signup_redirects_to_welcome_and_is_listed() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let client = client_in(dir.path(), Duration::ZERO, "");
+    let client = client_in(dir.path(), plain(), "");
     let token = fresh_token(&client).await;
     let created = post_signup(&client, &token, "  Ada@Example.com ", " Ada Lovelace ").await;
     let location = see_other(&created);
@@ -143,7 +202,7 @@ async fn a_valid_signup_redirects_to_welcome_and_is_listed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_signup_is_422_with_errors_values_and_a_new_token() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let client = client_in(dir.path(), Duration::ZERO, "");
+    let client = client_in(dir.path(), plain(), "");
     let token = fresh_token(&client).await;
     let rejected = post_signup(&client, &token, "not-an-address", "   ").await;
     rejected.assert_status(422);
@@ -171,7 +230,7 @@ async fn an_invalid_signup_is_422_with_errors_values_and_a_new_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_token_twice_creates_one_user_and_replays_the_303() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let client = client_in(dir.path(), Duration::ZERO, "");
+    let client = client_in(dir.path(), plain(), "");
     let token = fresh_token(&client).await;
     let first = post_signup(&client, &token, "ada@example.com", "Ada").await;
     let again = post_signup(&client, &token, "ada@example.com", "Ada").await;
@@ -181,28 +240,30 @@ async fn the_same_token_twice_creates_one_user_and_replays_the_303() {
     assert_eq!(listed(&client).await.len(), 1);
 }
 
-/// Two posts of one token, sent together while the handler sleeps.
-async fn double_click(client: &TestClient) -> (TestResponse, TestResponse) {
-    let token = fresh_token(client).await;
-    let first = tokio::spawn({
-        let client = client.clone();
-        let token = token.clone();
-        async move { post_signup(&client, &token, "ada@example.com", "Ada").await }
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let second = post_signup(client, &token, "ada@example.com", "Ada").await;
-    (first.await.expect("first post"), second)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_posts_of_one_token_create_one_user_the_duplicate_waiting_for_the_first() {
+    let _turn = WAITERS.lock().await;
+    let mut waiting = watch_waiting();
     let dir = tempfile::tempdir().expect("temp dir");
+    let gate = SignupGate::default();
     let client = client_in(
         dir.path(),
-        Duration::from_millis(400),
+        saas::app_with_gate(false, gate.clone()),
         "[security.submit_token]\nin_flight_wait_ms = 5000\n",
     );
-    let (first, second) = double_click(&client).await;
+    let token = fresh_token(&client).await;
+    let post = |token: String| {
+        let client = client.clone();
+        tokio::spawn(async move { post_signup(&client, &token, "ada@example.com", "Ada").await })
+    };
+    let first = post(token.clone());
+    gate.started().await;
+    // The first post is in its handler; the second arrives, finds its token
+    // in flight and waits. Only then does the first one finish.
+    let second = post(token);
+    a_duplicate_waits(&mut waiting).await;
+    gate.open();
+    let (first, second) = (first.await.expect("first"), second.await.expect("second"));
     let location = see_other(&first);
     assert_eq!(first.header(SUBMIT_TOKEN_REPLAYED), None);
     assert_eq!(see_other(&second), location);
@@ -213,10 +274,19 @@ async fn concurrent_posts_of_one_token_create_one_user_the_duplicate_waiting_for
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_posts_of_one_token_create_one_user_the_duplicate_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let client = client_in(dir.path(), Duration::from_millis(400), "");
-    let (first, second) = double_click(&client).await;
-    see_other(&first);
+    let gate = SignupGate::default();
+    let client = client_in(dir.path(), saas::app_with_gate(false, gate.clone()), "");
+    let token = fresh_token(&client).await;
+    let first = tokio::spawn({
+        let (client, token) = (client.clone(), token.clone());
+        async move { post_signup(&client, &token, "ada@example.com", "Ada").await }
+    });
+    gate.started().await;
+    // The first post is in its handler: the duplicate is refused at once.
+    let second = post_signup(&client, &token, "ada@example.com", "Ada").await;
     second.assert_status(409);
+    gate.open();
+    see_other(&first.await.expect("first post"));
     assert_eq!(listed(&client).await.len(), 1);
 }
 
@@ -248,8 +318,9 @@ async fn on_postgres_with_tokens_in_redis_over_two_replicas() {
         postgres_schema().await,
         uuid::Uuid::new_v4().simple()
     );
+    let gate = SignupGate::default();
     let replica = || {
-        TestApp::from_builder(saas::app_with_delay(false, Duration::from_millis(400)))
+        TestApp::from_builder(saas::app_with_gate(false, gate.clone()))
             .config(AutumnConfig::from_toml_str(&config).expect("config"))
             .build()
     };
@@ -257,22 +328,34 @@ async fn on_postgres_with_tokens_in_redis_over_two_replicas() {
 
     // A double-click whose two posts reach two replicas: the second waits
     // on the first one's lock in Redis and replays its 303.
+    let turn = WAITERS.lock().await;
+    let mut waiting = watch_waiting();
     let token = fresh_token(&a).await;
     let first = tokio::spawn({
         let (a, token) = (a.clone(), token.clone());
         async move { post_signup(&a, &token, "ada@example.com", "Ada").await }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let second = post_signup(&b, &token, "ada@example.com", "Ada").await;
+    gate.started().await;
+    let second = tokio::spawn({
+        let (b, token) = (b.clone(), token.clone());
+        async move { post_signup(&b, &token, "ada@example.com", "Ada").await }
+    });
+    a_duplicate_waits(&mut waiting).await;
+    gate.open();
     let first = first.await.expect("first post");
+    let second = second.await.expect("second post");
+    drop(turn);
     let location = see_other(&first);
     assert_eq!(see_other(&second), location);
     second.assert_header(SUBMIT_TOKEN_REPLAYED, "true");
 
-    // Validation and the unique email hold on PostgreSQL too.
+    // Validation and the unique email hold on PostgreSQL too. (Each post
+    // that gets past validation passes the gate: open it ahead.)
+    gate.open();
     let rejected = post_signup(&b, &fresh_token(&b).await, "ADA@example.com", "Ada").await;
     rejected.assert_status(422);
     assert!(rejected.text().contains("already registered"));
+    gate.open();
     see_other(&post_signup(&b, &fresh_token(&b).await, "grace@example.com", "Grace").await);
 
     let users = listed(&a).await;
@@ -334,14 +417,17 @@ async fn the_binary_turns_a_double_click_into_one_account_on_its_sqlite_file() {
     let token = token_field_first(&page);
     let form = format!("_submit_token={token}&email=ada%40example.com&name=Ada");
 
-    // A double-click: the second post leaves while the first one sleeps.
-    let first = tokio::spawn({
-        let (signup, form) = (signup.clone(), form.clone());
-        async move { http("POST", &signup, Some(&form)).await }
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let second = http("POST", &signup, Some(&form)).await;
-    let first = first.await.expect("first post");
+    // A double-click: two posts of one form at once, while the handler
+    // sleeps. Whichever runs first, the other is its duplicate.
+    let (one, other) = tokio::join!(
+        http("POST", &signup, Some(&form)),
+        http("POST", &signup, Some(&form))
+    );
+    let (first, second) = if one.1.contains_key(SUBMIT_TOKEN_REPLAYED) {
+        (other, one)
+    } else {
+        (one, other)
+    };
 
     // Both land on the same welcome page: main makes the duplicate wait for
     // the first post and get its answer, rather than a 409.

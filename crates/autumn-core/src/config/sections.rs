@@ -288,7 +288,8 @@ pub struct SubmitTokenConfig {
     pub in_flight_ttl_secs: u64,
     /// Where tokens are stored; unset inherits `[idempotency].backend`.
     pub backend: Option<Backend>,
-    /// Path prefixes the guard skips (tokens are still minted there).
+    /// Path prefixes the guard skips, by whole segments (`/api` covers
+    /// `/api/x`, not `/apiary`); tokens are still minted there.
     pub exempt_paths: Vec<String>,
     /// Largest form body, in bytes, scanned for the token; a larger urlencoded body gets 413.
     pub max_form_bytes: usize,

@@ -124,14 +124,17 @@ impl SubmitTokenLayer {
         self.map(|s| s.in_flight_ttl = ttl)
     }
 
-    /// Path prefixes the guard skips (tokens are still minted there).
+    /// Path prefixes the guard skips (tokens are still minted there),
+    /// matched by whole segments: `/api` covers `/api` and `/api/x`, not
+    /// `/apiary`.
     #[must_use]
     pub fn with_exempt_paths(self, prefixes: Vec<String>) -> Self {
         self.map(|s| s.exempt_paths = prefixes)
     }
 
     /// The largest form body scanned for the field; larger urlencoded forms
-    /// get 413.
+    /// get 413, and a larger multipart form is scanned this far and watched
+    /// beyond.
     #[must_use]
     pub fn with_max_form_bytes(self, limit: usize) -> Self {
         self.map(|s| s.max_form_bytes = limit)

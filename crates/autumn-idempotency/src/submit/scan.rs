@@ -1,16 +1,22 @@
 //! Finding the submit-token field in a form body without changing the body.
 
 use http::StatusCode;
+use memchr::memmem;
 
 use crate::problem::Problem;
 
 /// Why a form body was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ScanError {
-    TooLarge { limit: usize },
+    TooLarge {
+        limit: usize,
+    },
     Malformed(String),
     Repeated,
     BadToken,
+    /// The field's part starts after the part of the body the layer scans
+    /// before it runs the handler.
+    Late,
 }
 
 impl ScanError {
@@ -40,6 +46,13 @@ impl ScanError {
                     "the {field} field must be a token of 1 to 255 visible ASCII characters, as rendered by the form"
                 ),
             ),
+            Self::Late => Problem::new(
+                StatusCode::BAD_REQUEST,
+                "submit_token_late",
+                format!(
+                    "the {field} field must come before the form's file fields, within the first security.submit_token.max_form_bytes of the body"
+                ),
+            ),
         }
     }
 }
@@ -51,38 +64,63 @@ pub(crate) enum FormKind {
     Multipart { boundary: String },
 }
 
+const URLENCODED: &str = "application/x-www-form-urlencoded";
+
 /// The kind of form `content_type` announces, if it is one the layer reads.
+///
+/// Decided the way the extractors decide, so that every body a handler
+/// parses as a form is scanned first: axum's `Form` takes any
+/// `Content-Type` that starts with `application/x-www-form-urlencoded`
+/// (whatever follows: parameters, spaces, junk), and its `Multipart`
+/// parses the type with the `mime` crate and takes its `boundary`
+/// parameter. The layer accepts a superset (any case, leading spaces): a
+/// form scanned that the extractor then refuses costs nothing.
 pub(crate) fn form_kind(content_type: &str) -> Option<Result<FormKind, ScanError>> {
-    let mut params = content_type.split(';');
-    let essence = params.next()?.trim().to_ascii_lowercase();
-    match essence.as_str() {
-        "application/x-www-form-urlencoded" => Some(Ok(FormKind::UrlEncoded)),
-        "multipart/form-data" => {
-            let boundary = params.find_map(|param| {
-                let (name, value) = param.split_once('=')?;
-                name.trim()
-                    .eq_ignore_ascii_case("boundary")
-                    .then(|| value.trim().trim_matches('"').to_owned())
-            });
-            Some(match boundary {
-                Some(boundary) if !boundary.is_empty() && boundary.len() <= 70 => {
-                    Ok(FormKind::Multipart { boundary })
+    let trimmed = content_type.trim_start();
+    let starts_with = |prefix: &str| {
+        trimmed
+            .get(..prefix.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+    };
+    if starts_with(URLENCODED) {
+        return Some(Ok(FormKind::UrlEncoded));
+    }
+    let malformed = |why: &str| Some(Err(ScanError::Malformed(why.into())));
+    match trimmed.parse::<mime::Mime>() {
+        Ok(media) if media.type_() == mime::MULTIPART && media.subtype() == mime::FORM_DATA => {
+            match media.get_param(mime::BOUNDARY) {
+                Some(boundary) if (1..=70).contains(&boundary.as_str().len()) => {
+                    Some(Ok(FormKind::Multipart {
+                        boundary: boundary.as_str().to_owned(),
+                    }))
                 }
-                _ => Err(ScanError::Malformed(
-                    "multipart/form-data needs a boundary parameter of 1 to 70 characters".into(),
-                )),
-            })
+                _ => malformed(
+                    "multipart/form-data needs a boundary parameter of 1 to 70 characters",
+                ),
+            }
         }
-        _ => None,
+        Ok(_) => None,
+        // Unparseable, so no extractor reads it as a form either; but a
+        // type that looks like one gets a clear answer, not a pass.
+        Err(_) if starts_with("multipart/form-data") => {
+            malformed("the multipart/form-data content type cannot be parsed")
+        }
+        Err(_) => None,
     }
 }
 
-fn token(value: Vec<u8>) -> Result<String, ScanError> {
-    if value.is_empty() || value.len() > 255 || value.iter().any(|b| !(0x21..=0x7e).contains(b)) {
+fn token(value: &[u8]) -> Result<String, ScanError> {
+    if value.is_empty()
+        || value.len() > MAX_TOKEN
+        || value.iter().any(|b| !(0x21..=0x7e).contains(b))
+    {
         return Err(ScanError::BadToken);
     }
-    String::from_utf8(value).map_err(|_| ScanError::BadToken)
+    String::from_utf8(value.to_vec()).map_err(|_| ScanError::BadToken)
 }
+
+/// The longest token accepted.
+const MAX_TOKEN: usize = 255;
 
 fn hex(digit: u8) -> Option<u8> {
     match digit {
@@ -133,54 +171,329 @@ pub(crate) fn urlencoded(body: &[u8], field: &str) -> Result<Option<String>, Sca
             if found.is_some() {
                 return Err(ScanError::Repeated);
             }
-            found = Some(token(value)?);
+            found = Some(token(&value)?);
         }
     }
     Ok(found)
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack
-        .windows(needle.len())
-        .position(|window| window == needle)
+/// The longest header block of a part the scanner reads.
+const MAX_PART_HEADERS: usize = 8 * 1024;
+
+fn trim_start(bytes: &[u8]) -> &[u8] {
+    let at = bytes
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .unwrap_or(bytes.len());
+    &bytes[at..]
 }
 
-/// The `name` and whether a `filename` is given, from a part's headers.
-fn disposition(headers: &[u8]) -> Result<(Option<String>, bool), ScanError> {
-    let headers = std::str::from_utf8(headers)
-        .map_err(|_| ScanError::Malformed("a part's headers are not UTF-8".into()))?;
-    for line in headers.split("\r\n") {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
+fn trim_end(bytes: &[u8]) -> &[u8] {
+    let at = bytes
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t'))
+        .map_or(0, |at| at + 1);
+    &bytes[..at]
+}
+
+/// The `name` and whether a `filename` is given, from the value of a
+/// `Content-Disposition` header (`form-data; name="a"; filename="b"`).
+/// A quoted value runs to the next `"`: browsers send a `"` inside a name
+/// as `%22`, so a `;` or a `name=` inside a quoted filename is just text.
+fn disposition_params(value: &[u8]) -> (Option<&[u8]>, bool) {
+    let mut name = None;
+    let mut file = false;
+    let Some(first) = memchr::memchr(b';', value) else {
+        return (None, false);
+    };
+    let mut rest = &value[first..];
+    while let Some(after) = rest.strip_prefix(b";") {
+        let param = trim_start(after);
+        let end = param
+            .iter()
+            .position(|&b| b == b'=' || b == b';')
+            .unwrap_or(param.len());
+        let key = trim_end(&param[..end]);
+        let (found, after_value) = if param.get(end) == Some(&b'=') {
+            let raw = trim_start(&param[end + 1..]);
+            match raw.strip_prefix(b"\"") {
+                Some(quoted) => match memchr::memchr(b'"', quoted) {
+                    Some(close) => (&quoted[..close], &quoted[close + 1..]),
+                    None => (quoted, &[][..]),
+                },
+                None => {
+                    let close = memchr::memchr(b';', raw).unwrap_or(raw.len());
+                    (trim_end(&raw[..close]), &raw[close..])
+                }
+            }
+        } else {
+            (&[][..], &param[end..])
         };
-        if !name.trim().eq_ignore_ascii_case("content-disposition") {
-            continue;
+        if key.eq_ignore_ascii_case(b"name") {
+            name = Some(found);
+        } else if key.eq_ignore_ascii_case(b"filename") || key.eq_ignore_ascii_case(b"filename*") {
+            file = true;
         }
-        let mut field = None;
-        let mut file = false;
-        for param in value.split(';').skip(1) {
-            let Some((key, raw)) = param.split_once('=') else {
-                continue;
-            };
-            let raw = raw.trim();
-            let unquoted = raw
-                .strip_prefix('"')
-                .and_then(|r| r.strip_suffix('"'))
-                .unwrap_or(raw);
-            match key.trim().to_ascii_lowercase().as_str() {
-                "name" => field = Some(unquoted.to_owned()),
-                "filename" | "filename*" => file = true,
-                _ => {}
+        // Skip whatever follows a value up to the next parameter.
+        rest = match memchr::memchr(b';', after_value) {
+            Some(at) => &after_value[at..],
+            None => &[],
+        };
+    }
+    (name, file)
+}
+
+/// Where a [`MultipartScanner`] is in the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Looking for the next delimiter; the bytes before it are the
+    /// preamble or a part's content.
+    Seeking,
+    /// Just after a delimiter: `--` ends the body, a line break starts a
+    /// part.
+    AfterDelimiter,
+    /// In a part's header block.
+    Headers,
+    /// After the closing delimiter: the rest is an epilogue.
+    Done,
+}
+
+/// Reads a multipart body's parts as it arrives, in pieces of any size,
+/// without holding on to it: only a delimiter's length of it between
+/// pieces, a part's header block while it is read, and the token field's
+/// value.
+#[derive(Debug)]
+pub(crate) struct MultipartScanner {
+    /// `\r\n--boundary`: the first delimiter is found too, because the
+    /// scan starts as if the body began with a line break.
+    delimiter: memmem::Finder<'static>,
+    /// The field's name as browsers write it in a part's header.
+    field: Vec<u8>,
+    state: State,
+    /// Bytes held over from the last piece: a possible start of a
+    /// delimiter, or an unfinished header block.
+    pending: Vec<u8>,
+    /// Whether the part being read is the token field, and its value.
+    value: Option<Vec<u8>>,
+    token: Option<String>,
+    /// Whether any part was seen (for the error message).
+    started: bool,
+    /// Set once the handler runs: a part naming the field is then an error.
+    watching: bool,
+}
+
+impl MultipartScanner {
+    pub(crate) fn new(boundary: &str, field: &str) -> Self {
+        let delimiter = format!("\r\n--{boundary}").into_bytes();
+        // Browsers escape these three in a field name.
+        let mut escaped = Vec::with_capacity(field.len());
+        for &b in field.as_bytes() {
+            match b {
+                b'"' => escaped.extend_from_slice(b"%22"),
+                b'\r' => escaped.extend_from_slice(b"%0D"),
+                b'\n' => escaped.extend_from_slice(b"%0A"),
+                _ => escaped.push(b),
             }
         }
-        return Ok((field, file));
+        Self {
+            delimiter: memmem::Finder::new(&delimiter).into_owned(),
+            field: escaped,
+            state: State::Seeking,
+            pending: b"\r\n".to_vec(),
+            value: None,
+            token: None,
+            started: false,
+            watching: false,
+        }
     }
-    Err(ScanError::Malformed(
-        "a part has no Content-Disposition header".into(),
-    ))
+
+    /// The token, once its part has been read whole.
+    pub(crate) fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// Whether the closing delimiter was read.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// Whether the token field's part was started but not finished.
+    pub(crate) fn in_field(&self) -> bool {
+        self.value.is_some()
+    }
+
+    /// From now on, a part naming the field is [`ScanError::Late`].
+    pub(crate) fn watch(&mut self) {
+        self.watching = true;
+    }
+
+    /// Reads the next piece of the body.
+    pub(crate) fn feed(&mut self, mut input: &[u8]) -> Result<(), ScanError> {
+        // Finish what the last piece left over, joined with as few of this
+        // piece's bytes as that takes; the rest is read in place.
+        while !self.pending.is_empty() && !input.is_empty() {
+            let wanted = match self.state {
+                State::Headers => MAX_PART_HEADERS + 4,
+                _ => self.delimiter.needle().len(),
+            };
+            let take = input.len().min(wanted);
+            let mut joined = std::mem::take(&mut self.pending);
+            let held = joined.len();
+            joined.extend_from_slice(&input[..take]);
+            let used = self.read(&joined)?;
+            if used >= held {
+                input = &input[used - held..];
+                break;
+            }
+            self.pending = joined.split_off(used);
+            input = &input[take..];
+        }
+        if self.pending.is_empty() && !input.is_empty() {
+            let used = self.read(input)?;
+            self.pending = input[used..].to_vec();
+        }
+        Ok(())
+    }
+
+    /// Checks that the whole body has been read: it must have ended with
+    /// its closing delimiter.
+    pub(crate) fn finish(&self) -> Result<(), ScanError> {
+        let why = match self.state {
+            State::Done => return Ok(()),
+            State::Seeking if !self.started => "the body does not contain its boundary",
+            State::Headers => "a part's headers do not end",
+            State::Seeking | State::AfterDelimiter => {
+                "the body does not end with its closing boundary"
+            }
+        };
+        Err(ScanError::Malformed(why.into()))
+    }
+
+    /// Reads what it can of `data`; answers how many bytes it is done
+    /// with (the rest must come again, with more after it).
+    fn read(&mut self, data: &[u8]) -> Result<usize, ScanError> {
+        let delimiter_len = self.delimiter.needle().len();
+        let mut at = 0;
+        loop {
+            let rest = &data[at..];
+            match self.state {
+                State::Done => return Ok(data.len()),
+                State::Seeking => match self.delimiter.find(rest) {
+                    Some(found) => {
+                        self.content(&rest[..found])?;
+                        if let Some(value) = self.value.take() {
+                            self.token = Some(token(&value)?);
+                        }
+                        at += found + delimiter_len;
+                        self.state = State::AfterDelimiter;
+                    }
+                    None => {
+                        let keep = self.partial_delimiter(rest);
+                        self.content(&rest[..rest.len() - keep])?;
+                        return Ok(data.len() - keep);
+                    }
+                },
+                State::AfterDelimiter => match rest.get(..2) {
+                    None => return Ok(at),
+                    Some(b"--") => {
+                        at += 2;
+                        self.state = State::Done;
+                    }
+                    // The line break stays: it opens the header block.
+                    Some(b"\r\n") => {
+                        self.started = true;
+                        self.state = State::Headers;
+                    }
+                    Some(_) => {
+                        return Err(ScanError::Malformed(
+                            "a boundary is not followed by a line break".into(),
+                        ));
+                    }
+                },
+                State::Headers => {
+                    let too_long = || {
+                        ScanError::Malformed(format!(
+                            "a part's headers are longer than {MAX_PART_HEADERS} bytes"
+                        ))
+                    };
+                    let Some(end) = memmem::find(rest, b"\r\n\r\n") else {
+                        // However the body is cut into pieces, the same
+                        // header block is refused.
+                        if rest.len() > MAX_PART_HEADERS + 3 {
+                            return Err(too_long());
+                        }
+                        return Ok(at);
+                    };
+                    if end > MAX_PART_HEADERS {
+                        return Err(too_long());
+                    }
+                    self.part(rest.get(2..end).unwrap_or_default())?;
+                    at += end + 4;
+                    self.state = State::Seeking;
+                }
+            }
+        }
+    }
+
+    /// The length of the longest end of `data` that may be the start of a
+    /// delimiter cut off by the end of the piece.
+    fn partial_delimiter(&self, data: &[u8]) -> usize {
+        let needle = self.delimiter.needle();
+        let from = data.len().saturating_sub(needle.len() - 1);
+        memchr::memchr_iter(b'\r', &data[from..])
+            .map(|at| from + at)
+            .find(|&at| needle.starts_with(&data[at..]))
+            .map_or(0, |at| data.len() - at)
+    }
+
+    /// Content of the current part.
+    fn content(&mut self, bytes: &[u8]) -> Result<(), ScanError> {
+        if let Some(value) = &mut self.value {
+            if value.len() + bytes.len() > MAX_TOKEN {
+                return Err(ScanError::BadToken);
+            }
+            value.extend_from_slice(bytes);
+        }
+        Ok(())
+    }
+
+    /// A part's header block, without the line breaks around it.
+    fn part(&mut self, headers: &[u8]) -> Result<(), ScanError> {
+        let disposition = headers
+            .split(|&b| b == b'\n')
+            .filter_map(|line| {
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                let colon = memchr::memchr(b':', line)?;
+                trim_end(trim_start(&line[..colon]))
+                    .eq_ignore_ascii_case(b"content-disposition")
+                    .then(|| &line[colon + 1..])
+            })
+            .next();
+        let Some(disposition) = disposition else {
+            return Err(ScanError::Malformed(
+                "a part has no Content-Disposition header".into(),
+            ));
+        };
+        let (name, is_file) = disposition_params(disposition);
+        if name != Some(&self.field[..]) {
+            return Ok(());
+        }
+        if self.watching {
+            return Err(ScanError::Late);
+        }
+        if self.token.is_some() {
+            return Err(ScanError::Repeated);
+        }
+        if is_file {
+            return Err(ScanError::BadToken);
+        }
+        self.value = Some(Vec::new());
+        Ok(())
+    }
 }
 
 /// What scanning a multipart prefix found.
+#[cfg(test)]
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct MultipartScan {
     /// The token, when the field was seen.
@@ -189,79 +502,23 @@ pub(crate) struct MultipartScan {
     pub(crate) complete: bool,
 }
 
-/// Scans the parts of a multipart body in order. `whole` says whether
-/// `body` is the whole body or only its first bytes: parts cut off by the
-/// end of a prefix are left for the caller to watch.
+/// Scans a multipart body, or its first bytes when `whole` is false.
+#[cfg(test)]
 pub(crate) fn multipart(
     body: &[u8],
     boundary: &str,
     field: &str,
     whole: bool,
 ) -> Result<MultipartScan, ScanError> {
-    let delimiter = format!("--{boundary}");
-    let next_part = format!("\r\n--{boundary}");
-    let cut_off = |token| {
-        Ok(MultipartScan {
-            token,
-            complete: false,
-        })
-    };
-    let Some(start) = find(body, delimiter.as_bytes()) else {
-        return if whole {
-            Err(ScanError::Malformed(
-                "the body does not contain its boundary".into(),
-            ))
-        } else {
-            cut_off(None)
-        };
-    };
-    let mut rest = &body[start + delimiter.len()..];
-    let mut token = None;
-    loop {
-        if rest.starts_with(b"--") {
-            return Ok(MultipartScan {
-                token,
-                complete: true,
-            });
-        }
-        let Some(after_line) = rest.strip_prefix(b"\r\n") else {
-            return if whole || rest.len() >= 2 {
-                Err(ScanError::Malformed(
-                    "a boundary is not followed by a line break".into(),
-                ))
-            } else {
-                cut_off(token)
-            };
-        };
-        let Some(headers_end) = find(after_line, b"\r\n\r\n") else {
-            return if whole {
-                Err(ScanError::Malformed("a part's headers do not end".into()))
-            } else {
-                cut_off(token)
-            };
-        };
-        let (name, is_file) = disposition(&after_line[..headers_end])?;
-        let content = &after_line[headers_end + 4..];
-        let Some(content_end) = find(content, next_part.as_bytes()) else {
-            return if whole {
-                Err(ScanError::Malformed(
-                    "the body does not end with its closing boundary".into(),
-                ))
-            } else {
-                cut_off(token)
-            };
-        };
-        if name.as_deref() == Some(field) {
-            if token.is_some() {
-                return Err(ScanError::Repeated);
-            }
-            if is_file {
-                return Err(ScanError::BadToken);
-            }
-            token = Some(self::token(content[..content_end].to_vec())?);
-        }
-        rest = &content[content_end + next_part.len()..];
+    let mut scanner = MultipartScanner::new(boundary, field);
+    scanner.feed(body)?;
+    if whole {
+        scanner.finish()?;
     }
+    Ok(MultipartScan {
+        token: scanner.token().map(str::to_owned),
+        complete: scanner.is_complete(),
+    })
 }
 
 #[cfg(test)]
@@ -363,17 +620,409 @@ mod tests {
 
     #[test]
     fn content_types_name_their_form_kind() {
-        assert_eq!(
-            form_kind("application/x-www-form-urlencoded; charset=UTF-8"),
-            Some(Ok(FormKind::UrlEncoded))
-        );
-        assert_eq!(
-            form_kind("multipart/form-data; boundary=\"abc\""),
-            Some(Ok(FormKind::Multipart {
-                boundary: "abc".into()
-            }))
-        );
-        assert!(matches!(form_kind("multipart/form-data"), Some(Err(_))));
+        // Every type axum's `Form` accepts: it only asks that the header
+        // start with the urlencoded type.
+        for urlencoded in [
+            "application/x-www-form-urlencoded",
+            "application/x-www-form-urlencoded; charset=UTF-8",
+            "application/x-www-form-urlencoded;charset=utf-8",
+            "application/x-www-form-urlencoded ; charset=utf-8",
+            "application/x-www-form-urlencoded charset=utf-8",
+            "application/x-www-form-urlencoded,text/plain",
+            "application/x-www-form-urlencodedjunk",
+            "  Application/X-WWW-Form-UrlEncoded",
+        ] {
+            assert_eq!(
+                form_kind(urlencoded),
+                Some(Ok(FormKind::UrlEncoded)),
+                "{urlencoded}"
+            );
+        }
+        // Every boundary axum's `Multipart` reads (it parses with `mime`).
+        for (multipart, boundary) in [
+            ("multipart/form-data; boundary=abc", "abc"),
+            ("multipart/form-data; boundary=\"abc\"", "abc"),
+            ("multipart/form-data;boundary=abc", "abc"),
+            ("Multipart/Form-Data; BOUNDARY=abc", "abc"),
+            ("multipart/form-data; charset=utf-8; boundary=abc", "abc"),
+            ("multipart/form-data; boundary=\"a;b c\"", "a;b c"),
+            (
+                "multipart/form-data; boundary=\"abc\" ; charset=utf-8",
+                "abc",
+            ),
+        ] {
+            assert_eq!(
+                form_kind(multipart),
+                Some(Ok(FormKind::Multipart {
+                    boundary: boundary.into()
+                })),
+                "{multipart}"
+            );
+        }
+        for refused in [
+            "multipart/form-data",
+            "multipart/form-data; boundary=",
+            "multipart/form-data; boundary=\"abc",
+            "multipart/form-data; boundary=abc def",
+        ] {
+            assert!(
+                matches!(form_kind(refused), Some(Err(ScanError::Malformed(_)))),
+                "{refused}"
+            );
+        }
         assert_eq!(form_kind("application/json"), None);
+        assert_eq!(form_kind("multipart/mixed; boundary=abc"), None);
+        assert_eq!(form_kind("text/plain; x=\"unterminated"), None);
+    }
+
+    #[test]
+    fn part_names_are_read_as_browsers_write_them() {
+        let parts = |disposition: &str| {
+            format!("--XyZ\r\nContent-Disposition: {disposition}\r\n\r\nvalue\r\n--XyZ--\r\n")
+        };
+        let found = |disposition: &str| {
+            multipart(parts(disposition).as_bytes(), "XyZ", "_submit_token", true)
+        };
+        assert_eq!(
+            found("form-data; name=\"_submit_token\"").map(|scan| scan.token),
+            Ok(Some("value".into()))
+        );
+        assert_eq!(
+            found("form-data; name=_submit_token").map(|scan| scan.token),
+            Ok(Some("value".into()))
+        );
+        for other in [
+            "form-data; name=\"title\"",
+            "form-data; xname=\"_submit_token\"",
+            "form-data; name=\"_submit_token2\"",
+            "form-data; name=\"f\"; filename=\"a; name=_submit_token\"",
+            "form-data; name=\"f\"; filename=\"name=\\\"_submit_token\\\"\"",
+        ] {
+            assert_eq!(found(other).map(|scan| scan.token), Ok(None), "{other}");
+        }
+        // A browser writes a `"` in a name as %22.
+        let quoted = "--XyZ\r\nContent-Disposition: form-data; name=\"a%22b\"\r\n\r\nv\r\n--XyZ--";
+        assert_eq!(
+            multipart(quoted.as_bytes(), "XyZ", "a\"b", true).map(|scan| scan.token),
+            Ok(Some("v".into()))
+        );
+    }
+
+    #[test]
+    fn a_watched_body_fails_on_a_part_naming_the_field_not_on_content() {
+        let field = "_submit_token";
+        let mut scanner = MultipartScanner::new("XyZ", field);
+        scanner
+            .feed(b"--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a\"\r\n\r\nabc")
+            .expect("prefix");
+        scanner.watch();
+        // A file that happens to hold the field's name, cut in two.
+        scanner
+            .feed(b"Content-Disposition: form-data; name=\"_submit")
+            .expect("content");
+        scanner.feed(b"_token\"\r\n\r\nxyz").expect("content");
+        scanner
+            .feed(b"\r\n--XyZ\r\nContent-Disposition: form-data; name=\"_subm")
+            .expect("a header cut short is not decided yet");
+        assert_eq!(
+            scanner.feed(b"it_token\"\r\n\r\ntok\r\n--XyZ--\r\n"),
+            Err(ScanError::Late)
+        );
+    }
+
+    #[test]
+    fn long_part_headers_and_long_tokens_are_refused() {
+        let header = format!(
+            "--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\nX: {}\r\n\r\nv\r\n--XyZ--",
+            "y".repeat(MAX_PART_HEADERS)
+        );
+        assert!(matches!(
+            multipart(header.as_bytes(), "XyZ", "_submit_token", true),
+            Err(ScanError::Malformed(_))
+        ));
+        let long = format!("{}--XyZ--", part("_submit_token", "", &"t".repeat(256)));
+        assert_eq!(
+            multipart(long.as_bytes(), "XyZ", "_submit_token", true),
+            Err(ScanError::BadToken)
+        );
+        let longest = format!("{}--XyZ--", part("_submit_token", "", &"t".repeat(255)));
+        assert!(multipart(longest.as_bytes(), "XyZ", "_submit_token", true).is_ok());
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        const FIELD: &str = "_submit_token";
+
+        fn config() -> ProptestConfig {
+            ProptestConfig {
+                cases: 256,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            }
+        }
+
+        /// Feeds `body` in pieces cut at `cuts`, as a network would.
+        fn scan_in_pieces(
+            body: &[u8],
+            boundary: &str,
+            cuts: &[usize],
+        ) -> Result<(Option<String>, bool), ScanError> {
+            let mut scanner = MultipartScanner::new(boundary, FIELD);
+            let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
+            cuts.sort_unstable();
+            let mut from = 0;
+            for cut in cuts.into_iter().chain([body.len()]) {
+                scanner.feed(&body[from..cut])?;
+                from = cut;
+            }
+            scanner.finish()?;
+            Ok((scanner.token().map(str::to_owned), scanner.is_complete()))
+        }
+
+        fn token() -> impl Strategy<Value = String> {
+            "[!-~]{1,255}"
+        }
+
+        fn boundary() -> impl Strategy<Value = String> {
+            "[0-9A-Za-z'()+_,./:=?-]{1,70}"
+        }
+
+        /// A part's content: bytes that may look like parts, names and
+        /// cut-off delimiters, but hold no whole delimiter.
+        fn content() -> impl Strategy<Value = Vec<u8>> {
+            prop::collection::vec(
+                prop_oneof![
+                    any::<u8>().prop_map(|b| vec![b]),
+                    Just(b"\r\n".to_vec()),
+                    Just(b"\r\n-".to_vec()),
+                    Just(b"\r\n--".to_vec()),
+                    Just(b"name=\"_submit_token\"".to_vec()),
+                    Just(
+                        b"Content-Disposition: form-data; name=\"_submit_token\"\r\n\r\n".to_vec()
+                    ),
+                ],
+                0..12,
+            )
+            .prop_map(|pieces| pieces.concat())
+        }
+
+        /// A valid multipart body: parts with random names and contents,
+        /// the token field among them (or not), at any place.
+        fn form() -> impl Strategy<Value = (String, Vec<u8>, Option<String>)> {
+            (
+                boundary(),
+                prop::collection::vec(("[a-z]{1,8}", any::<bool>(), content()), 0..5),
+                prop::option::of((token(), any::<prop::sample::Index>())),
+            )
+                .prop_filter_map("a content holds the delimiter", |(boundary, parts, field)| {
+                    let delimiter = format!("\r\n--{boundary}");
+                    let mut body = b"preamble".to_vec();
+                    let at = field.as_ref().map(|(_, index)| index.index(parts.len() + 1));
+                    for index in 0..=parts.len() {
+                        if at == Some(index) {
+                            let (token, _) = field.as_ref()?;
+                            body.extend_from_slice(
+                                format!(
+                                    "\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"{FIELD}\"\r\n\r\n{token}"
+                                )
+                                .as_bytes(),
+                            );
+                        }
+                        let Some((name, file, content)) = parts.get(index) else {
+                            continue;
+                        };
+                        if memmem::find(content, delimiter.as_bytes()).is_some()
+                            || content.starts_with(&delimiter.as_bytes()[2..])
+                        {
+                            return None;
+                        }
+                        let filename = if *file { "; filename=\"x.bin\"" } else { "" };
+                        body.extend_from_slice(
+                            format!(
+                                "\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"{filename}\r\nContent-Type: application/octet-stream\r\n\r\n"
+                            )
+                            .as_bytes(),
+                        );
+                        body.extend_from_slice(content);
+                    }
+                    body.extend_from_slice(format!("\r\n--{boundary}--\r\nepilogue").as_bytes());
+                    // The body starts with its first delimiter, no preamble.
+                    let body = body[b"preamble\r\n".len()..].to_vec();
+                    if memmem::find(&body[..], delimiter.as_bytes()).is_none()
+                        && !body.starts_with(&delimiter.as_bytes()[2..])
+                    {
+                        return None;
+                    }
+                    Some((boundary, body, field.map(|(token, _)| token)))
+                })
+        }
+
+        proptest! {
+            #![proptest_config(config())]
+
+            #[test]
+            fn urlencoded_never_panics(body in prop::collection::vec(any::<u8>(), 0..512)) {
+                let _ = urlencoded(&body, FIELD);
+            }
+
+            /// What the scanner finds is what axum's `Form` (which parses
+            /// with `form_urlencoded`) hands the handler.
+            #[test]
+            fn urlencoded_agrees_with_the_form_extractor(
+                body in prop::collection::vec(
+                    prop_oneof![
+                        Just(b"_submit_token".to_vec()),
+                        Just(b"_submit%5Ftoken".to_vec()),
+                        Just(b"=".to_vec()),
+                        Just(b"&".to_vec()),
+                        Just(b"+".to_vec()),
+                        Just(b"%41".to_vec()),
+                        "[!-~]{1,4}".prop_map(String::into_bytes),
+                    ],
+                    0..16,
+                ).prop_map(|pieces| pieces.concat())
+            ) {
+                if let Ok(found) = urlencoded(&body, FIELD) {
+                    let pairs: Vec<(String, String)> =
+                        serde_urlencoded::from_bytes(&body).expect("a form the scanner read");
+                    let values: Vec<&String> =
+                        pairs.iter().filter(|(name, _)| name == FIELD).map(|(_, v)| v).collect();
+                    match found {
+                        Some(token) => prop_assert_eq!(values, vec![&token]),
+                        None => prop_assert!(values.is_empty()),
+                    }
+                }
+            }
+
+            #[test]
+            fn urlencoded_finds_the_field_anywhere(
+                token in token(),
+                before in prop::collection::vec(("[a-z]{1,6}", "[a-z0-9]{0,6}"), 0..4),
+                after in prop::collection::vec(("[a-z]{1,6}", "[a-z0-9]{0,6}"), 0..4),
+            ) {
+                let encoded: String =
+                    url_escape(&token);
+                let pairs: Vec<String> = before
+                    .iter()
+                    .map(|(n, v)| format!("{n}={v}"))
+                    .chain([format!("{FIELD}={encoded}")])
+                    .chain(after.iter().map(|(n, v)| format!("{n}={v}")))
+                    .collect();
+                prop_assert_eq!(urlencoded(pairs.join("&").as_bytes(), FIELD), Ok(Some(token)));
+            }
+
+            #[test]
+            fn content_types_never_panic(content_type in "\\PC{0,80}") {
+                let _ = form_kind(&content_type);
+            }
+
+            #[test]
+            fn multipart_boundaries_are_read_however_they_are_written(
+                boundary in boundary(),
+                quoted in any::<bool>(),
+                space in "[ ]{0,2}",
+                charset in any::<bool>(),
+            ) {
+                let value = if quoted { format!("\"{boundary}\"") } else { boundary.clone() };
+                let charset = if charset { "; charset=utf-8" } else { "" };
+                let content_type = format!("multipart/form-data;{space}boundary={value}{charset}");
+                // Characters outside a token need the quotes.
+                let needs_quotes = boundary.contains(['\'', '(', ')', ',', '/', ':', '=', '?']);
+                if quoted || !needs_quotes {
+                    prop_assert_eq!(
+                        form_kind(&content_type),
+                        Some(Ok(FormKind::Multipart { boundary }))
+                    );
+                } else {
+                    prop_assert!(form_kind(&content_type).is_some());
+                }
+            }
+
+            #[test]
+            fn multipart_never_panics(
+                body in prop::collection::vec(any::<u8>(), 0..512),
+                boundary in boundary(),
+                cuts in prop::collection::vec(any::<usize>(), 0..6),
+                whole in any::<bool>(),
+            ) {
+                let _ = multipart(&body, &boundary, FIELD, whole);
+                let _ = scan_in_pieces(&body, &boundary, &cuts);
+            }
+
+            /// Cut anywhere, a body scans as it does whole.
+            #[test]
+            fn multipart_pieces_scan_as_the_whole(
+                (boundary, body, _) in form(),
+                noise in prop::collection::vec(any::<u8>(), 0..4),
+                at in any::<prop::sample::Index>(),
+                cuts in prop::collection::vec(any::<usize>(), 0..8),
+            ) {
+                // Also bodies broken by a few stray bytes.
+                let mut broken = body.clone();
+                let at = at.index(broken.len() + 1);
+                broken.splice(at..at, noise);
+                for body in [body, broken] {
+                    let whole = multipart(&body, &boundary, FIELD, true)
+                        .map(|scan| (scan.token, scan.complete));
+                    prop_assert_eq!(scan_in_pieces(&body, &boundary, &cuts), whole);
+                }
+            }
+
+            #[test]
+            fn multipart_finds_the_field_in_a_valid_form(
+                (boundary, body, token) in form(),
+                cuts in prop::collection::vec(any::<usize>(), 0..8),
+            ) {
+                prop_assert_eq!(
+                    scan_in_pieces(&body, &boundary, &cuts),
+                    Ok((token, true))
+                );
+            }
+
+            /// Once the handler runs, only a part naming the field fails
+            /// the body; whatever the files hold does not.
+            #[test]
+            fn a_watched_body_fails_only_on_a_late_field(
+                (boundary, body, token) in form(),
+                prefix in any::<prop::sample::Index>(),
+                cuts in prop::collection::vec(any::<usize>(), 0..8),
+            ) {
+                let prefix = prefix.index(body.len() + 1);
+                let mut scanner = MultipartScanner::new(&boundary, FIELD);
+                scanner.feed(&body[..prefix]).expect("a valid form");
+                let early = scanner.token().is_some() || scanner.in_field();
+                scanner.watch();
+                let mut cuts: Vec<usize> =
+                    cuts.iter().map(|c| prefix + c % (body.len() - prefix + 1)).collect();
+                cuts.sort_unstable();
+                let mut from = prefix;
+                let mut result = Ok(());
+                for cut in cuts.into_iter().chain([body.len()]) {
+                    result = result.and_then(|()| scanner.feed(&body[from..cut]));
+                    from = cut;
+                }
+                if token.is_some() && !early {
+                    prop_assert_eq!(result, Err(ScanError::Late));
+                } else {
+                    prop_assert_eq!(result, Ok(()));
+                    prop_assert!(scanner.is_complete());
+                }
+            }
+        }
+
+        fn url_escape(value: &str) -> String {
+            value
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect()
+        }
     }
 }

@@ -19,7 +19,7 @@ use tower::Service;
 use super::SUBMIT_TOKEN_REPLAYED;
 use super::extract::{Mint, MintSlot};
 use super::layer::Settings;
-use super::scan::{self, FormKind, ScanError};
+use super::scan::{self, FormKind, MultipartScanner, ScanError};
 use crate::detach::{Guarded, Step, is_mutating, settle};
 use crate::first_run::{Held, call_boxed, run_and_record};
 use crate::key::{hash_parts, prefixed_hex};
@@ -94,13 +94,9 @@ where
             KindProjection::Guarded { guarded } => std::task::ready!(guarded.poll(cx)),
         };
         // A page that carries a token must not be served to someone else by
-        // a shared cache. Not `no-store`: that would keep it out of the
-        // browser's back/forward cache, and Back would fetch a new token.
-        if this.mint.was_used() && !response.headers().contains_key(header::CACHE_CONTROL) {
-            response.headers_mut().insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("private, no-cache"),
-            );
+        // a shared cache.
+        if this.mint.was_used() {
+            keep_private(response.headers_mut());
         }
         Poll::Ready(Ok(response))
     }
@@ -140,7 +136,7 @@ where
             .settings
             .exempt_paths
             .iter()
-            .any(|prefix| request.uri().path().starts_with(prefix.as_str()));
+            .any(|prefix| is_under(request.uri().path(), prefix));
         let (Some(kind), true, false) = (kind, is_mutating(request.method()), exempt) else {
             return ResponseFuture {
                 kind: Kind::Plain {
@@ -161,6 +157,68 @@ where
     }
 }
 
+/// Whether `path` is `prefix` or below it, by whole segments: `/api`
+/// covers `/api` and `/api/x`, not `/apiary`.
+fn is_under(path: &str, prefix: &str) -> bool {
+    let Some(below) = path.strip_prefix(prefix) else {
+        return false;
+    };
+    below.is_empty() || below.starts_with('/') || prefix.ends_with('/')
+}
+
+/// Makes a response that carries a minted token uncacheable by shared
+/// caches. Not `no-store`: that would keep it out of the browser's
+/// back/forward cache, and Back would fetch a new token.
+fn keep_private(headers: &mut http::HeaderMap) {
+    const PRIVATE: HeaderValue = HeaderValue::from_static("private, no-cache");
+    let Some(current) = headers.get(header::CACHE_CONTROL) else {
+        headers.insert(header::CACHE_CONTROL, PRIVATE);
+        return;
+    };
+    if !shared_cacheable(headers) {
+        return;
+    }
+    // Once per process: a handler that does this does it on every request.
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(
+            cache_control = ?current,
+            "a response carrying a submit token had a Cache-Control that lets shared caches store it; replaced with `private, no-cache` so one token is not served to many users"
+        );
+    });
+    headers.insert(header::CACHE_CONTROL, PRIVATE);
+}
+
+/// Whether the `Cache-Control` directives let a shared cache (a CDN, a
+/// proxy) store the response: unless they say `private` or `no-store`, or
+/// say `public` or `s-maxage` anyway.
+fn shared_cacheable(headers: &http::HeaderMap) -> bool {
+    let mut private = false;
+    let mut public = false;
+    for value in headers.get_all(header::CACHE_CONTROL) {
+        // An unreadable header is not trusted to be private.
+        let Ok(value) = value.to_str() else {
+            return true;
+        };
+        for directive in value.split(',') {
+            let (name, argument) = match directive.split_once('=') {
+                Some((name, argument)) => (name.trim(), Some(argument)),
+                None => (directive.trim(), None),
+            };
+            // `private="set-cookie"` keeps only that header private: the
+            // page itself may still be stored.
+            if (name.eq_ignore_ascii_case("private") && argument.is_none())
+                || name.eq_ignore_ascii_case("no-store")
+            {
+                private = true;
+            } else if name.eq_ignore_ascii_case("public") || name.eq_ignore_ascii_case("s-maxage") {
+                public = true;
+            }
+        }
+    }
+    public || !private
+}
+
 /// The first `limit` bytes of `body` (fewer when it is shorter), and the
 /// rest of it when there is more.
 async fn read_prefix(mut body: Body, limit: usize) -> Result<(Bytes, Option<Body>), ScanError> {
@@ -178,22 +236,20 @@ async fn read_prefix(mut body: Body, limit: usize) -> Result<(Bytes, Option<Body
 }
 
 /// The rest of a multipart body the layer could not scan in full, passed
-/// on as it streams; if the token field shows up in it, the stream fails,
-/// so the handler never sees a token it was not guarded by.
-fn watched(prefix: Bytes, rest: Body, field: &str) -> Body {
-    let needle = format!("name=\"{field}\"").into_bytes();
-    let mut carry: Vec<u8> = prefix[prefix.len().saturating_sub(needle.len())..].to_vec();
+/// on as it streams, chunk by chunk, uncopied; `scanner` goes on reading
+/// its parts, and if a part names the token field, the stream fails, so the
+/// handler never sees a token it was not guarded by. A file's content that
+/// happens to contain the field's name is content, not a part, and passes.
+fn watched(prefix: Bytes, rest: Body, mut scanner: MultipartScanner, field: Arc<str>) -> Body {
+    scanner.watch();
     let rest = rest.into_data_stream().map(move |chunk| {
-        let chunk = chunk.map_err(axum::Error::new)?;
-        let mut window = std::mem::take(&mut carry);
-        window.extend_from_slice(&chunk);
-        if window.windows(needle.len()).any(|w| w == needle.as_slice()) {
-            return Err(axum::Error::new(std::io::Error::other(
-                "the submit token field must come before the form's file fields",
-            )));
+        let chunk = chunk?;
+        match scanner.feed(&chunk) {
+            Ok(()) => Ok(chunk),
+            Err(error) => Err(axum::Error::new(std::io::Error::other(
+                error.into_problem(&field).detail().to_owned(),
+            ))),
         }
-        carry = window[window.len().saturating_sub(needle.len())..].to_vec();
-        Ok(chunk)
     });
     Body::from_stream(futures_util::stream::once(async move { Ok(prefix) }).chain(rest))
 }
@@ -229,19 +285,30 @@ where
         FormKind::Multipart { boundary } => {
             match read_prefix(body, settings.max_form_bytes).await {
                 Ok((bytes, rest)) => {
-                    scan::multipart(&bytes, &boundary, &field, rest.is_none()).map(|scan| {
+                    let mut scanner = MultipartScanner::new(&boundary, &field);
+                    let scanned = scanner.feed(&bytes).and_then(|()| match rest {
+                        None => scanner.finish(),
+                        // The field's part is cut off by the scan limit: its
+                        // value is not known, so it cannot be claimed.
+                        Some(_) if scanner.in_field() => Err(ScanError::Late),
+                        Some(_) => Ok(()),
+                    });
+                    scanned.map(|()| {
+                        let token = scanner.token().map(str::to_owned);
                         let body = match rest {
-                            // Found in the prefix, or not there at all.
                             None => Body::from(bytes),
-                            Some(rest) if scan.token.is_some() => Body::from_stream(
-                                futures_util::stream::once(
-                                    async move { Ok::<_, axum::Error>(bytes) },
+                            // Found in the prefix, or every part was in it.
+                            Some(rest) if token.is_some() || scanner.is_complete() => {
+                                Body::from_stream(
+                                    futures_util::stream::once(async move {
+                                        Ok::<_, axum::Error>(bytes)
+                                    })
+                                    .chain(rest.into_data_stream()),
                                 )
-                                .chain(rest.into_data_stream()),
-                            ),
-                            Some(rest) => watched(bytes, rest, &field),
+                            }
+                            Some(rest) => watched(bytes, rest, scanner, field.clone()),
                         };
-                        (scan.token, body)
+                        (token, body)
                     })
                 }
                 Err(error) => Err(error),
@@ -293,6 +360,7 @@ where
     let owner = new_owner();
     let waiting_until = Instant::now() + settings.in_flight_wait;
     let store = &settings.store;
+    let mut waiting = false;
     loop {
         match store
             .claim(&storage_key, &owner, settings.in_flight_ttl)
@@ -338,6 +406,13 @@ where
                 }
                 // The duplicate of a double-click: wait for the first, then
                 // answer what it answered (the browser shows the last reply).
+                if !waiting {
+                    waiting = true;
+                    tracing::debug!(
+                        submit_token.waiting = true,
+                        "a duplicate submission waits for the first one to finish"
+                    );
+                }
                 tokio::time::sleep(Duration::from_millis(25)).await;
             }
             Ok(Claim::Acquired) => break,
@@ -356,4 +431,40 @@ where
     };
     let response = call_boxed(inner, request);
     Step::Run(Box::pin(run_and_record(held, response, |_| false)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exempt_prefixes_match_whole_segments() {
+        assert!(is_under("/api", "/api"));
+        assert!(is_under("/api/x", "/api"));
+        assert!(!is_under("/apiary", "/api"));
+        assert!(is_under("/webhooks/in", "/webhooks/"));
+        assert!(!is_under("/webhooks", "/webhooks/"));
+        assert!(is_under("/anything", "/"));
+        assert!(!is_under("/ap", "/api"));
+    }
+
+    #[test]
+    fn only_private_or_unstored_pages_keep_their_cache_control() {
+        let cacheable = |values: &[&'static str]| {
+            let mut headers = http::HeaderMap::new();
+            for value in values {
+                headers.append(header::CACHE_CONTROL, HeaderValue::from_static(value));
+            }
+            shared_cacheable(&headers)
+        };
+        assert!(cacheable(&["public, max-age=600"]));
+        assert!(cacheable(&["max-age=600"]));
+        assert!(cacheable(&["no-cache"]));
+        assert!(cacheable(&["private", "public"]));
+        assert!(cacheable(&["private, s-maxage=60"]));
+        assert!(!cacheable(&["private, max-age=60"]));
+        assert!(!cacheable(&["No-Store"]));
+        assert!(cacheable(&["private=\"set-cookie\""]));
+        assert!(!cacheable(&["private=\"set-cookie\"", "no-store"]));
+    }
 }

@@ -176,6 +176,9 @@ pub(crate) async fn signup(
         // second post while this one still runs.
         tokio::time::sleep(site.signup_delay).await;
     }
+    if let Some(gate) = &site.gate {
+        gate.pass().await;
+    }
     match users.create(&signup.email, &signup.name).await? {
         Some(user) => Ok(Redirect::to(&format!("/welcome?user={}", user.id)).into_response()),
         None => rejected(Errors {
