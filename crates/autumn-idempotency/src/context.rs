@@ -26,7 +26,18 @@ use crate::store::IdempotencyStore;
 /// let scope = IdempotencyScope::default().with_part("tenant", "acme");
 /// assert_ne!(scope, IdempotencyScope::default());
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+///
+/// Its `Debug` output names the parts but never shows their values (session
+/// ids and bearer tokens are secrets):
+///
+/// ```
+/// use autumn_idempotency::IdempotencyScope;
+///
+/// let scope = IdempotencyScope::default().with_part("bearer", "s3cret-token");
+/// let shown = format!("{scope:?}");
+/// assert!(shown.contains("bearer") && !shown.contains("s3cret-token"));
+/// ```
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct IdempotencyScope {
     encoded: Vec<u8>,
 }
@@ -54,6 +65,35 @@ impl IdempotencyScope {
     pub fn is_empty(&self) -> bool {
         self.encoded.is_empty()
     }
+}
+
+impl std::fmt::Debug for IdempotencyScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        struct Redacted(usize);
+        impl std::fmt::Debug for Redacted {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "<redacted, {} bytes>", self.0)
+            }
+        }
+        let mut map = f.debug_map();
+        let mut rest = self.encoded.as_slice();
+        // Walks the length-prefixed (kind, value) pairs `with_part` wrote.
+        while let Some((kind, after)) = split_part(rest) {
+            let Some((value, after)) = split_part(after) else {
+                break;
+            };
+            map.entry(&String::from_utf8_lossy(kind), &Redacted(value.len()));
+            rest = after;
+        }
+        map.finish()
+    }
+}
+
+/// One length-prefixed part and what follows it.
+fn split_part(encoded: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (length, rest) = encoded.split_first_chunk::<8>()?;
+    let length = usize::try_from(u64::from_be_bytes(*length)).ok()?;
+    (length <= rest.len()).then(|| rest.split_at(length))
 }
 
 /// The request's idempotency state, handed to the handler through request
@@ -193,3 +233,23 @@ pub(crate) struct OptedIntoReplayThroughInner;
 /// Set on a response the replay layer answered from a record.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Replayed;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_names_the_parts_and_hides_their_values() {
+        let scope = IdempotencyScope::default()
+            .with_part("session", "sess-4f1c9e")
+            .with_part("bearer", "Bearer tok_live_secret");
+        let shown = format!("{scope:?}");
+        assert!(!shown.contains("sess-4f1c9e"), "{shown}");
+        assert!(!shown.contains("tok_live_secret"), "{shown}");
+        assert!(
+            shown.contains("\"session\"") && shown.contains("\"bearer\""),
+            "{shown}"
+        );
+        assert_eq!(format!("{:?}", IdempotencyScope::default()), "{}");
+    }
+}
