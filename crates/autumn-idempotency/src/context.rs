@@ -112,7 +112,6 @@ struct ContextInner {
     key: HeaderValue,
     /// The lock and what the layer records under it.
     held: Held,
-    in_flight_ttl: Duration,
 }
 
 impl std::fmt::Debug for IdempotencyContext {
@@ -132,13 +131,9 @@ impl HoldsLock for IdempotencyContext {
 }
 
 impl IdempotencyContext {
-    pub(crate) fn new(key: HeaderValue, held: Held, in_flight_ttl: Duration) -> Self {
+    pub(crate) fn new(key: HeaderValue, held: Held) -> Self {
         Self {
-            inner: Arc::new(ContextInner {
-                key,
-                held,
-                in_flight_ttl,
-            }),
+            inner: Arc::new(ContextInner { key, held }),
         }
     }
 
@@ -172,9 +167,10 @@ impl IdempotencyContext {
         self.inner.held.ttl
     }
 
-    /// How long the lock lasts without renewal.
+    /// How long the lock lasts without renewal (the layer renews it every
+    /// third of this while the handler runs).
     pub fn in_flight_ttl(&self) -> Duration {
-        self.inner.in_flight_ttl
+        self.inner.held.in_flight_ttl
     }
 
     /// A key for a downstream call (a payment provider, another service) that

@@ -52,7 +52,8 @@ mod service;
 
 pub use future::ResponseFuture;
 pub use layer::{
-    DEFAULT_IN_FLIGHT_TTL, DEFAULT_MAX_BODY_BYTES, DEFAULT_TTL, IdempotencyLayer, ReplayMode,
+    DEFAULT_IN_FLIGHT_TTL, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL,
+    IdempotencyLayer, ReplayMode,
 };
 pub use service::Idempotency;
 pub(crate) use service::{new_owner, replay_response as service_replay_response};
