@@ -724,3 +724,58 @@ async fn past_the_record_limit_the_response_streams_instead_of_being_buffered() 
     assert_eq!(body.len(), CHUNK * CHUNKS, "the client gets every byte");
     assert!(store.is_empty(), "nothing recorded, no lock left");
 }
+
+#[tokio::test]
+async fn a_forwarded_replay_that_nothing_answers_is_409_never_a_second_run() {
+    use std::sync::atomic::AtomicUsize;
+
+    use autumn_idempotency::{
+        IdempotencyLayer, IdempotencyReplayLayer, ReplayGuardLayer, ReplayMode,
+    };
+    use axum::Router;
+    use axum::routing::{MethodRouter, post};
+
+    let store = Arc::new(MemoryIdempotencyStore::new(RECORD_TTL));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler = || -> MethodRouter {
+        let runs = runs.clone();
+        post(move || async move { format!("run {}", runs.fetch_add(1, Ordering::SeqCst) + 1) })
+    };
+    let outer = || IdempotencyLayer::new(store.clone()).with_replay_mode(ReplayMode::FailClosed);
+    let inner = || IdempotencyLayer::new(Arc::new(MemoryIdempotencyStore::new(RECORD_TTL)));
+    let send = |app: Router| Call::new(app, "POST", "/x").key("k").send();
+
+    // Deploy 1: the route replays through its own inner layer, so the record
+    // is marked to be replayed inside the route.
+    let before = Router::new()
+        .route("/x", handler().layer(IdempotencyReplayLayer::new()))
+        .layer(inner().replay_through_inner())
+        .layer(outer());
+    assert_eq!(send(before.clone()).await.text(), "run 1");
+    assert!(send(before).await.replayed());
+
+    // Deploy 2: the inner layer no longer replays through the route; the
+    // forwarded retry must not reach the handler.
+    let changed = Router::new()
+        .route("/x", handler())
+        .layer(inner())
+        .layer(outer());
+    let retry = send(changed).await;
+    retry.assert_problem(StatusCode::CONFLICT, "idempotency_replay_unavailable");
+
+    // Deploy 3: no inner layer at all; the guard in front of the handler
+    // refuses it.
+    let guarded = Router::new()
+        .route("/x", handler().layer(ReplayGuardLayer::new()))
+        .layer(outer());
+    let retry = send(guarded).await;
+    retry.assert_problem(StatusCode::CONFLICT, "idempotency_replay_unavailable");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "never a second run");
+
+    // The guard lets every other request through.
+    let plain = Router::new()
+        .route("/x", handler().layer(ReplayGuardLayer::new()))
+        .layer(outer());
+    let other = Call::new(plain, "POST", "/x").key("other").send().await;
+    assert_eq!(other.text(), "run 2");
+}

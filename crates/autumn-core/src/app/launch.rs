@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use autumn_idempotency::clock::SystemClock;
 use autumn_idempotency::submit::SubmitTokenLayer;
-use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayMode};
+use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayGuardLayer, ReplayMode};
 use axum::Router;
 use http::StatusCode;
 use tower_http::timeout::TimeoutLayer;
@@ -253,15 +253,22 @@ impl AppBuilder {
         for route in routes {
             let handler = match (&idempotency, route.idempotency) {
                 (None, _) | (_, RouteIdempotency::Off) => route.handler,
-                (Some(layer), mode) => {
-                    route
-                        .handler
-                        .layer(layer.clone().with_replay_mode(match mode {
-                            RouteIdempotency::Managed => ReplayMode::Direct,
-                            RouteIdempotency::ReplayThroughInner => ReplayMode::ThroughInner,
-                            _ => ReplayMode::FailClosed,
-                        }))
-                }
+                (Some(layer), RouteIdempotency::Managed) => route
+                    .handler
+                    .layer(layer.clone().with_replay_mode(ReplayMode::Direct)),
+                // The route's own IdempotencyReplayLayer answers forwarded
+                // retries; nothing can be placed beneath it from here.
+                (Some(layer), RouteIdempotency::ReplayThroughInner) => route
+                    .handler
+                    .layer(layer.clone().with_replay_mode(ReplayMode::ThroughInner)),
+                // Opaque: a record marked for replay inside the route (made
+                // before the route changed) would be forwarded into it with
+                // nothing there to answer; the guard refuses it (409) before
+                // it reaches the route's layers or its handler.
+                (Some(layer), _) => route
+                    .handler
+                    .layer(ReplayGuardLayer::new())
+                    .layer(layer.clone().with_replay_mode(ReplayMode::FailClosed)),
             };
             router = router.route(&route.path, handler);
         }

@@ -87,9 +87,14 @@ where
         // lock and the record. Say so if this route replays through an inner
         // layer.
         let extensions = request.extensions();
-        if extensions.get::<IdempotencyContext>().is_some()
-            || extensions.get::<PendingReplay>().is_some()
-        {
+        let forwarded = extensions.get::<PendingReplay>().is_some();
+        // A replay forwarded into a route whose layer here does not replay
+        // through an inner one: nothing below answers it, and passing it on
+        // would run the handler again.
+        if forwarded && self.settings.mode != ReplayMode::ThroughInner {
+            return ResponseFuture::ready(crate::replay::refuse_unanswered_replay());
+        }
+        if forwarded || extensions.get::<IdempotencyContext>().is_some() {
             let mark = self.settings.mode == ReplayMode::ThroughInner;
             return ResponseFuture::pass_through(self.inner.call(request), mark);
         }
