@@ -233,6 +233,7 @@ impl AppBuilder {
                     .with_ttl(config.idempotency.ttl())
                     .with_in_flight_ttl(config.idempotency.in_flight_ttl())
                     .with_max_body_bytes(config.idempotency.max_body_bytes)
+                    .with_max_record_bytes(config.idempotency.max_record_bytes)
                     .with_metrics(metrics.idempotency.clone())
                     .with_clock(clock.clone()),
             )
@@ -472,6 +473,7 @@ fn submit_token_layer(
             .with_in_flight_ttl(std::time::Duration::from_secs(tokens.in_flight_ttl_secs))
             .with_exempt_paths(tokens.exempt_paths.clone())
             .with_max_form_bytes(tokens.max_form_bytes)
+            .with_max_record_bytes(tokens.max_record_bytes)
             .with_in_flight_wait(std::time::Duration::from_millis(tokens.in_flight_wait_ms))
             .with_metrics(metrics.submit_token.clone()),
     ))

@@ -97,8 +97,10 @@ impl IdempotencyLayer {
         self.map(|s| s.ttl = ttl)
     }
 
-    /// How long a lock lasts when its request never finishes (a crash, a
-    /// failed record write). Keep it longer than the slowest request.
+    /// How long a lock lasts when its run stops renewing it (a crash, a
+    /// failed record write). While the handler runs, the lock is renewed
+    /// every third of this, so a handler may run longer; a shorter TTL frees
+    /// a crashed run's key sooner, at the cost of more renewals.
     #[must_use]
     pub fn with_in_flight_ttl(self, ttl: Duration) -> Self {
         self.map(|s| s.in_flight_ttl = ttl)

@@ -90,7 +90,8 @@ impl SubmitTokenLayer {
         self.map(|s| s.ttl = ttl)
     }
 
-    /// How long a lock lasts when its request never finishes.
+    /// How long a lock lasts when its run stops renewing it (a crash); it is
+    /// renewed every third of this while the handler runs.
     #[must_use]
     pub fn with_in_flight_ttl(self, ttl: Duration) -> Self {
         self.map(|s| s.in_flight_ttl = ttl)
