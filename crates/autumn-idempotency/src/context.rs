@@ -226,6 +226,10 @@ pub(crate) struct PassedReplayLayer;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct OptedIntoReplayThroughInner;
 
+/// Set on the 409 answered to a forwarded replay that nothing answered.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReplayRefused;
+
 /// Set on a response the replay layer answered from a record.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Replayed;

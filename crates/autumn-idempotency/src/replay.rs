@@ -35,7 +35,7 @@ use tower::{Layer, Service};
 use axum::response::IntoResponse as _;
 use futures_util::future::{Either, Ready, ready};
 
-use crate::context::{PassedReplayLayer, PendingReplay};
+use crate::context::{PassedReplayLayer, PendingReplay, ReplayRefused};
 use crate::layer::service_replay_response;
 use crate::problem::IdempotencyRejection;
 
@@ -200,5 +200,7 @@ pub(crate) fn refuse_unanswered_replay() -> Response {
     tracing::error!(
         "a replay forwarded into the route reached no IdempotencyReplayLayer; refused with 409 instead of running the handler again"
     );
-    IdempotencyRejection::ReplayUnavailable.into_response()
+    let mut response = IdempotencyRejection::ReplayUnavailable.into_response();
+    response.extensions_mut().insert(ReplayRefused);
+    response
 }

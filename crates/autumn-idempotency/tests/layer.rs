@@ -741,7 +741,12 @@ async fn a_forwarded_replay_that_nothing_answers_is_409_never_a_second_run() {
         let runs = runs.clone();
         post(move || async move { format!("run {}", runs.fetch_add(1, Ordering::SeqCst) + 1) })
     };
-    let outer = || IdempotencyLayer::new(store.clone()).with_replay_mode(ReplayMode::FailClosed);
+    let metrics = Arc::new(autumn_idempotency::IdempotencyMetrics::new());
+    let outer = || {
+        IdempotencyLayer::new(store.clone())
+            .with_replay_mode(ReplayMode::FailClosed)
+            .with_metrics(metrics.clone())
+    };
     let inner = || IdempotencyLayer::new(Arc::new(MemoryIdempotencyStore::new(RECORD_TTL)));
     let send = |app: Router| Call::new(app, "POST", "/x").key("k").send();
 
@@ -771,6 +776,11 @@ async fn a_forwarded_replay_that_nothing_answers_is_409_never_a_second_run() {
     let retry = send(guarded).await;
     retry.assert_problem(StatusCode::CONFLICT, "idempotency_replay_unavailable");
     assert_eq!(runs.load(Ordering::SeqCst), 1, "never a second run");
+    assert_eq!(
+        metrics.snapshot().conflicts,
+        2,
+        "both refusals are conflicts"
+    );
 
     // The guard lets every other request through.
     let plain = Router::new()

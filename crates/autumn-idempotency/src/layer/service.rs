@@ -17,7 +17,7 @@ use super::layer::{ReplayMode, Settings};
 use crate::body::{ReadError, read_whole};
 use crate::context::{
     IdempotencyContext, IdempotencyScope, OptedIntoReplayThroughInner, PassedReplayLayer,
-    PendingReplay, Replayed,
+    PendingReplay, ReplayRefused, Replayed,
 };
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
 use crate::first_run::{Held, HoldsLock as _, RouteLabel, call_boxed, run_and_record};
@@ -344,6 +344,9 @@ where
                         idempotency.replayed = true,
                         "replayed through the route's replay layer"
                     );
+                } else if response.extensions().get::<ReplayRefused>().is_some() {
+                    // Refused before the handler (and logged there).
+                    settings.metrics.conflict();
                 } else {
                     tracing::error!(
                         idempotency.key = %key_str(&key),
