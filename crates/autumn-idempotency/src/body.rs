@@ -3,6 +3,7 @@
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
+use futures_util::{StreamExt as _, stream};
 use http_body_util::BodyExt as _;
 
 /// Why a body could not be read whole.
@@ -21,17 +22,44 @@ pub(crate) enum ReadError {
 /// A body that arrives in one frame (a small request or response) is
 /// returned as that frame, with no copy and no buffer list; only a body in
 /// several frames is copied into one buffer.
-pub(crate) async fn read_whole(mut body: Body, limit: usize) -> Result<Bytes, ReadError> {
+pub(crate) async fn read_whole(body: Body, limit: usize) -> Result<Bytes, ReadError> {
+    match read_capped(body, limit).await {
+        Ok(Capped::Whole(data)) => Ok(data),
+        Ok(Capped::Over(_)) => Err(ReadError::TooLarge),
+        Err(error) => Err(ReadError::Failed(error)),
+    }
+}
+
+/// A body read up to a limit.
+pub(crate) enum Capped {
+    /// All of it, no more than the limit.
+    Whole(Bytes),
+    /// More than the limit: the same body again, from its first byte (what
+    /// was read, then the rest as it streams), trailers dropped.
+    Over(Body),
+}
+
+/// Reads `body` whole when it holds at most `limit` bytes; past that, stops
+/// reading and hands the body back unread from where it stopped, so the
+/// caller can still send all of it.
+pub(crate) async fn read_capped(mut body: Body, limit: usize) -> Result<Capped, axum::Error> {
     let mut first: Option<Bytes> = None;
     let mut joined: Option<BytesMut> = None;
     let mut total = 0usize;
     while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(ReadError::Failed)?.into_data() else {
+        let Ok(data) = frame?.into_data() else {
             continue;
         };
         total = total.saturating_add(data.len());
         if total > limit {
-            return Err(ReadError::TooLarge);
+            let read = match joined {
+                Some(buffer) => buffer.freeze(),
+                None => first.unwrap_or_default(),
+            };
+            let prefix = stream::iter([Ok::<_, axum::Error>(read), Ok(data)]);
+            return Ok(Capped::Over(Body::from_stream(
+                prefix.chain(body.into_data_stream()),
+            )));
         }
         match (&mut joined, first.take()) {
             (Some(buffer), _) => buffer.extend_from_slice(&data),
@@ -44,10 +72,10 @@ pub(crate) async fn read_whole(mut body: Body, limit: usize) -> Result<Bytes, Re
             }
         }
     }
-    Ok(match joined {
+    Ok(Capped::Whole(match joined {
         Some(buffer) => buffer.freeze(),
         None => first.unwrap_or_default(),
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -80,6 +108,17 @@ mod tests {
             read_whole(chunked(&["ab", "cd"]), 3).await,
             Err(ReadError::TooLarge)
         ));
+    }
+
+    #[tokio::test]
+    async fn past_the_cap_the_whole_body_is_handed_back() {
+        let Ok(Capped::Over(body)) = read_capped(chunked(&["ab", "cd", "ef"]), 3).await else {
+            panic!("over the cap");
+        };
+        let all = body.collect().await.map(|b| b.to_bytes()).ok();
+        assert_eq!(all.as_deref(), Some(&b"abcdef"[..]));
+        let within = read_capped(chunked(&["ab", "c"]), 3).await;
+        assert!(matches!(within, Ok(Capped::Whole(b)) if b == "abc"));
     }
 
     #[tokio::test]

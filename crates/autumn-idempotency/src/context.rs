@@ -26,7 +26,18 @@ use crate::store::IdempotencyStore;
 /// let scope = IdempotencyScope::default().with_part("tenant", "acme");
 /// assert_ne!(scope, IdempotencyScope::default());
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+///
+/// Its `Debug` output names the parts but never shows their values (session
+/// ids and bearer tokens are secrets):
+///
+/// ```
+/// use autumn_idempotency::IdempotencyScope;
+///
+/// let scope = IdempotencyScope::default().with_part("bearer", "s3cret-token");
+/// let shown = format!("{scope:?}");
+/// assert!(shown.contains("bearer") && !shown.contains("s3cret-token"));
+/// ```
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct IdempotencyScope {
     encoded: Vec<u8>,
 }
@@ -56,6 +67,35 @@ impl IdempotencyScope {
     }
 }
 
+impl std::fmt::Debug for IdempotencyScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        struct Redacted(usize);
+        impl std::fmt::Debug for Redacted {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "<redacted, {} bytes>", self.0)
+            }
+        }
+        let mut map = f.debug_map();
+        let mut rest = self.encoded.as_slice();
+        // Walks the length-prefixed (kind, value) pairs `with_part` wrote.
+        while let Some((kind, after)) = split_part(rest) {
+            let Some((value, after)) = split_part(after) else {
+                break;
+            };
+            map.entry(&String::from_utf8_lossy(kind), &Redacted(value.len()));
+            rest = after;
+        }
+        map.finish()
+    }
+}
+
+/// One length-prefixed part and what follows it.
+fn split_part(encoded: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (length, rest) = encoded.split_first_chunk::<8>()?;
+    let length = usize::try_from(u64::from_be_bytes(*length)).ok()?;
+    (length <= rest.len()).then(|| rest.split_at(length))
+}
+
 /// The request's idempotency state, handed to the handler through request
 /// extensions while it holds the lock on its storage key.
 ///
@@ -72,7 +112,6 @@ struct ContextInner {
     key: HeaderValue,
     /// The lock and what the layer records under it.
     held: Held,
-    in_flight_ttl: Duration,
 }
 
 impl std::fmt::Debug for IdempotencyContext {
@@ -92,13 +131,9 @@ impl HoldsLock for IdempotencyContext {
 }
 
 impl IdempotencyContext {
-    pub(crate) fn new(key: HeaderValue, held: Held, in_flight_ttl: Duration) -> Self {
+    pub(crate) fn new(key: HeaderValue, held: Held) -> Self {
         Self {
-            inner: Arc::new(ContextInner {
-                key,
-                held,
-                in_flight_ttl,
-            }),
+            inner: Arc::new(ContextInner { key, held }),
         }
     }
 
@@ -132,9 +167,10 @@ impl IdempotencyContext {
         self.inner.held.ttl
     }
 
-    /// How long the lock lasts without renewal.
+    /// How long the lock lasts without renewal (the layer renews it every
+    /// third of this while the handler runs).
     pub fn in_flight_ttl(&self) -> Duration {
-        self.inner.in_flight_ttl
+        self.inner.held.in_flight_ttl
     }
 
     /// A key for a downstream call (a payment provider, another service) that
@@ -190,6 +226,30 @@ pub(crate) struct PassedReplayLayer;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct OptedIntoReplayThroughInner;
 
+/// Set on the 409 answered to a forwarded replay that nothing answered.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReplayRefused;
+
 /// Set on a response the replay layer answered from a record.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Replayed;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_names_the_parts_and_hides_their_values() {
+        let scope = IdempotencyScope::default()
+            .with_part("session", "sess-4f1c9e")
+            .with_part("bearer", "Bearer tok_live_secret");
+        let shown = format!("{scope:?}");
+        assert!(!shown.contains("sess-4f1c9e"), "{shown}");
+        assert!(!shown.contains("tok_live_secret"), "{shown}");
+        assert!(
+            shown.contains("\"session\"") && shown.contains("\"bearer\""),
+            "{shown}"
+        );
+        assert_eq!(format!("{:?}", IdempotencyScope::default()), "{}");
+    }
+}

@@ -11,9 +11,65 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use std::sync::Arc;
+
 use axum::response::Response;
 
 pub(crate) use crate::key::is_guarded_method as is_mutating;
+use crate::store::IdempotencyStore;
+
+/// A claim sent to the store whose outcome the request has not taken over
+/// yet. Dropped while armed (the request future was dropped during the
+/// claim: the client hung up, a timeout fired; or the claim answered an
+/// error after the store may have taken the lock, such as a Redis reply
+/// timeout), it releases the lock the claim may have taken, so retries are
+/// not refused for the whole in-flight TTL with nobody running. Safe: the
+/// release is owner-checked, and this owner never ran the handler. Best
+/// effort, on a task of its own on the current runtime; without one, the
+/// lock lapses after its TTL.
+///
+/// It borrows, so arming it costs nothing on the common path; only a drop
+/// while armed copies the storage key and the owner.
+pub(crate) struct PendingClaim<'a> {
+    store: &'a Arc<dyn IdempotencyStore>,
+    storage_key: &'a str,
+    owner: &'a str,
+}
+
+impl<'a> PendingClaim<'a> {
+    pub(crate) fn new(
+        store: &'a Arc<dyn IdempotencyStore>,
+        storage_key: &'a str,
+        owner: &'a str,
+    ) -> Self {
+        Self {
+            store,
+            storage_key,
+            owner,
+        }
+    }
+
+    /// The claim answered: the request owns what came of it.
+    pub(crate) fn settled(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for PendingClaim<'_> {
+    fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.store.clone();
+        let storage_key = self.storage_key.to_owned();
+        let owner = self.owner.to_owned();
+        runtime.spawn(async move {
+            if let Err(error) = store.unlock(&storage_key, &owner).await {
+                tracing::warn!(%storage_key, %error, "could not release an unfinished claim; its lock lapses after its in-flight TTL");
+            }
+        });
+    }
+}
 
 /// The response of an infallible inner service's future.
 pub(crate) async fn settle<F>(response: F) -> Response

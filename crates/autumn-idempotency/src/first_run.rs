@@ -1,25 +1,30 @@
 //! The first run of a guarded request, shared by the idempotency-key and
-//! submit-token services: run the handler, record a 2xx/3xx response and
-//! release the lock in one store call, or release it without recording.
+//! submit-token services: run the handler while renewing its lock, record a
+//! 2xx/3xx response and release the lock in one store call, or release it
+//! without recording.
 
+use std::collections::HashSet;
 use std::convert::Infallible;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{MatchedPath, Request};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use futures_util::FutureExt as _;
 use http::StatusCode;
 use tower::Service;
 
-use crate::body::read_whole;
+use crate::body::{Capped, read_capped};
+use crate::metrics::IdempotencyMetrics;
 use crate::problem::Problem;
 use crate::record::IdempotencyRecord;
-use crate::store::IdempotencyStore;
+use crate::store::{IdempotencyFuture, IdempotencyStore};
 
 /// A lock the request holds, and what to record under it.
 pub(crate) struct Held {
@@ -27,7 +32,16 @@ pub(crate) struct Held {
     pub(crate) storage_key: String,
     pub(crate) owner: String,
     pub(crate) fingerprint: [u8; 32],
+    /// How long the record is kept.
     pub(crate) ttl: Duration,
+    /// How long the lock lasts without renewal; the run renews it every
+    /// third of this.
+    pub(crate) in_flight_ttl: Duration,
+    /// The largest response body recorded.
+    pub(crate) max_record_bytes: usize,
+    pub(crate) metrics: Arc<IdempotencyMetrics>,
+    /// Which route answered, for a warning per route.
+    pub(crate) route: RouteLabel,
     /// How the client tries again, for error details: "a retry with the
     /// same Idempotency-Key", "submitting the form again".
     pub(crate) retry: &'static str,
@@ -40,6 +54,53 @@ impl Held {
             tracing::warn!(storage_key = %self.storage_key, %error, "could not release a lock; it lapses after its in-flight TTL");
         }
     }
+}
+
+/// The route a request went to: its matched path when the layer sits inside
+/// the router, else the path the client sent. Cheap to take per request
+/// (reference-counted parts); turned into text only for a warning.
+pub(crate) struct RouteLabel {
+    method: http::Method,
+    matched: Option<MatchedPath>,
+    uri: http::Uri,
+}
+
+impl RouteLabel {
+    pub(crate) fn of(
+        method: &http::Method,
+        uri: &http::Uri,
+        extensions: &http::Extensions,
+    ) -> Self {
+        Self {
+            method: method.clone(),
+            matched: extensions.get::<MatchedPath>().cloned(),
+            uri: uri.clone(),
+        }
+    }
+
+    fn text(&self) -> String {
+        let path = match &self.matched {
+            Some(matched) => matched.as_str(),
+            None => self.uri.path(),
+        };
+        format!("{} {path}", self.method)
+    }
+}
+
+/// Whether this is the first time `route` is warned about in this process.
+/// Remembers a bounded number of routes, so raw paths (a layer outside the
+/// router sees no matched route) cannot grow it without end; once full, it
+/// warns about no new route.
+fn first_warning(route: &RouteLabel) -> bool {
+    const MOST_ROUTES: usize = 1024;
+    static WARNED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
+    let Ok(mut warned) = WARNED.lock() else {
+        return false;
+    };
+    if warned.len() >= MOST_ROUTES {
+        return false;
+    }
+    warned.insert(route.text())
 }
 
 /// The handler's response, boxed: the run's own future then stays small
@@ -68,10 +129,35 @@ impl HoldsLock for Held {
     }
 }
 
+/// What the handler's run came to, before anything is recorded.
+enum Ran {
+    /// The handler panicked.
+    Panicked,
+    /// An error response (4xx, 5xx): passed on, never recorded.
+    Failed(Response),
+    /// A 2xx/3xx response and its whole body.
+    Whole(http::response::Parts, Bytes),
+    /// A 2xx/3xx response whose body is larger than the record limit, handed
+    /// back whole (what was read, then the rest as it streams).
+    TooLarge(Response),
+    /// A 2xx/3xx response whose body failed while it was read.
+    BodyFailed(axum::Error),
+}
+
 /// Awaits the handler's `response`; a panic is answered 500 and an error
 /// response (4xx, 5xx) passed on, both releasing the lock so the next attempt
 /// runs again. A 2xx/3xx response is recorded (marked by
 /// `replays_through_inner`) and the lock released in one store call.
+///
+/// While the handler runs (and its response body is read), the lock is
+/// renewed every third of its in-flight TTL, in this same future: nothing is
+/// spawned for it, and it goes on in a run detached from its client. If a
+/// renewal fails, the response is not recorded (the lock may be someone
+/// else's by then): the client gets it, and a retry gets 409 until the lock
+/// lapses, then runs again.
+///
+/// A response body larger than the record limit is streamed to the client
+/// whole and not recorded; the lock is released.
 ///
 /// `response` is [`call_boxed`]'s future: the only copy of the request this
 /// future holds.
@@ -89,10 +175,26 @@ where
 {
     async move {
         let held = holder.held();
-        let response = match AssertUnwindSafe(response).catch_unwind().await {
-            Ok(Ok(response)) => response,
-            Ok(Err(never)) => match never {},
-            Err(_panic) => {
+        let run = async {
+            let response = match AssertUnwindSafe(response).catch_unwind().await {
+                Ok(Ok(response)) => response,
+                Ok(Err(never)) => match never {},
+                Err(_panic) => return Ran::Panicked,
+            };
+            let status = response.status();
+            if !(status.is_success() || status.is_redirection()) {
+                return Ran::Failed(response);
+            }
+            let (parts, body) = response.into_parts();
+            match read_capped(body, held.max_record_bytes).await {
+                Ok(Capped::Whole(body)) => Ran::Whole(parts, body),
+                Ok(Capped::Over(body)) => Ran::TooLarge(Response::from_parts(parts, body)),
+                Err(error) => Ran::BodyFailed(error),
+            }
+        };
+        let (ran, kept) = with_heartbeat(held, run).await;
+        let (parts, body) = match ran {
+            Ran::Panicked => {
                 tracing::error!(
                     storage_key = %held.storage_key,
                     "handler panicked; releasing its lock"
@@ -108,16 +210,23 @@ where
                 )
                 .into_response();
             }
-        };
-        let status = response.status();
-        if !(status.is_success() || status.is_redirection()) {
-            held.release().await;
-            return response;
-        }
-        let (parts, body) = response.into_parts();
-        let body = match read_whole(body, usize::MAX).await {
-            Ok(body) => body,
-            Err(error) => {
+            Ran::Failed(response) => {
+                held.release().await;
+                return response;
+            }
+            Ran::TooLarge(response) => {
+                held.metrics.too_large_to_record();
+                if first_warning(&held.route) {
+                    tracing::warn!(
+                        route = %held.route.text(),
+                        limit = held.max_record_bytes,
+                        "a response is larger than max_record_bytes: sent but not recorded, so a retry runs the handler again (warned once per route)"
+                    );
+                }
+                held.release().await;
+                return response;
+            }
+            Ran::BodyFailed(error) => {
                 // The handler ran but its response is lost: keep the lock, so a
                 // retry gets 409 until it lapses rather than a second run now.
                 tracing::error!(storage_key = %held.storage_key, %error, "response body failed; keeping the lock");
@@ -131,7 +240,13 @@ where
                 )
                 .into_response();
             }
+            Ran::Whole(parts, body) => (parts, body),
         };
+        if !kept {
+            // Already logged and counted. Recording now could write over a
+            // lock another request took once ours lapsed.
+            return Response::from_parts(parts, Body::from(body));
+        }
         let record = IdempotencyRecord::from_parts(&parts, body.clone())
             .with_replay_through_inner(replays_through_inner(&parts));
         let finished = held
@@ -160,4 +275,57 @@ where
         }
         Response::from_parts(parts, Body::from(body))
     }
+}
+
+/// Runs `work` while renewing `held`'s lock every third of its in-flight
+/// TTL; `false` beside the output when a renewal failed (logged and counted
+/// here).
+///
+/// The handler is polled first: one that finishes without waiting costs no
+/// timer. The renewal is polled beside the work, never instead of it.
+async fn with_heartbeat<T>(held: &Held, work: impl Future<Output = T>) -> (T, bool) {
+    let mut work = std::pin::pin!(work);
+    let period = held.in_flight_ttl / 3;
+    let mut timer: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    let mut renewal: Option<IdempotencyFuture<'_, bool>> = None;
+    let mut kept = true;
+    let output = std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = work.as_mut().poll(cx) {
+            return Poll::Ready(output);
+        }
+        if !kept || period.is_zero() {
+            return Poll::Pending;
+        }
+        loop {
+            if let Some(renewing) = &mut renewal {
+                let renewed = std::task::ready!(renewing.as_mut().poll(cx));
+                renewal = None;
+                let failure = match renewed {
+                    Ok(true) => None,
+                    Ok(false) => Some("the lock lapsed or another owner holds it".to_owned()),
+                    Err(error) => Some(error.to_string()),
+                };
+                if let Some(failure) = failure {
+                    held.metrics.lock_renewal_failed();
+                    tracing::error!(
+                        storage_key = %held.storage_key,
+                        error = %failure,
+                        "could not renew the in-flight lock while the handler runs; its response will not be recorded"
+                    );
+                    kept = false;
+                    return Poll::Pending;
+                }
+            }
+            let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(period)));
+            std::task::ready!(timer.as_mut().poll(cx));
+            timer.as_mut().reset(tokio::time::Instant::now() + period);
+            renewal = Some(held.store.renew_lock(
+                &held.storage_key,
+                &held.owner,
+                held.in_flight_ttl,
+            ));
+        }
+    })
+    .await;
+    (output, kept)
 }

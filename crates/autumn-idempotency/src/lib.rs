@@ -40,7 +40,7 @@ pub use metrics::{IdempotencyMetrics, MetricsSnapshot};
 pub use problem::{IdempotencyRejection, Problem};
 pub use record::{IdempotencyEntry, IdempotencyRecord, RecordDecodeError};
 pub use redact::redact_passwords;
-pub use replay::IdempotencyReplayLayer;
+pub use replay::{IdempotencyReplayLayer, ReplayGuardLayer};
 #[cfg(feature = "redis")]
 pub use store::RedisIdempotencyStore;
 pub use store::{

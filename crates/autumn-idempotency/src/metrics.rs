@@ -2,12 +2,15 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Hit, miss and conflict counters, shared by every layer of one app.
+/// Hit, miss and conflict counters, and the runs that could not be
+/// recorded, shared by every layer of one app.
 #[derive(Debug, Default)]
 pub struct IdempotencyMetrics {
     hits: AtomicU64,
     misses: AtomicU64,
     conflicts: AtomicU64,
+    lock_renewal_failures: AtomicU64,
+    unrecorded_too_large: AtomicU64,
 }
 
 /// A point-in-time copy of [`IdempotencyMetrics`].
@@ -19,6 +22,12 @@ pub struct MetricsSnapshot {
     pub misses: u64,
     /// Requests answered 409 (in flight, or a replay that must fail closed).
     pub conflicts: u64,
+    /// Runs whose lock could not be renewed while the handler ran (lost to
+    /// its TTL, or the store failed): their response was not recorded.
+    pub lock_renewal_failures: u64,
+    /// Successful responses larger than the record limit: sent to the
+    /// client but not recorded.
+    pub unrecorded_too_large: u64,
 }
 
 impl IdempotencyMetrics {
@@ -39,12 +48,22 @@ impl IdempotencyMetrics {
         self.conflicts.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn lock_renewal_failed(&self) {
+        self.lock_renewal_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn too_large_to_record(&self) {
+        self.unrecorded_too_large.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counters as they are now.
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             conflicts: self.conflicts.load(Ordering::Relaxed),
+            lock_renewal_failures: self.lock_renewal_failures.load(Ordering::Relaxed),
+            unrecorded_too_large: self.unrecorded_too_large.load(Ordering::Relaxed),
         }
     }
 }

@@ -579,3 +579,219 @@ async fn a_client_that_hangs_up_during_the_renewal_does_not_cancel_the_request()
     assert!(retry.replayed(), "{}", retry.text());
     assert_eq!(f.runs(), 1);
 }
+
+/// A retry after an unfinished claim: answered by a run, not by 409 for the
+/// rest of the lock's TTL (the release happens on a task of its own).
+async fn runs_again(f: &Fixture) -> support::app::Answer {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let retry = f.post("/orders").key("k").body("x").send().await;
+            if retry.status != StatusCode::CONFLICT {
+                break retry;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the unfinished claim was released: the retry ran")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_during_the_claim_leaves_no_lock() {
+    let (f, faults) = faulty();
+    faults.lock_then_wait.store(true, Ordering::SeqCst);
+    let client = tokio::spawn(f.post("/orders").key("k").body("x").send());
+    // The store has taken the lock; its answer has not arrived yet.
+    faults.lock_gate.entered.notified().await;
+    client.abort(); // the client disconnects mid-claim
+    assert!(client.await.expect_err("aborted").is_cancelled());
+    faults.lock_then_wait.store(false, Ordering::SeqCst);
+
+    let retry = runs_again(&f).await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert!(!retry.replayed());
+    assert_eq!(f.runs(), 1, "the hung-up request never ran the handler");
+}
+
+#[tokio::test]
+async fn a_claim_that_locks_then_fails_leaves_no_lock() {
+    let (f, faults) = faulty();
+    // The store took the lock but its reply was lost (a response timeout).
+    faults.lock_then_fail.store(true, Ordering::SeqCst);
+    let failed = f.post("/orders").key("k").body("x").send().await;
+    failed.assert_problem(StatusCode::CONFLICT, "idempotency_lock_unavailable");
+    assert_eq!(f.runs(), 0);
+    faults.lock_then_fail.store(false, Ordering::SeqCst);
+
+    let retry = runs_again(&f).await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert_eq!(f.runs(), 1);
+}
+
+/// A fixture whose `/orders` records at most `limit` response bytes.
+fn capped(limit: usize) -> (Fixture, Arc<autumn_idempotency::IdempotencyMetrics>) {
+    let clock = ManualClock::new();
+    let store = Arc::new(MemoryIdempotencyStore::with_clock(
+        RECORD_TTL,
+        Arc::new(clock.clone()),
+    ));
+    let metrics = Arc::new(autumn_idempotency::IdempotencyMetrics::new());
+    let f = Fixture::with_store(store, clock, |layer| {
+        layer
+            .with_max_record_bytes(limit)
+            .with_metrics(metrics.clone())
+    });
+    (f, metrics)
+}
+
+#[tokio::test]
+async fn a_response_over_the_record_limit_is_sent_whole_and_not_recorded() {
+    let (_logs, logs) = support::logs::capture();
+    // `/orders` answers {"run":N,"echo":"..."}: about 30 bytes more than the body.
+    let (f, metrics) = capped(64);
+    let big = "x".repeat(200);
+    let first = f.post("/orders").key("k").body(big.clone()).send().await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(
+        first.text(),
+        format!(r#"{{"run":1,"echo":"{big}"}}"#),
+        "the client gets every byte"
+    );
+    // Not recorded, and the lock released: the retry runs the handler.
+    let retry = f.post("/orders").key("k").body(big.clone()).send().await;
+    assert!(!retry.replayed());
+    assert_eq!(retry.header("x-run"), Some("2"));
+    assert_eq!(metrics.snapshot().unrecorded_too_large, 2);
+    // Warned about once for the route, not once per response.
+    let warned = logs.lines_with("larger than max_record_bytes");
+    assert_eq!(warned.len(), 1, "{}", logs.text());
+    assert!(warned[0].contains("WARN"), "{}", warned[0]);
+
+    // Under the limit, the same route records as usual.
+    let small = f.post("/orders").key("small").body("y").send().await;
+    assert_eq!(small.status, StatusCode::CREATED);
+    assert!(
+        f.post("/orders")
+            .key("small")
+            .body("y")
+            .send()
+            .await
+            .replayed()
+    );
+}
+
+#[tokio::test]
+async fn past_the_record_limit_the_response_streams_instead_of_being_buffered() {
+    use std::sync::atomic::AtomicUsize;
+
+    use futures_util::StreamExt as _;
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+
+    const CHUNK: usize = 1024;
+    const CHUNKS: usize = 256;
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let counter = pulled.clone();
+    let store = Arc::new(MemoryIdempotencyStore::new(RECORD_TTL));
+    let app = axum::Router::new()
+        .route(
+            "/feed",
+            axum::routing::post(move || async move {
+                // Counts how far the body has been read: buffering it whole
+                // (what an endless body would die of) reads every chunk.
+                let chunks = futures_util::stream::iter(0..CHUNKS).map(move |_| {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b'.'; CHUNK]))
+                });
+                axum::body::Body::from_stream(chunks)
+            }),
+        )
+        .layer(
+            autumn_idempotency::IdempotencyLayer::new(store.clone())
+                .with_max_record_bytes(4 * CHUNK),
+        );
+    let request = http::Request::post("/feed")
+        .header("idempotency-key", "k")
+        .body(axum::body::Body::empty())
+        .expect("request");
+    let response = app.oneshot(request).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        pulled.load(Ordering::SeqCst) <= 5,
+        "read no further than the limit before answering: {} chunks",
+        pulled.load(Ordering::SeqCst)
+    );
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(body.len(), CHUNK * CHUNKS, "the client gets every byte");
+    assert!(store.is_empty(), "nothing recorded, no lock left");
+}
+
+#[tokio::test]
+async fn a_forwarded_replay_that_nothing_answers_is_409_never_a_second_run() {
+    use std::sync::atomic::AtomicUsize;
+
+    use autumn_idempotency::{
+        IdempotencyLayer, IdempotencyReplayLayer, ReplayGuardLayer, ReplayMode,
+    };
+    use axum::Router;
+    use axum::routing::{MethodRouter, post};
+
+    let store = Arc::new(MemoryIdempotencyStore::new(RECORD_TTL));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler = || -> MethodRouter {
+        let runs = runs.clone();
+        post(move || async move { format!("run {}", runs.fetch_add(1, Ordering::SeqCst) + 1) })
+    };
+    let metrics = Arc::new(autumn_idempotency::IdempotencyMetrics::new());
+    let outer = || {
+        IdempotencyLayer::new(store.clone())
+            .with_replay_mode(ReplayMode::FailClosed)
+            .with_metrics(metrics.clone())
+    };
+    let inner = || IdempotencyLayer::new(Arc::new(MemoryIdempotencyStore::new(RECORD_TTL)));
+    let send = |app: Router| Call::new(app, "POST", "/x").key("k").send();
+
+    // Deploy 1: the route replays through its own inner layer, so the record
+    // is marked to be replayed inside the route.
+    let before = Router::new()
+        .route("/x", handler().layer(IdempotencyReplayLayer::new()))
+        .layer(inner().replay_through_inner())
+        .layer(outer());
+    assert_eq!(send(before.clone()).await.text(), "run 1");
+    assert!(send(before).await.replayed());
+
+    // Deploy 2: the inner layer no longer replays through the route; the
+    // forwarded retry must not reach the handler.
+    let changed = Router::new()
+        .route("/x", handler())
+        .layer(inner())
+        .layer(outer());
+    let retry = send(changed).await;
+    retry.assert_problem(StatusCode::CONFLICT, "idempotency_replay_unavailable");
+
+    // Deploy 3: no inner layer at all; the guard in front of the handler
+    // refuses it.
+    let guarded = Router::new()
+        .route("/x", handler().layer(ReplayGuardLayer::new()))
+        .layer(outer());
+    let retry = send(guarded).await;
+    retry.assert_problem(StatusCode::CONFLICT, "idempotency_replay_unavailable");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "never a second run");
+    assert_eq!(
+        metrics.snapshot().conflicts,
+        2,
+        "both refusals are conflicts"
+    );
+
+    // The guard lets every other request through.
+    let plain = Router::new()
+        .route("/x", handler().layer(ReplayGuardLayer::new()))
+        .layer(outer());
+    let other = Call::new(plain, "POST", "/x").key("other").send().await;
+    assert_eq!(other.text(), "run 2");
+}

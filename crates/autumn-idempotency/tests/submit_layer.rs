@@ -1,5 +1,7 @@
 //! The submit-token layer on a raw router: what it asks of the store.
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -13,6 +15,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
 use http::{Request, StatusCode};
+use support::faulty::{Faults, FaultyStore};
 use tower::ServiceExt as _;
 
 /// A memory store that counts every call made to it.
@@ -488,4 +491,94 @@ async fn a_page_with_a_token_is_kept_out_of_shared_caches() {
         1,
         "one warning, not one per request"
     );
+}
+
+/// A form app over `store` whose POST counts its runs and answers `size`
+/// bytes.
+fn form_app(
+    store: Arc<dyn IdempotencyStore>,
+    size: usize,
+    configure: impl FnOnce(SubmitTokenLayer) -> SubmitTokenLayer,
+) -> (Router, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let app = Router::new()
+        .route(
+            "/form",
+            get(|token: SubmitToken| async move { token.token().to_owned() }).post(
+                move || async move {
+                    let run = counted.fetch_add(1, Ordering::SeqCst) + 1;
+                    format!("{run}{}", ".".repeat(size))
+                },
+            ),
+        )
+        .layer(configure(SubmitTokenLayer::new(store)));
+    (app, runs)
+}
+
+async fn mint(app: &Router) -> String {
+    send(
+        app,
+        Request::get("/form").body(Body::empty()).expect("request"),
+    )
+    .await
+    .1
+}
+
+fn post(token: &str) -> Request<Body> {
+    Request::post("/form")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(format!("_submit_token={token}")))
+        .expect("request")
+}
+
+#[tokio::test]
+async fn a_response_over_the_record_limit_is_sent_whole_and_releases_the_token() {
+    let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600)));
+    let metrics = Arc::new(autumn_idempotency::IdempotencyMetrics::new());
+    let (app, runs) = form_app(store, 100, |layer| {
+        layer
+            .with_max_record_bytes(50)
+            .with_metrics(metrics.clone())
+    });
+    let token = mint(&app).await;
+    let (status, body) = send(&app, post(&token)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, format!("1{}", ".".repeat(100)), "every byte is sent");
+    let (_, again) = send(&app, post(&token)).await;
+    assert!(again.starts_with('2'), "not recorded: the token ran again");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(metrics.snapshot().unrecorded_too_large, 2);
+}
+
+#[tokio::test]
+async fn a_claim_that_locks_then_fails_leaves_the_token_free() {
+    let faults = Arc::new(Faults::default());
+    let store = Arc::new(FaultyStore {
+        inner: Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600))),
+        faults: faults.clone(),
+        on_lock: Box::new(|| {}),
+        renew_gate: None,
+    });
+    let (app, runs) = form_app(store, 0, |layer| layer);
+    let token = mint(&app).await;
+    // The store took the lock but its reply was lost.
+    faults.lock_then_fail.store(true, Ordering::SeqCst);
+    let (status, _) = send(&app, post(&token)).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    faults.lock_then_fail.store(false, Ordering::SeqCst);
+    // Without the release, the token would stay locked for its 24 h TTL.
+    let answer = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let answer = send(&app, post(&token)).await;
+            if answer.0 != StatusCode::CONFLICT {
+                break answer;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the failed claim was released: the post ran");
+    assert_eq!(answer, (StatusCode::OK, "1".to_owned()));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

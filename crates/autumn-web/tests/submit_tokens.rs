@@ -139,7 +139,13 @@ async fn a_token_runs_its_form_once_and_replays_the_first_answer() {
     let metrics: serde_json::Value = client.get("/actuator/metrics").send().await.json();
     assert_eq!(
         metrics["submit_token"],
-        serde_json::json!({"hits": 2, "misses": 1, "conflicts": 0})
+        serde_json::json!({
+            "hits": 2,
+            "misses": 1,
+            "conflicts": 0,
+            "lock_renewal_failures": 0,
+            "unrecorded_too_large": 0,
+        })
     );
 }
 

@@ -458,7 +458,13 @@ async fn the_binary_turns_a_double_click_into_one_account_on_its_sqlite_file() {
     let metrics: serde_json::Value = serde_json::from_str(&metrics).expect("JSON metrics");
     assert_eq!(
         metrics["submit_token"],
-        serde_json::json!({"hits": 1, "misses": 1, "conflicts": 0}),
+        serde_json::json!({
+            "hits": 1,
+            "misses": 1,
+            "conflicts": 0,
+            "lock_renewal_failures": 0,
+            "unrecorded_too_large": 0,
+        }),
         "{metrics}"
     );
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use autumn_idempotency::clock::SystemClock;
 use autumn_idempotency::submit::SubmitTokenLayer;
-use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayMode};
+use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayGuardLayer, ReplayMode};
 use axum::Router;
 use http::StatusCode;
 use tower_http::timeout::TimeoutLayer;
@@ -235,6 +235,7 @@ impl AppBuilder {
                     .with_ttl(config.idempotency.ttl())
                     .with_in_flight_ttl(config.idempotency.in_flight_ttl())
                     .with_max_body_bytes(config.idempotency.max_body_bytes)
+                    .with_max_record_bytes(config.idempotency.max_record_bytes)
                     .with_metrics(metrics.idempotency.clone())
                     .with_clock(clock.clone()),
             )
@@ -255,15 +256,22 @@ impl AppBuilder {
         for route in routes {
             let handler = match (&idempotency, route.idempotency) {
                 (None, _) | (_, RouteIdempotency::Off) => route.handler,
-                (Some(layer), mode) => {
-                    route
-                        .handler
-                        .layer(layer.clone().with_replay_mode(match mode {
-                            RouteIdempotency::Managed => ReplayMode::Direct,
-                            RouteIdempotency::ReplayThroughInner => ReplayMode::ThroughInner,
-                            _ => ReplayMode::FailClosed,
-                        }))
-                }
+                (Some(layer), RouteIdempotency::Managed) => route
+                    .handler
+                    .layer(layer.clone().with_replay_mode(ReplayMode::Direct)),
+                // The route's own IdempotencyReplayLayer answers forwarded
+                // retries; nothing can be placed beneath it from here.
+                (Some(layer), RouteIdempotency::ReplayThroughInner) => route
+                    .handler
+                    .layer(layer.clone().with_replay_mode(ReplayMode::ThroughInner)),
+                // Opaque: a record marked for replay inside the route (made
+                // before the route changed) would be forwarded into it with
+                // nothing there to answer; the guard refuses it (409) before
+                // it reaches the route's layers or its handler.
+                (Some(layer), _) => route
+                    .handler
+                    .layer(ReplayGuardLayer::new())
+                    .layer(layer.clone().with_replay_mode(ReplayMode::FailClosed)),
             };
             router = router.route(&route.path, handler);
         }
@@ -467,6 +475,7 @@ fn submit_token_layer(
             .with_in_flight_ttl(std::time::Duration::from_secs(tokens.in_flight_ttl_secs))
             .with_exempt_paths(tokens.exempt_paths.clone())
             .with_max_form_bytes(tokens.max_form_bytes)
+            .with_max_record_bytes(tokens.max_record_bytes)
             .with_in_flight_wait(std::time::Duration::from_millis(tokens.in_flight_wait_ms))
             .with_metrics(metrics.submit_token.clone()),
     ))

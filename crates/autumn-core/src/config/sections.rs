@@ -215,6 +215,8 @@ pub struct IdempotencyConfig {
     pub allow_memory_in_production: bool,
     /// Largest request body, in bytes, that is fingerprinted; larger bodies get 413.
     pub max_body_bytes: usize,
+    /// Largest response body, in bytes, that is recorded; a larger one is sent but not recorded.
+    pub max_record_bytes: usize,
     /// `[idempotency.redis]`: the Redis backend's connection.
     pub redis: RedisConfig,
 }
@@ -228,6 +230,7 @@ impl Default for IdempotencyConfig {
             in_flight_ttl_secs: 60,
             allow_memory_in_production: false,
             max_body_bytes: 2 * 1024 * 1024,
+            max_record_bytes: 1024 * 1024,
             redis: RedisConfig::default(),
         }
     }
@@ -293,6 +296,8 @@ pub struct SubmitTokenConfig {
     pub exempt_paths: Vec<String>,
     /// Largest form body, in bytes, scanned for the token; a larger urlencoded body gets 413.
     pub max_form_bytes: usize,
+    /// Largest response body, in bytes, that is recorded; a larger one is sent but not recorded.
+    pub max_record_bytes: usize,
     /// Milliseconds a concurrent duplicate waits for the first to finish and replay it (0: 409 at once).
     pub in_flight_wait_ms: u64,
 }
@@ -307,6 +312,7 @@ impl Default for SubmitTokenConfig {
             backend: None,
             exempt_paths: Vec::new(),
             max_form_bytes: 1024 * 1024,
+            max_record_bytes: 1024 * 1024,
             in_flight_wait_ms: 0,
         }
     }

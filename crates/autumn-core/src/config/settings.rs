@@ -84,6 +84,7 @@ impl AutumnConfig {
             in_flight_ttl_secs,
             allow_memory_in_production,
             max_body_bytes,
+            max_record_bytes,
             redis,
         } = idempotency;
         out.plain("idempotency.enabled", enabled);
@@ -95,6 +96,7 @@ impl AutumnConfig {
             allow_memory_in_production,
         );
         out.plain("idempotency.max_body_bytes", max_body_bytes);
+        out.plain("idempotency.max_record_bytes", max_record_bytes);
         let RedisConfig { url, key_prefix } = redis;
         out.optional_string("idempotency.redis.url", url.as_deref());
         out.string("idempotency.redis.key_prefix", key_prefix);
@@ -108,6 +110,7 @@ impl AutumnConfig {
             backend,
             exempt_paths,
             max_form_bytes,
+            max_record_bytes,
             in_flight_wait_ms,
         } = submit_token;
         out.plain("security.submit_token.enabled", enabled);
@@ -123,6 +126,7 @@ impl AutumnConfig {
         );
         out.strings("security.submit_token.exempt_paths", exempt_paths);
         out.plain("security.submit_token.max_form_bytes", max_form_bytes);
+        out.plain("security.submit_token.max_record_bytes", max_record_bytes);
         out.plain("security.submit_token.in_flight_wait_ms", in_flight_wait_ms);
 
         let SessionConfig { cookie_name } = session;

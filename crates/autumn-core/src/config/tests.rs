@@ -99,6 +99,7 @@ fn defaults_without_files_or_env() {
             in_flight_ttl_secs: 60,
             allow_memory_in_production: false,
             max_body_bytes: 2_097_152,
+            max_record_bytes: 1_048_576,
             redis: RedisConfig {
                 url: None,
                 key_prefix: "autumn:idempotency".to_owned(),
@@ -113,6 +114,7 @@ fn defaults_without_files_or_env() {
                 backend: None,
                 exempt_paths: Vec::new(),
                 max_form_bytes: 1_048_576,
+                max_record_bytes: 1_048_576,
                 in_flight_wait_ms: 0,
             },
         },
@@ -783,6 +785,7 @@ fn effective_settings_cover_every_key() {
         in_flight_ttl_secs = 6
         allow_memory_in_production = true
         max_body_bytes = 7
+        max_record_bytes = 12
         [idempotency.redis]
         url = "redis://r"
         key_prefix = "p"
@@ -794,6 +797,7 @@ fn effective_settings_cover_every_key() {
         backend = "redis"
         exempt_paths = ["/x"]
         max_form_bytes = 10
+        max_record_bytes = 13
         in_flight_wait_ms = 11
         [session]
         cookie_name = "c"
@@ -805,7 +809,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 31);
+    assert_eq!(settings.len(), 33);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

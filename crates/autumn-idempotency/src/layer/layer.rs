@@ -37,6 +37,7 @@ pub(crate) struct Settings {
     pub(crate) ttl: Duration,
     pub(crate) in_flight_ttl: Duration,
     pub(crate) max_body_bytes: usize,
+    pub(crate) max_record_bytes: usize,
     pub(crate) mode: ReplayMode,
     pub(crate) metrics: Arc<IdempotencyMetrics>,
     pub(crate) clock: SharedClock,
@@ -48,6 +49,7 @@ impl std::fmt::Debug for IdempotencyLayer {
             .field("ttl", &self.settings.ttl)
             .field("in_flight_ttl", &self.settings.in_flight_ttl)
             .field("max_body_bytes", &self.settings.max_body_bytes)
+            .field("max_record_bytes", &self.settings.max_record_bytes)
             .field("mode", &self.settings.mode)
             .finish_non_exhaustive()
     }
@@ -78,10 +80,15 @@ pub(crate) fn check_ttl(method: &str, ttl: Duration) {
 /// Bodies up to 2 MiB are buffered to fingerprint them, as axum's default
 /// body limit.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+/// Response bodies up to 1 MiB are recorded: every record is held whole in
+/// memory while it is written and again on each replay, and sits in the
+/// store (in memory, for the memory store) for the record TTL.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 1024 * 1024;
 
 impl IdempotencyLayer {
     /// A layer over `store` with the defaults: records kept 24 h, locks 60 s,
-    /// bodies up to 2 MiB, replays answered directly.
+    /// request bodies up to 2 MiB, response bodies recorded up to 1 MiB,
+    /// replays answered directly.
     pub fn new(store: Arc<dyn IdempotencyStore>) -> Self {
         Self {
             settings: Arc::new(Settings {
@@ -89,6 +96,7 @@ impl IdempotencyLayer {
                 ttl: DEFAULT_TTL,
                 in_flight_ttl: DEFAULT_IN_FLIGHT_TTL,
                 max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+                max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
                 mode: ReplayMode::Direct,
                 metrics: Arc::new(IdempotencyMetrics::new()),
                 clock: Arc::new(SystemClock),
@@ -122,8 +130,10 @@ impl IdempotencyLayer {
         self.map(|s| s.ttl = ttl)
     }
 
-    /// How long a lock lasts when its request never finishes (a crash, a
-    /// failed record write). Keep it longer than the slowest request.
+    /// How long a lock lasts when its run stops renewing it (a crash, a
+    /// failed record write). While the handler runs, the lock is renewed
+    /// every third of this, so a handler may run longer; a shorter TTL frees
+    /// a crashed run's key sooner, at the cost of more renewals.
     ///
     /// # Panics
     ///
@@ -148,6 +158,23 @@ impl IdempotencyLayer {
     #[must_use]
     pub fn with_max_body_bytes(self, limit: usize) -> Self {
         self.map(|s| s.max_body_bytes = limit)
+    }
+
+    /// The largest response body recorded. A larger 2xx/3xx response is
+    /// still sent to the client whole (streamed past this limit) but not
+    /// recorded, and its lock is released: a retry runs the handler again.
+    /// A warning is logged once per route.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore};
+    ///
+    /// let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(3600)));
+    /// let layer = IdempotencyLayer::new(store).with_max_record_bytes(256 * 1024);
+    /// ```
+    #[must_use]
+    pub fn with_max_record_bytes(self, limit: usize) -> Self {
+        self.map(|s| s.max_record_bytes = limit)
     }
 
     /// Counters to count hits, misses and conflicts into (shared with the

@@ -53,8 +53,8 @@ mod service;
 pub use future::ResponseFuture;
 pub(crate) use layer::check_ttl;
 pub use layer::{
-    DEFAULT_IN_FLIGHT_TTL, DEFAULT_MAX_BODY_BYTES, DEFAULT_TTL, IdempotencyLayer, MIN_TTL,
-    ReplayMode,
+    DEFAULT_IN_FLIGHT_TTL, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL,
+    IdempotencyLayer, MIN_TTL, ReplayMode,
 };
 pub use service::Idempotency;
 pub(crate) use service::{new_owner, replay_response as service_replay_response};

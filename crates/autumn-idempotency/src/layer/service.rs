@@ -17,10 +17,10 @@ use super::layer::{ReplayMode, Settings};
 use crate::body::{ReadError, read_whole};
 use crate::context::{
     IdempotencyContext, IdempotencyScope, OptedIntoReplayThroughInner, PassedReplayLayer,
-    PendingReplay, Replayed,
+    PendingReplay, ReplayRefused, Replayed,
 };
-use crate::detach::{Guarded, Step, is_mutating, settle};
-use crate::first_run::{Held, HoldsLock as _, call_boxed, run_and_record};
+use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
+use crate::first_run::{Held, HoldsLock as _, RouteLabel, call_boxed, run_and_record};
 use crate::key::{
     IDEMPOTENT_REPLAYED_HEADER, fingerprint_digest, key_str, parse_key_value, storage_key,
 };
@@ -87,9 +87,14 @@ where
         // lock and the record. Say so if this route replays through an inner
         // layer.
         let extensions = request.extensions();
-        if extensions.get::<IdempotencyContext>().is_some()
-            || extensions.get::<PendingReplay>().is_some()
-        {
+        let forwarded = extensions.get::<PendingReplay>().is_some();
+        // A replay forwarded into a route whose layer here does not replay
+        // through an inner one: nothing below answers it, and passing it on
+        // would run the handler again.
+        if forwarded && self.settings.mode != ReplayMode::ThroughInner {
+            return ResponseFuture::ready(crate::replay::refuse_unanswered_replay());
+        }
+        if forwarded || extensions.get::<IdempotencyContext>().is_some() {
             let mark = self.settings.mode == ReplayMode::ThroughInner;
             return ResponseFuture::pass_through(self.inner.call(request), mark);
         }
@@ -168,16 +173,21 @@ where
 
         let store = &settings.store;
         let locked_at = settings.clock.now_millis();
+        // Dropped unsettled (the request went away mid-claim, or the claim
+        // failed after the store may have locked), it releases the lock.
+        let pending = PendingClaim::new(store, &storage_key, &owner);
         let claim = store
             .claim(&storage_key, &owner, settings.in_flight_ttl)
             .await;
         let claim = match claim {
             Ok(claim) => claim,
             Err(error) => {
+                drop(pending);
                 tracing::warn!(idempotency.key = %key_str(&key), %error, "idempotency store failed; not running the handler");
                 return Step::Respond(store_failure(&settings, error.operation()));
             }
         };
+        pending.settled();
         match claim {
             Claim::Acquired => {}
             Claim::InFlight => {
@@ -213,9 +223,13 @@ where
             owner,
             fingerprint,
             ttl: settings.ttl,
+            in_flight_ttl: settings.in_flight_ttl,
+            max_record_bytes: settings.max_record_bytes,
+            metrics: settings.metrics.clone(),
+            route: RouteLabel::of(&parts.method, &parts.uri, &parts.extensions),
             retry: "a retry with the same Idempotency-Key",
         };
-        let context = IdempotencyContext::new(key, held, settings.in_flight_ttl);
+        let context = IdempotencyContext::new(key, held);
         let aged = lock_aged(&settings, locked_at);
         let mut request = Request::from_parts(parts, Body::from(body));
         request.extensions_mut().insert(context.clone());
@@ -330,6 +344,9 @@ where
                         idempotency.replayed = true,
                         "replayed through the route's replay layer"
                     );
+                } else if response.extensions().get::<ReplayRefused>().is_some() {
+                    // Refused before the handler (and logged there).
+                    settings.metrics.conflict();
                 } else {
                     tracing::error!(
                         idempotency.key = %key_str(&key),

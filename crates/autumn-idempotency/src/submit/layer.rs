@@ -35,6 +35,7 @@ pub(crate) struct Settings {
     pub(crate) in_flight_ttl: Duration,
     pub(crate) exempt_paths: Vec<String>,
     pub(crate) max_form_bytes: usize,
+    pub(crate) max_record_bytes: usize,
     pub(crate) in_flight_wait: Duration,
     pub(crate) metrics: Arc<IdempotencyMetrics>,
 }
@@ -53,8 +54,8 @@ impl std::fmt::Debug for SubmitTokenLayer {
 impl SubmitTokenLayer {
     /// A layer over `store` with the defaults: field `_submit_token`, a
     /// consumed token's response replayed for 10 minutes, in-flight locks
-    /// lasting 24 hours, form bodies scanned up to 1 MiB, duplicates answered
-    /// 409 at once.
+    /// lasting 24 hours, form bodies scanned up to 1 MiB, responses recorded
+    /// up to 1 MiB, duplicates answered 409 at once.
     pub fn new(store: Arc<dyn IdempotencyStore>) -> Self {
         Self {
             settings: Arc::new(Settings {
@@ -64,6 +65,7 @@ impl SubmitTokenLayer {
                 in_flight_ttl: Duration::from_secs(86_400),
                 exempt_paths: Vec::new(),
                 max_form_bytes: 1024 * 1024,
+                max_record_bytes: crate::layer::DEFAULT_MAX_RECORD_BYTES,
                 in_flight_wait: Duration::ZERO,
                 metrics: Arc::new(IdempotencyMetrics::new()),
             }),
@@ -103,7 +105,8 @@ impl SubmitTokenLayer {
         self.map(|s| s.ttl = ttl)
     }
 
-    /// How long a lock lasts when its request never finishes.
+    /// How long a lock lasts when its run stops renewing it (a crash); it is
+    /// renewed every third of this while the handler runs.
     ///
     /// # Panics
     ///
@@ -138,6 +141,15 @@ impl SubmitTokenLayer {
     #[must_use]
     pub fn with_max_form_bytes(self, limit: usize) -> Self {
         self.map(|s| s.max_form_bytes = limit)
+    }
+
+    /// The largest response body recorded. A larger 2xx/3xx response is
+    /// still sent whole (streamed past this limit) but not recorded, and the
+    /// token is released: submitting the form again runs the handler again.
+    /// A warning is logged once per route.
+    #[must_use]
+    pub fn with_max_record_bytes(self, limit: usize) -> Self {
+        self.map(|s| s.max_record_bytes = limit)
     }
 
     /// How long a duplicate that arrives while the first submission runs

@@ -20,8 +20,8 @@ use super::SUBMIT_TOKEN_REPLAYED;
 use super::extract::{Mint, MintSlot};
 use super::layer::Settings;
 use super::scan::{self, FormKind, MultipartScanner, ScanError};
-use crate::detach::{Guarded, Step, is_mutating, settle};
-use crate::first_run::{Held, call_boxed, run_and_record};
+use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
+use crate::first_run::{Held, RouteLabel, call_boxed, run_and_record};
 use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
 use crate::problem::Problem;
@@ -358,14 +358,23 @@ where
         &[request.method().as_str().as_bytes(), path.as_bytes()],
     );
     let owner = new_owner();
+    let route = RouteLabel::of(request.method(), request.uri(), request.extensions());
     let waiting_until = Instant::now() + settings.in_flight_wait;
     let store = &settings.store;
     let mut waiting = false;
     loop {
-        match store
+        // Dropped unsettled (the request went away mid-claim, or the claim
+        // failed after the store may have locked), it releases the lock.
+        let pending = PendingClaim::new(store, &storage_key, &owner);
+        let claim = store
             .claim(&storage_key, &owner, settings.in_flight_ttl)
-            .await
-        {
+            .await;
+        if claim.is_ok() {
+            pending.settled();
+        } else {
+            drop(pending);
+        }
+        match claim {
             Err(error) => {
                 tracing::warn!(%error, "submit-token store failed; not running the handler");
                 return Step::Respond(match error.operation() {
@@ -427,6 +436,10 @@ where
         owner,
         fingerprint,
         ttl: settings.ttl,
+        in_flight_ttl: settings.in_flight_ttl,
+        max_record_bytes: settings.max_record_bytes,
+        metrics: settings.metrics.clone(),
+        route,
         retry: "submitting the form again",
     };
     let response = call_boxed(inner, request);

@@ -19,6 +19,12 @@ pub struct Faults {
     pub set: AtomicBool,
     pub try_lock: AtomicBool,
     pub renew: AtomicBool,
+    /// `try_lock` takes the lock, then answers an error (a reply lost after
+    /// the store acted, as a Redis response timeout).
+    pub lock_then_fail: AtomicBool,
+    /// `try_lock` takes the lock, then waits at `lock_gate`.
+    pub lock_then_wait: AtomicBool,
+    pub lock_gate: Gate,
 }
 
 pub struct FaultyStore {
@@ -75,7 +81,22 @@ impl IdempotencyStore for FaultyStore {
         if self.faults.try_lock.load(Ordering::SeqCst) {
             return fail("try_lock");
         }
-        self.inner.try_lock(key, owner, ttl)
+        let then_fail = self.faults.lock_then_fail.load(Ordering::SeqCst);
+        let then_wait = self.faults.lock_then_wait.load(Ordering::SeqCst);
+        if !(then_fail || then_wait) {
+            return self.inner.try_lock(key, owner, ttl);
+        }
+        Box::pin(async move {
+            let locked = self.inner.try_lock(key, owner, ttl).await?;
+            if then_wait {
+                self.faults.lock_gate.entered.notify_one();
+                self.faults.lock_gate.open.notified().await;
+            }
+            if then_fail {
+                return Err(StoreError::new("injected reply lost after try_lock"));
+            }
+            Ok(locked)
+        })
     }
 
     fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()> {

@@ -6,5 +6,6 @@ pub mod conformance;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub mod database;
 pub mod faulty;
+pub mod logs;
 #[cfg(feature = "redis")]
 pub mod redis;
