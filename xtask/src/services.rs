@@ -365,19 +365,11 @@ fn as_superuser(port: u16, sql: &str) -> Result<String, String> {
              `runuser -u postgres -- psql -p {port}`, and this is not root"
         ));
     }
-    let output = Command::new("runuser")
+    let mut command = Command::new("runuser");
+    command
         .args(["-u", "postgres", "--", "psql", "-p", &port.to_string()])
-        .args(["-d", "postgres", "-v", "ON_ERROR_STOP=1", "-Atqc", sql])
-        .output()
-        .map_err(|e| format!("could not run runuser: {e}"))?;
-    if output.status.success() {
-        return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
-    }
-    Err(format!(
-        "psql as postgres exited with {}: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr).trim()
-    ))
+        .args(["-d", "postgres", "-v", "ON_ERROR_STOP=1", "-Atqc", sql]);
+    output_of(command, "psql as postgres")
 }
 
 fn random_hex(bytes: usize) -> Result<String, String> {
@@ -462,18 +454,25 @@ fn step<T>(name: &str, work: impl FnOnce() -> Result<T, String>) -> Result<T, St
 
 /// Runs `program args`, returning its output as the error when it fails.
 fn run(program: &str, args: &[&str]) -> Result<(), String> {
-    let output = Command::new(program)
-        .args(args)
+    let mut command = Command::new(program);
+    command.args(args);
+    output_of(command, program).map(drop)
+}
+
+/// Runs `command`: its standard output when it succeeds, else an error that
+/// names it as `what` and quotes what it said (stderr, else stdout).
+fn output_of(mut command: Command, what: &str) -> Result<String, String> {
+    let output = command
         .output()
-        .map_err(|e| format!("could not run {program}: {e}"))?;
+        .map_err(|e| format!("could not run {what}: {e}"))?;
     if output.status.success() {
-        return Ok(());
+        return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
     }
     let mut text = String::from_utf8_lossy(&output.stderr).trim().to_owned();
     if text.is_empty() {
         text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
     }
-    Err(format!("{program} exited with {}: {text}", output.status))
+    Err(format!("{what} exited with {}: {text}", output.status))
 }
 
 // ---------------------------------------------------------------- installs
@@ -512,23 +511,9 @@ fn install(packages: &[&str], what: &str) -> Result<(), String> {
 }
 
 fn apt_get(args: &[&str]) -> Result<(), String> {
-    let output = Command::new("apt-get")
-        .args(args)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .output()
-        .map_err(|e| format!("could not run apt-get: {e}"))?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let mut text = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-    if text.is_empty() {
-        text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    }
-    Err(format!(
-        "apt-get {} exited with {}: {text}",
-        args.join(" "),
-        output.status
-    ))
+    let mut command = Command::new("apt-get");
+    command.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+    output_of(command, &format!("apt-get {}", args.join(" "))).map(drop)
 }
 
 fn last_line(text: &str) -> &str {
