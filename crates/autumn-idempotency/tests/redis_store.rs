@@ -385,3 +385,30 @@ async fn redis_dying_mid_handler_keeps_the_response_and_the_lock_it_kept() {
         "runs again once the lock lapsed"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_during_the_handler_does_not_lose_the_record() {
+    // Persistent, so the lock taken before the restart is still there after.
+    let mut server = RedisServer::persistent();
+    let f = fixture(&server.url(), &unique_prefix());
+
+    let first = tokio::spawn(f.post("/gated").key("k").send());
+    f.started.notified().await; // claimed over the connection made now
+    // Restarted while the handler runs: the store's connection is now stale,
+    // and the record write is the first command sent over it.
+    server.stop();
+    server.start();
+    f.gate.notify_one();
+    let first = fast("the first request", first)
+        .await
+        .expect("first request");
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.text(), "gated 1");
+
+    // The write was sent again over a fresh connection: the retry replays
+    // instead of getting 409 until the lock lapses and then running again.
+    let retry = fast("retry", f.post("/gated").key("k").send()).await;
+    assert!(retry.replayed(), "{} {}", retry.status, retry.text());
+    assert_eq!(retry.text(), "gated 1");
+    assert_eq!(f.runs(), 1);
+}

@@ -349,6 +349,35 @@ impl RedisIdempotencyStore {
         .map_err(|error| StoreError::new(error).during(operation))
     }
 
+    /// [`invoke`](Self::invoke) for a write that is safe to send twice (it
+    /// is owner-checked: recording the same owner's response again, or
+    /// releasing a lock already released, changes nothing): sent once more
+    /// when the connection failed under it.
+    ///
+    /// After Redis restarts or drops the connection, the first command over
+    /// the old connection fails, and the manager reconnects only then. For
+    /// the record write that first command is the one that matters: losing
+    /// it loses the response and, once the lock lapses, runs the handler a
+    /// second time.
+    async fn invoke_twice_if_dropped<T: FromRedisValue>(
+        &self,
+        operation: StoreOperation,
+        invocation: ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let attempt = || async {
+            let mut connection = self.connection().await?;
+            invocation.invoke_async(&mut connection).await
+        };
+        match self.run(attempt).await {
+            Err(error) if is_connection_level(&error) => {
+                tracing::debug!(%error, ?operation, "Redis connection failed; sending the write again");
+                self.run(attempt).await
+            }
+            result => result,
+        }
+        .map_err(|error| StoreError::new(error).during(operation))
+    }
+
     fn redis_key(&self, key: &str) -> String {
         format!("{}:{key}", self.prefix)
     }
@@ -360,6 +389,12 @@ impl RedisIdempotencyStore {
 
 /// What `get` reads: lock deadline, record deadline, record, fingerprint.
 type Fields = (Option<u64>, Option<u64>, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Whether `error` came from the connection (dropped, reset, timed out,
+/// refused) rather than from Redis answering.
+fn is_connection_level(error: &RedisError) -> bool {
+    error.is_io_error() || error.is_connection_dropped() || error.is_timeout()
+}
 
 /// `now + ttl`, with `ttl` capped at [`MAX_TTL_MILLIS`].
 fn deadline_after(now: u64, ttl: Duration) -> u64 {
@@ -449,7 +484,9 @@ impl IdempotencyStore for RedisIdempotencyStore {
         Box::pin(async move {
             let mut invocation = SCRIPTS.unlock.key(self.redis_key(key));
             invocation.arg(self.now()).arg(owner);
-            let _released: i64 = self.invoke(StoreOperation::Unlock, invocation).await?;
+            let _released: i64 = self
+                .invoke_twice_if_dropped(StoreOperation::Unlock, invocation)
+                .await?;
             Ok(())
         })
     }
@@ -535,7 +572,9 @@ impl RedisIdempotencyStore {
             .arg(record.encode())
             .arg(body_hash)
             .arg(if and_unlock { "1" } else { "0" });
-        let stored: i64 = self.invoke(StoreOperation::Set, invocation).await?;
+        let stored: i64 = self
+            .invoke_twice_if_dropped(StoreOperation::Set, invocation)
+            .await?;
         Ok(stored == 1)
     }
 }
