@@ -35,7 +35,7 @@ pub use context::{IdempotencyContext, IdempotencyScope};
 #[cfg(feature = "database")]
 pub use database::{DbIdempotencyStore, FRAMEWORK_MIGRATIONS};
 pub use layer::{IdempotencyLayer, ReplayMode};
-pub use metrics::{IdempotencyMetrics, MetricsSnapshot};
+pub use metrics::{IdempotencyMetrics, MetricsSnapshot, StoreSize};
 pub use problem::{IdempotencyRejection, Problem};
 pub use record::{IdempotencyEntry, IdempotencyRecord, RecordDecodeError};
 pub use redact::redact_passwords;
@@ -43,5 +43,6 @@ pub use replay::IdempotencyReplayLayer;
 #[cfg(feature = "redis")]
 pub use store::RedisIdempotencyStore;
 pub use store::{
-    Claim, IdempotencyFuture, IdempotencyStore, MemoryIdempotencyStore, StoreError, StoreOperation,
+    Claim, IdempotencyFuture, IdempotencyStore, MemoryIdempotencyStore, StoreError, StoreErrorKind,
+    StoreOperation,
 };

@@ -210,7 +210,7 @@ impl AppBuilder {
             tracing::debug!(source = %setting.source, "{} = {}", setting.key, setting.value);
         }
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
-        let metrics = AppMetrics::default();
+        let mut metrics = AppMetrics::default();
 
         let mut startup = Startup::default();
         let database = database_pool(&config, &mut startup)?;
@@ -227,6 +227,7 @@ impl AppBuilder {
                 )?,
             };
             idempotency_store = Some(store.clone());
+            metrics.idempotency_store = Some(store.clone());
             warn_about_timeouts(&config);
             Some(
                 IdempotencyLayer::new(store)
@@ -275,19 +276,20 @@ impl AppBuilder {
                 RawRouter::Nest(path, raw) => router.nest(&path, opaque(raw)),
             };
         }
+        let submit = submit_token_layer(
+            &config,
+            idempotency_store,
+            database.as_ref(),
+            &clock,
+            &mut metrics,
+            &mut startup,
+        )?;
         router = router.merge(actuator::routes(metrics.clone()));
 
         // Innermost first: the scope is read after the app's own layers (an
         // API-token layer puts the principal there), then the app's layers,
         // then timeout and trace outermost.
-        if let Some(submit) = submit_token_layer(
-            &config,
-            idempotency_store,
-            database.as_ref(),
-            &clock,
-            &metrics,
-            &mut startup,
-        )? {
+        if let Some(submit) = submit {
             router = router.layer(submit);
         }
         router = router.layer(scope::layer(&config)?);
@@ -367,10 +369,7 @@ fn build_store(
                     profile: config.profile.name().to_owned(),
                 });
             }
-            Ok(Arc::new(MemoryIdempotencyStore::with_clock(
-                idempotency.ttl(),
-                clock.clone(),
-            )))
+            Ok(Arc::new(memory_store(config, idempotency.ttl(), clock)?))
         }
         Backend::Redis => {
             let Some(url) = &idempotency.redis.url else {
@@ -429,7 +428,7 @@ fn submit_token_layer(
     idempotency_store: Option<Arc<dyn autumn_idempotency::IdempotencyStore>>,
     database: Option<&Database>,
     clock: &autumn_idempotency::clock::SharedClock,
-    metrics: &AppMetrics,
+    metrics: &mut AppMetrics,
     startup: &mut Startup,
 ) -> Result<Option<SubmitTokenLayer>, LaunchError> {
     let tokens = &config.security.submit_token;
@@ -451,13 +450,11 @@ fn submit_token_layer(
                     config.profile
                 );
             }
-            Arc::new(MemoryIdempotencyStore::with_clock(
-                tokens_ttl(config),
-                clock.clone(),
-            ))
+            Arc::new(memory_store(config, tokens_ttl(config), clock)?)
         }
         _ => build_store(config, backend, database, clock, startup)?,
     };
+    metrics.submit_token_store = Some(store.clone());
     Ok(Some(
         SubmitTokenLayer::new(store)
             .with_field_name(tokens.field_name.as_str())
@@ -468,6 +465,31 @@ fn submit_token_layer(
             .with_in_flight_wait(std::time::Duration::from_millis(tokens.in_flight_wait_ms))
             .with_metrics(metrics.submit_token.clone()),
     ))
+}
+
+/// A memory store within `[idempotency.memory]`'s limits.
+pub(crate) fn memory_store(
+    config: &AutumnConfig,
+    ttl: std::time::Duration,
+    clock: &autumn_idempotency::clock::SharedClock,
+) -> Result<MemoryIdempotencyStore, LaunchError> {
+    let limits = &config.idempotency.memory;
+    let at_least_one = |key, value: usize| {
+        if value == 0 {
+            Err(LaunchError::InvalidSetting {
+                key,
+                message: "must be at least 1: a memory store with no room refuses every request"
+                    .to_owned(),
+            })
+        } else {
+            Ok(())
+        }
+    };
+    at_least_one("idempotency.memory.max_entries", limits.max_entries)?;
+    at_least_one("idempotency.memory.max_bytes", limits.max_bytes)?;
+    Ok(MemoryIdempotencyStore::with_clock(ttl, clock.clone())
+        .with_max_entries(limits.max_entries)
+        .with_max_bytes(limits.max_bytes))
 }
 
 fn tokens_ttl(config: &AutumnConfig) -> std::time::Duration {

@@ -39,8 +39,8 @@ mod tests;
 
 pub use error::ConfigError;
 pub use sections::{
-    Backend, DatabaseConfig, IdempotencyConfig, LogConfig, RedisConfig, SecurityConfig,
-    ServerConfig, SessionConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+    Backend, DatabaseConfig, IdempotencyConfig, LogConfig, MemoryConfig, RedisConfig,
+    SecurityConfig, ServerConfig, SessionConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
 };
 
 use load::Layers;

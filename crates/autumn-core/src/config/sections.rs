@@ -162,6 +162,8 @@ pub struct IdempotencyConfig {
     pub allow_memory_in_production: bool,
     /// Largest request body, in bytes, that is fingerprinted; larger bodies get 413.
     pub max_body_bytes: usize,
+    /// `[idempotency.memory]`: the memory backend's limits.
+    pub memory: MemoryConfig,
     /// `[idempotency.redis]`: the Redis backend's connection.
     pub redis: RedisConfig,
 }
@@ -175,6 +177,7 @@ impl Default for IdempotencyConfig {
             in_flight_ttl_secs: 60,
             allow_memory_in_production: false,
             max_body_bytes: 2 * 1024 * 1024,
+            memory: MemoryConfig::default(),
             redis: RedisConfig::default(),
         }
     }
@@ -191,6 +194,27 @@ impl IdempotencyConfig {
     #[must_use]
     pub fn in_flight_ttl(&self) -> Duration {
         Duration::from_secs(self.in_flight_ttl_secs)
+    }
+}
+
+/// `[idempotency.memory]`: how much the memory backend holds, for
+/// idempotency keys and for submit tokens kept in memory (each store has
+/// these limits of its own).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Most storage keys held; a new key past it gets 503 with `Retry-After`.
+    pub max_entries: usize,
+    /// Bytes of recorded responses past which no new key is taken (503).
+    pub max_bytes: usize,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            max_entries: 500_000,
+            max_bytes: 128 * 1024 * 1024,
+        }
     }
 }
 
