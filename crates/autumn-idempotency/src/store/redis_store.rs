@@ -306,6 +306,51 @@ impl RedisIdempotencyStore {
         }
     }
 
+    /// How far this store's clock (the app clock, see
+    /// [`with_clock`](Self::with_clock)) is ahead of Redis's, in
+    /// milliseconds; negative when behind. Measured with one `TIME`, against
+    /// the middle of the round trip.
+    ///
+    /// Expiry follows the app clock, not Redis's, so this is not a
+    /// correctness check by itself; but a large offset usually means this
+    /// host's clock is off, and replicas whose clocks disagree see each
+    /// other's locks end early or late. The launch check warns about it.
+    ///
+    /// ```no_run
+    /// # async fn check() -> Result<(), autumn_idempotency::StoreError> {
+    /// use autumn_idempotency::RedisIdempotencyStore;
+    ///
+    /// let store = RedisIdempotencyStore::new("redis://127.0.0.1:6379", "myapp:idem")?;
+    /// let ahead = store.clock_offset_millis().await?;
+    /// println!("this process runs {ahead} ms ahead of Redis");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when Redis cannot be reached or does not answer.
+    pub async fn clock_offset_millis(&self) -> Result<i64, StoreError> {
+        let before = self.now();
+        let (secs, micros): (u64, u64) = self
+            .run(|| async {
+                let mut connection = self.connection().await?;
+                redis::cmd("TIME").query_async(&mut connection).await
+            })
+            .await
+            .map_err(|error| {
+                StoreError::new(format!(
+                    "Redis at {} did not answer TIME: {error}",
+                    self.url
+                ))
+            })?;
+        let after = self.now();
+        let app = before / 2 + after / 2;
+        let redis = secs.saturating_mul(1000).saturating_add(micros / 1000);
+        let offset = i128::from(app) - i128::from(redis);
+        Ok(i64::try_from(offset).unwrap_or(if offset < 0 { i64::MIN } else { i64::MAX }))
+    }
+
     /// The connection, made on first use: a reconnecting manager, with the
     /// scripts loaded so that every later call is one `EVALSHA`.
     ///
