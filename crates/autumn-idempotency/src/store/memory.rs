@@ -136,6 +136,15 @@ fn encode(record: &IdempotencyRecord, fingerprint: &[u8]) -> Bytes {
     Bytes::from(encoded)
 }
 
+/// What an attempt to lock a key found.
+enum Locking {
+    Acquired,
+    InFlight,
+    /// A live record, to decode outside the shard's lock.
+    Recorded(Found),
+    Full,
+}
+
 /// A stored block, read back outside the shard's lock.
 struct Found {
     encoded: Bytes,
@@ -348,18 +357,41 @@ impl MemoryIdempotencyStore {
         }
     }
 
-    /// Puts `lock` on `key` unless that would take a new key the store has
-    /// no room for. `false` = full.
-    fn lock_slot(&self, shard: &mut Shard, key: &MapKey, lock: Lock) -> bool {
-        if self.record_bytes.load(Ordering::Relaxed) >= self.max_bytes {
-            return false;
-        }
-        match self.slot_or_room(shard, key) {
-            Some(slot) => {
+    /// Whether a new lock fits: the record bytes are under their limit and,
+    /// for a key the store does not hold (`new_key`), an entry could be
+    /// reserved for it.
+    fn room_for_lock(&self, new_key: bool) -> bool {
+        self.record_bytes.load(Ordering::Relaxed) < self.max_bytes
+            && (!new_key || self.reserve_entry())
+    }
+
+    /// Locks `slot` for `lock`, or tells what holds it; one map lookup.
+    fn lock_entry(&self, slot: Entry<'_, MapKey, Slot>, now: u64, lock: Lock) -> Locking {
+        match slot {
+            Entry::Occupied(slot) => {
+                let slot = slot.into_mut();
+                if slot.live_lock(now).is_some() {
+                    return Locking::InFlight;
+                }
+                if let Some(stored) = slot.live_record(now) {
+                    return Locking::Recorded(Found::of(stored));
+                }
+                if !self.room_for_lock(false) {
+                    return Locking::Full;
+                }
                 slot.lock = Some(lock);
-                true
+                Locking::Acquired
             }
-            None => false,
+            Entry::Vacant(vacant) => {
+                if !self.room_for_lock(true) {
+                    return Locking::Full;
+                }
+                vacant.insert(Slot {
+                    lock: Some(lock),
+                    record: None,
+                });
+                Locking::Acquired
+            }
         }
     }
 
@@ -465,70 +497,45 @@ impl MemoryIdempotencyStore {
         written.ok_or_else(|| self.full(StoreOperation::Set))
     }
 
-    fn claim_now(&self, key: &str, owner: &str, ttl: Duration) -> Result<Claim, StoreError> {
+    /// [`lock_entry`](Self::lock_entry) on `key`'s shard; when the store is
+    /// full, once more after sweeping every shard for room.
+    fn lock_now(&self, key: &str, owner: &str, ttl: Duration) -> Locking {
         let key = self.map_key(key);
         let tag = owner_tag(owner);
-        enum Seen {
-            Claim(Claim),
-            Recorded(Found),
-            Full,
-        }
         let attempt = || {
             self.write(&key, |shard, now| {
-                if let Some(slot) = shard.slots.get(&key) {
-                    if slot.live_lock(now).is_some() {
-                        return Seen::Claim(Claim::InFlight);
-                    }
-                    if let Some(stored) = slot.live_record(now) {
-                        return Seen::Recorded(Found::of(stored));
-                    }
-                }
                 let lock = Lock {
                     owner_tag: tag,
                     expires: deadline(now, ttl),
                 };
-                if self.lock_slot(shard, &key, lock) {
-                    Seen::Claim(Claim::Acquired)
-                } else {
-                    Seen::Full
-                }
+                self.lock_entry(shard.slots.entry(key), now, lock)
             })
         };
-        let seen = match attempt() {
-            Seen::Full if self.sweep_for_room() => attempt(),
-            seen => seen,
-        };
-        match seen {
-            Seen::Claim(claim) => Ok(claim),
+        match attempt() {
+            Locking::Full if self.sweep_for_room() => attempt(),
+            locking => locking,
+        }
+    }
+
+    fn claim_now(&self, key: &str, owner: &str, ttl: Duration) -> Result<Claim, StoreError> {
+        match self.lock_now(key, owner, ttl) {
+            Locking::Acquired => Ok(Claim::Acquired),
+            Locking::InFlight => Ok(Claim::InFlight),
             // Decoded after the shard's lock is released.
-            Seen::Recorded(found) => {
+            Locking::Recorded(found) => {
                 let (record, body_hash) = found.decode()?;
                 Ok(Claim::Completed { record, body_hash })
             }
-            Seen::Full => Err(self.full(StoreOperation::Get)),
+            Locking::Full => Err(self.full(StoreOperation::Get)),
         }
     }
 
     fn try_lock_now(&self, key: &str, owner: &str, ttl: Duration) -> Result<bool, StoreError> {
-        let key = self.map_key(key);
-        let tag = owner_tag(owner);
-        let attempt = || {
-            self.write(&key, |shard, now| {
-                if shard.slots.get(&key).is_some_and(|slot| !slot.is_dead(now)) {
-                    return Some(false);
-                }
-                let lock = Lock {
-                    owner_tag: tag,
-                    expires: deadline(now, ttl),
-                };
-                self.lock_slot(shard, &key, lock).then_some(true)
-            })
-        };
-        let locked = match attempt() {
-            None if self.sweep_for_room() => attempt(),
-            locked => locked,
-        };
-        locked.ok_or_else(|| self.full(StoreOperation::TryLock))
+        match self.lock_now(key, owner, ttl) {
+            Locking::Acquired => Ok(true),
+            Locking::InFlight | Locking::Recorded(_) => Ok(false),
+            Locking::Full => Err(self.full(StoreOperation::TryLock)),
+        }
     }
 
     fn unlock_now(&self, key: &str, owner: &str) {
