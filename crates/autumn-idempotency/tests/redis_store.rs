@@ -445,3 +445,40 @@ async fn with_redis_black_holed_concurrent_first_requests_all_get_503_within_the
     assert_eq!(f.runs(), 0);
     drop(black_hole);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_black_holed_after_it_was_reached_requests_get_503_within_the_connect_timeout() {
+    let mut server = RedisServer::new();
+    let f = fixture(&server.url(), &unique_prefix());
+    let answer = fast("request", f.post("/orders").key("before").send()).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.text());
+
+    // Redis gone, and its loopback port now takes connections and never
+    // answers: every reconnection attempt meets the connect timeout.
+    server.stop();
+    let black_hole = std::net::TcpListener::bind(("127.0.0.1", server.port()))
+        .expect("Redis's port, free again");
+    let started = std::time::Instant::now();
+    let requests: Vec<_> = (0..6)
+        .map(|i| tokio::spawn(f.post("/orders").key(&format!("k{i}")).send()))
+        .collect();
+    for request in requests {
+        let answer = tokio::time::timeout(Duration::from_secs(30), request)
+            .await
+            .expect("an answer within 30 s")
+            .expect("the request");
+        answer.assert_problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "idempotency_store_unavailable",
+        );
+    }
+    // One reconnection attempt of 2 s, shared; retrying it inside the
+    // connection manager would double that.
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_millis(3_500),
+        "every request answered within the 2 s connect timeout and some slack, took {elapsed:?}"
+    );
+    assert_eq!(f.runs(), 1);
+    drop(black_hole);
+}
