@@ -281,3 +281,59 @@ async fn concurrent_claims_never_take_more_than_max_entries() {
     assert_eq!(acquired, 1_000, "exactly the cap, never more");
     assert_eq!(store.len(), 1_000);
 }
+
+/// A capped memory store seen only through the five required methods, so
+/// the trait's default `claim` runs: a full store then fails in `try_lock`.
+struct FiveMethods(MemoryIdempotencyStore);
+
+impl IdempotencyStore for FiveMethods {
+    fn get<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> autumn_idempotency::IdempotencyFuture<'a, Option<autumn_idempotency::IdempotencyEntry>>
+    {
+        self.0.get(key)
+    }
+
+    fn set<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        record: IdempotencyRecord,
+        body_hash: Vec<u8>,
+        ttl: Duration,
+    ) -> autumn_idempotency::IdempotencyFuture<'a, bool> {
+        self.0.set(key, owner, record, body_hash, ttl)
+    }
+
+    fn try_lock<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> autumn_idempotency::IdempotencyFuture<'a, bool> {
+        self.0.try_lock(key, owner, ttl)
+    }
+
+    fn unlock<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+    ) -> autumn_idempotency::IdempotencyFuture<'a, ()> {
+        self.0.unlock(key, owner)
+    }
+}
+
+#[tokio::test]
+async fn a_store_full_when_locking_answers_503_not_409() {
+    let clock = ManualClock::new();
+    let store = Arc::new(FiveMethods(capped(&clock, 1)));
+    let f = Fixture::with_store(store, clock, |layer| layer);
+    let first = f.post("/orders").key("a").send().await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text());
+    // Full in try_lock, tagged TryLock: still "full", not "lock unavailable".
+    let full = f.post("/orders").key("b").send().await;
+    full.assert_problem(StatusCode::SERVICE_UNAVAILABLE, "idempotency_store_full");
+    assert_eq!(full.header("retry-after"), Some("1"));
+    assert_eq!(f.runs(), 1);
+}
