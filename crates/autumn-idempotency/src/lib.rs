@@ -36,7 +36,7 @@ pub use context::{IdempotencyContext, IdempotencyScope};
 pub use database::{DbIdempotencyStore, FRAMEWORK_MIGRATIONS};
 pub use detach::{detached_runs, wait_for_detached_runs};
 pub use layer::{IdempotencyLayer, ReplayMode};
-pub use metrics::{IdempotencyMetrics, MetricsSnapshot};
+pub use metrics::{IdempotencyMetrics, MetricsSnapshot, StoreSize};
 pub use problem::{IdempotencyRejection, Problem};
 pub use record::{IdempotencyEntry, IdempotencyRecord, RecordDecodeError};
 pub use redact::redact_passwords;
@@ -44,5 +44,6 @@ pub use replay::{IdempotencyReplayLayer, ReplayGuardLayer};
 #[cfg(feature = "redis")]
 pub use store::RedisIdempotencyStore;
 pub use store::{
-    Claim, IdempotencyFuture, IdempotencyStore, MemoryIdempotencyStore, StoreError, StoreOperation,
+    Claim, IdempotencyFuture, IdempotencyStore, MemoryIdempotencyStore, StoreError, StoreErrorKind,
+    StoreOperation,
 };

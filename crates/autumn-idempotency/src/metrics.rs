@@ -1,4 +1,5 @@
-//! Counters the actuator reports under `idempotency`.
+//! Counters the actuator reports under `idempotency`, and the size a store
+//! reports with them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -66,4 +67,28 @@ impl IdempotencyMetrics {
             unrecorded_too_large: self.unrecorded_too_large.load(Ordering::Relaxed),
         }
     }
+}
+
+/// How much a store holds, for `/actuator/metrics`: see
+/// [`IdempotencyStore::size`].
+///
+/// ```
+/// use autumn_idempotency::StoreSize;
+///
+/// let size = StoreSize { entries: 2, bytes: 310, max_entries: Some(100), max_bytes: None };
+/// assert_eq!(serde_json::to_value(size).unwrap()["entries"], 2);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StoreSize {
+    /// Storage keys held (a lock, a record, or both), counting expired ones
+    /// not yet swept.
+    pub entries: u64,
+    /// Bytes of recorded responses held (status, headers, body and
+    /// fingerprint), counting expired ones not yet swept.
+    pub bytes: u64,
+    /// The most entries the store takes, when it has a limit.
+    pub max_entries: Option<u64>,
+    /// The most record bytes the store takes new keys up to, when it has a
+    /// limit.
+    pub max_bytes: Option<u64>,
 }

@@ -105,6 +105,12 @@ pub enum IdempotencyRejection {
         "the idempotency store is unavailable, so the request was not processed; retry later with the same Idempotency-Key"
     )]
     StoreUnavailable,
+    /// 503: the store is at its size limit and took no new key; the handler
+    /// did not run.
+    #[error(
+        "the idempotency store is full, so the request was not processed; retry later with the same Idempotency-Key"
+    )]
+    StoreFull,
 }
 
 impl IdempotencyRejection {
@@ -117,7 +123,7 @@ impl IdempotencyRejection {
             Self::InFlight | Self::ReplayUnavailable | Self::LockUnavailable => {
                 StatusCode::CONFLICT
             }
-            Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::StoreUnavailable | Self::StoreFull => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -131,6 +137,7 @@ impl IdempotencyRejection {
             Self::ReplayUnavailable => "idempotency_replay_unavailable",
             Self::LockUnavailable => "idempotency_lock_unavailable",
             Self::StoreUnavailable => "idempotency_store_unavailable",
+            Self::StoreFull => "idempotency_store_full",
         }
     }
 }
@@ -139,7 +146,7 @@ impl IntoResponse for IdempotencyRejection {
     fn into_response(self) -> Response {
         let retry = matches!(
             self,
-            Self::InFlight | Self::LockUnavailable | Self::StoreUnavailable
+            Self::InFlight | Self::LockUnavailable | Self::StoreUnavailable | Self::StoreFull
         );
         let mut response =
             Problem::new(self.status(), self.code(), self.to_string()).into_response();

@@ -399,3 +399,100 @@ async fn redis_dying_mid_handler_keeps_the_response_and_the_lock_it_kept() {
         "runs again once the lock lapsed"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_during_the_handler_does_not_lose_the_record() {
+    // Persistent, so the lock taken before the restart is still there after.
+    let mut server = RedisServer::persistent();
+    let f = fixture(&server.url(), &unique_prefix());
+
+    let first = tokio::spawn(f.post("/gated").key("k").send());
+    f.started.notified().await; // claimed over the connection made now
+    // Restarted while the handler runs: the store's connection is now stale,
+    // and the record write is the first command sent over it.
+    server.stop();
+    server.start();
+    f.gate.notify_one();
+    let first = fast("the first request", first)
+        .await
+        .expect("first request");
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.text(), "gated 1");
+
+    // The write was sent again over a fresh connection: the retry replays
+    // instead of getting 409 until the lock lapses and then running again.
+    let retry = fast("retry", f.post("/gated").key("k").send()).await;
+    assert!(retry.replayed(), "{} {}", retry.status, retry.text());
+    assert_eq!(retry.text(), "gated 1");
+    assert_eq!(f.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_black_holed_concurrent_first_requests_all_get_503_within_the_connect_timeout() {
+    // A loopback port that takes connections and never answers: a Redis
+    // whose packets vanish. Nothing else is ever dialled.
+    let black_hole = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = black_hole.local_addr().expect("its address").port();
+    let f = fixture(&format!("redis://127.0.0.1:{port}"), &unique_prefix());
+
+    // The documented connect timeout is 2 s. One connection attempt at a
+    // time, each spending the whole timeout, would take 6 x 2 s.
+    let started = std::time::Instant::now();
+    let requests: Vec<_> = (0..6)
+        .map(|i| tokio::spawn(f.post("/orders").key(&format!("k{i}")).send()))
+        .collect();
+    for request in requests {
+        let answer = tokio::time::timeout(Duration::from_secs(30), request)
+            .await
+            .expect("an answer within 30 s")
+            .expect("the request");
+        answer.assert_problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "idempotency_store_unavailable",
+        );
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_secs(4),
+        "every request answered within twice the 2 s connect timeout, took {elapsed:?}"
+    );
+    assert_eq!(f.runs(), 0);
+    drop(black_hole);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_black_holed_after_it_was_reached_requests_get_503_within_the_connect_timeout() {
+    let mut server = RedisServer::new();
+    let f = fixture(&server.url(), &unique_prefix());
+    let answer = fast("request", f.post("/orders").key("before").send()).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.text());
+
+    // Redis gone, and its loopback port now takes connections and never
+    // answers: every reconnection attempt meets the connect timeout.
+    server.stop();
+    let black_hole = std::net::TcpListener::bind(("127.0.0.1", server.port()))
+        .expect("Redis's port, free again");
+    let started = std::time::Instant::now();
+    let requests: Vec<_> = (0..6)
+        .map(|i| tokio::spawn(f.post("/orders").key(&format!("k{i}")).send()))
+        .collect();
+    for request in requests {
+        let answer = tokio::time::timeout(Duration::from_secs(30), request)
+            .await
+            .expect("an answer within 30 s")
+            .expect("the request");
+        answer.assert_problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "idempotency_store_unavailable",
+        );
+    }
+    // One reconnection attempt of 2 s, shared; retrying it inside the
+    // connection manager would double that.
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_millis(3_500),
+        "every request answered within the 2 s connect timeout and some slack, took {elapsed:?}"
+    );
+    assert_eq!(f.runs(), 1);
+    drop(black_hole);
+}

@@ -582,3 +582,58 @@ async fn a_claim_that_locks_then_fails_leaves_the_token_free() {
     assert_eq!(answer, (StatusCode::OK, "1".to_owned()));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
+#[tokio::test]
+async fn a_full_memory_store_answers_503_with_retry_after() {
+    let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600)).with_max_entries(1));
+    let app = Router::new()
+        .route(
+            "/form",
+            get(|token: SubmitToken| async move { token.token().to_owned() })
+                .post(|| async { "created" }),
+        )
+        .layer(SubmitTokenLayer::new(store));
+    let mint = || async {
+        send(
+            &app,
+            Request::get("/form").body(Body::empty()).expect("request"),
+        )
+        .await
+        .1
+    };
+    let submit = |token: String| {
+        Request::post("/form")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from(format!("_submit_token={token}")))
+            .expect("request")
+    };
+    let (first, second) = (mint().await, mint().await);
+    assert_eq!(
+        send(&app, submit(first.clone())).await,
+        (StatusCode::OK, "created".to_owned())
+    );
+
+    let response = app
+        .clone()
+        .oneshot(submit(second))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        response.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..])
+    );
+    assert_eq!(
+        response.headers().get("content-type").map(|v| v.as_bytes()),
+        Some(&b"application/problem+json"[..])
+    );
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    let problem: serde_json::Value = serde_json::from_slice(&body).expect("problem+json");
+    assert_eq!(problem["code"], "submit_token_store_full");
+    // The consumed token still replays from the full store.
+    assert_eq!(
+        send(&app, submit(first)).await,
+        (StatusCode::OK, "created".to_owned())
+    );
+}

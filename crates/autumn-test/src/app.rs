@@ -119,7 +119,10 @@ impl TestApp {
             let clock = self
                 .clock
                 .unwrap_or_else(|| Arc::new(autumn_idempotency::clock::SystemClock));
-            let store = MemoryIdempotencyStore::with_clock(config.idempotency.ttl(), clock);
+            let limits = &config.idempotency.memory;
+            let store = MemoryIdempotencyStore::with_clock(config.idempotency.ttl(), clock)
+                .with_max_entries(limits.max_entries)
+                .with_max_bytes(limits.max_bytes);
             builder = builder.idempotent().with_idempotency_store(Arc::new(store));
         }
         Ok(TestClient::new(builder.into_router()?))

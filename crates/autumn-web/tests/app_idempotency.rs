@@ -298,16 +298,71 @@ async fn the_metrics_endpoint_counts_hits_misses_and_conflicts() {
     post_twice(&client, "/managed", "m2").await; // miss + hit
     post_twice(&client, "/raw", "r1").await; // miss + conflict (fail closed)
     let metrics: serde_json::Value = client.get("/actuator/metrics").send().await.json();
+    let idempotency = &metrics["idempotency"];
     assert_eq!(
-        metrics["idempotency"],
-        serde_json::json!({
-            "hits": 2,
-            "misses": 3,
-            "conflicts": 1,
+        [
+            &idempotency["hits"],
+            &idempotency["misses"],
+            &idempotency["conflicts"],
             // Runs that could not be recorded, next to the spec's three.
-            "lock_renewal_failures": 0,
-            "unrecorded_too_large": 0,
-        })
+            &idempotency["lock_renewal_failures"],
+            &idempotency["unrecorded_too_large"],
+        ],
+        [2, 3, 1, 0, 0],
+        "{metrics}"
+    );
+    assert_eq!(
+        idempotency["store"]["entries"], 3,
+        "three records: {metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_full_memory_store_answers_503_and_the_metrics_show_its_size() {
+    let config =
+        AutumnConfig::from_toml_str("[idempotency.memory]\nmax_entries = 2\n").expect("config");
+    let client = TestApp::new()
+        .routes(routes![managed])
+        .config(config)
+        .idempotent()
+        .build();
+    for key in ["f1", "f2"] {
+        let [first, _] = post_twice(&client, "/managed", key).await;
+        first.assert_status(201);
+    }
+    let full = client
+        .post("/managed")
+        .header("idempotency-key", "f3")
+        .send()
+        .await;
+    full.assert_status(503);
+    full.assert_header("retry-after", "1");
+    let problem: serde_json::Value = full.json();
+    assert_eq!(problem["code"], "idempotency_store_full", "{problem}");
+    // The keys already held still replay.
+    let [_, again] = post_twice(&client, "/managed", "f1").await;
+    again.assert_header("x-idempotent-replayed", "true");
+
+    let metrics: serde_json::Value = client.get("/actuator/metrics").send().await.json();
+    let store = &metrics["idempotency"]["store"];
+    assert_eq!(store["entries"], 2, "{metrics}");
+    assert_eq!(store["max_entries"], 2, "{metrics}");
+    assert!(store["bytes"].as_u64().is_some_and(|b| b > 0), "{metrics}");
+}
+
+#[test]
+fn a_memory_store_with_no_room_stops_startup_naming_the_key() {
+    let config =
+        AutumnConfig::from_toml_str("[idempotency.memory]\nmax_entries = 0\n").expect("config");
+    let error = autumn_web::app()
+        .routes(routes![managed])
+        .idempotent()
+        .with_config(config)
+        .into_router()
+        .expect_err("no room");
+    assert!(
+        error.to_string().contains("idempotency.memory.max_entries"),
+        "{error}"
     );
 }
 

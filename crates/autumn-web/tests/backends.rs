@@ -8,6 +8,11 @@
 #[path = "../../autumn-idempotency/tests/support/database.rs"]
 mod database;
 
+#[cfg(feature = "redis")]
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../autumn-idempotency/tests/support/redis.rs"]
+mod redis_support;
+
 use autumn_web::config::AutumnConfig;
 use autumn_web::prelude::*;
 use autumn_web::test::{TestApp, TestClient};
@@ -76,6 +81,61 @@ mod redis {
         let prefix = format!("autumn-test:{}", uuid::Uuid::new_v4().simple());
         let (a, b) = (app(redis_config(&prefix)), app(redis_config(&prefix)));
         retry_replays_across(&a, &b, "redis-1").await;
+    }
+
+    /// Calls of `SCRIPT LOAD` the Redis at `url` has served.
+    async fn script_loads(url: &str) -> u64 {
+        let stats: String = ::redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut super::redis_support::plain_connection(url).await)
+            .await
+            .expect("INFO commandstats");
+        stats
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix("cmdstat_script|load:calls=")
+                    .or_else(|| line.strip_prefix("cmdstat_script:calls="))
+            })
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |calls| calls.parse().expect("a call count"))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn run_connects_the_redis_store_before_it_serves() {
+        // A Redis of the test's own: its command counts are this test's.
+        let server = super::redis_support::RedisServer::new();
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            listener.local_addr().expect("its address").port()
+        };
+        let config = config(&format!(
+            "[server]\nhost = \"127.0.0.1\"\nport = {port}\n[idempotency]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{}\"\n",
+            server.url()
+        ));
+        let app = tokio::spawn(
+            autumn_web::app()
+                .routes(routes![create])
+                .idempotent()
+                .with_config(config)
+                .try_run(),
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(!app.is_finished(), "the app stopped before listening");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the app did not listen within 10 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        // Five scripts loaded twice: by the startup check's own connection,
+        // then by the store the app serves with, before it listened. The
+        // first request does not pay for connecting.
+        assert_eq!(script_loads(&server.url()).await, 10);
+        app.abort();
     }
 
     #[test]

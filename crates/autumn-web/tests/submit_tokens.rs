@@ -137,15 +137,21 @@ async fn a_token_runs_its_form_once_and_replays_the_first_answer() {
     assert_eq!(created("hello") + created("hello, edited"), 1);
 
     let metrics: serde_json::Value = client.get("/actuator/metrics").send().await.json();
+    let tokens = &metrics["submit_token"];
     assert_eq!(
-        metrics["submit_token"],
-        serde_json::json!({
-            "hits": 2,
-            "misses": 1,
-            "conflicts": 0,
-            "lock_renewal_failures": 0,
-            "unrecorded_too_large": 0,
-        })
+        [
+            &tokens["hits"],
+            &tokens["misses"],
+            &tokens["conflicts"],
+            &tokens["lock_renewal_failures"],
+            &tokens["unrecorded_too_large"],
+        ],
+        [2, 1, 0, 0, 0],
+        "{metrics}"
+    );
+    assert_eq!(
+        tokens["store"]["entries"], 1,
+        "one consumed token: {metrics}"
     );
 }
 

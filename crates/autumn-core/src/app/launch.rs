@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use autumn_idempotency::clock::SystemClock;
+use autumn_idempotency::clock::{SharedClock, SystemClock};
 use autumn_idempotency::submit::SubmitTokenLayer;
 use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayGuardLayer, ReplayMode};
 use axum::Router;
@@ -128,17 +128,41 @@ pub(crate) struct Launched {
 /// What must be checked against live services before serving: done by
 /// `run()` on its runtime, and by `into_router()`/`TestApp` on a runtime of
 /// their own, always over connections of their own.
-#[derive(Debug, Default)]
 pub(crate) struct Startup {
     /// Redis URL and key prefix to ping.
     redis: Option<(String, String)>,
     /// Database URL to health-check and migrate.
     database: Option<String>,
+    /// The app clock, compared with the services' clocks (only Redis and
+    /// PostgreSQL have one to compare with).
+    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
+    clock: SharedClock,
+    /// `idempotency.in_flight_ttl_secs`: a clock difference past a tenth of
+    /// it is warned about.
+    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
+    in_flight_ttl: std::time::Duration,
+    /// The Redis stores the app serves with, connected by
+    /// [`warm`](Self::warm) when serving on the same runtime.
+    #[cfg(feature = "redis")]
+    live_redis: Vec<Arc<autumn_idempotency::RedisIdempotencyStore>>,
+}
+
+impl Default for Startup {
+    fn default() -> Self {
+        Self {
+            redis: None,
+            database: None,
+            clock: Arc::new(SystemClock),
+            in_flight_ttl: std::time::Duration::from_secs(60),
+            #[cfg(feature = "redis")]
+            live_redis: Vec::new(),
+        }
+    }
 }
 
 impl Startup {
     /// Pings Redis, health-checks the database and applies the framework
-    /// migrations.
+    /// migrations; warns when a service's clock is far from the app's.
     pub(crate) async fn check(&self) -> Result<(), LaunchError> {
         // Each check exists only in builds with its backend.
         let (_redis, _database) = (&self.redis, &self.database);
@@ -149,8 +173,15 @@ impl Startup {
                 message: e.to_string(),
             };
             let store = autumn_idempotency::RedisIdempotencyStore::new(url, prefix)
-                .map_err(|e| redis_error(&e))?;
+                .map_err(|e| redis_error(&e))?
+                .with_clock(self.clock.clone());
             store.ping().await.map_err(|e| redis_error(&e))?;
+            match store.clock_offset_millis().await {
+                Ok(ahead) => self.check_clock("Redis", &redact(url), ahead),
+                Err(error) => {
+                    tracing::warn!(%error, "could not compare the app clock with Redis's")
+                }
+            }
         }
         #[cfg(feature = "database")]
         if let Some(url) = &self.database {
@@ -166,8 +197,49 @@ impl Startup {
                 .run(&pool)
                 .await
                 .map_err(|e| database_error(&e))?;
+            #[cfg(feature = "postgres")]
+            match postgres_clock_offset(&pool, &self.clock).await {
+                Ok(Some(ahead)) => self.check_clock("PostgreSQL", &redact(url), ahead),
+                Ok(None) => {} // SQLite: the same host, the same clock.
+                Err(error) => {
+                    tracing::warn!(%error, "could not compare the app clock with PostgreSQL's");
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Warns when the app clock is `ahead` ms ahead of (or behind) a
+    /// service's by more than a tenth of the in-flight TTL. Expiry follows
+    /// the app clock, so the service's clock decides nothing; but this
+    /// host's clock being that far off means replicas likely disagree, and
+    /// a replica whose clock runs ahead ends every other replica's locks
+    /// early.
+    #[cfg(any(feature = "redis", feature = "postgres"))]
+    fn check_clock(&self, service: &str, url: &str, ahead: i64) {
+        let limit = self.in_flight_ttl.as_millis() / 10;
+        if u128::from(ahead.unsigned_abs()) > limit {
+            let direction = if ahead > 0 { "ahead of" } else { "behind" };
+            tracing::warn!(
+                clock_skew_ms = ahead,
+                "the app clock is {} ms {direction} {service} at {url}, more than a tenth of idempotency.in_flight_ttl_secs ({} s): locks and records expire by the app clock, so replicas whose clocks differ see locks end early or late; synchronise this host's clock (NTP), or raise idempotency.in_flight_ttl_secs",
+                ahead.unsigned_abs(),
+                self.in_flight_ttl.as_secs()
+            );
+        }
+    }
+
+    /// Connects the Redis stores the app serves with, so the first requests
+    /// do not wait for a connection. Only for a server on this runtime: a
+    /// connection belongs to the runtime that made it. A failure is logged
+    /// (the check just reached Redis); the store connects again on use.
+    pub(crate) async fn warm(&self) {
+        #[cfg(feature = "redis")]
+        for store in &self.live_redis {
+            if let Err(error) = store.ping().await {
+                tracing::warn!(%error, "could not connect the Redis idempotency store before serving; it connects on first use");
+            }
+        }
     }
 
     /// [`check`](Self::check) from synchronous code: on a runtime of its own,
@@ -176,14 +248,19 @@ impl Startup {
         if self.redis.is_none() && self.database.is_none() {
             return Ok(());
         }
+        // The caller's subscriber, so what the check logs goes where the
+        // caller's logs go (a test capturing them included).
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {
-                    tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(LaunchError::Serve)?
-                        .block_on(self.check())
+                    tracing::dispatcher::with_default(&dispatch, || {
+                        tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .map_err(LaunchError::Serve)?
+                            .block_on(self.check())
+                    })
                 })
                 .join()
                 .unwrap_or_else(|_| {
@@ -193,6 +270,36 @@ impl Startup {
                 })
         })
     }
+}
+
+/// How far `clock` is ahead of PostgreSQL's `clock_timestamp()`, in ms
+/// (negative: behind), against the middle of the round trip; `None` on
+/// SQLite.
+#[cfg(feature = "postgres")]
+async fn postgres_clock_offset(
+    pool: &autumn_idempotency::database::DbPool,
+    clock: &SharedClock,
+) -> Result<Option<i64>, String> {
+    use autumn_idempotency::database::DbConnection;
+    use diesel_async::RunQueryDsl as _;
+    let DbConnection::Postgres(mut connection) = pool.get().await.map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    let before = clock.now_millis();
+    let database: i64 = diesel::select(diesel::dsl::sql::<diesel::sql_types::BigInt>(
+        "(extract(epoch from clock_timestamp()) * 1000)::bigint",
+    ))
+    .get_result(&mut *connection)
+    .await
+    .map_err(|e| e.to_string())?;
+    let app = clock.now_millis() / 2 + before / 2;
+    let offset = i128::from(app) - i128::from(database);
+    Ok(Some(i64::try_from(offset).unwrap_or(if offset < 0 {
+        i64::MIN
+    } else {
+        i64::MAX
+    })))
 }
 
 /// `scheme://user:password@host` with the password replaced.
@@ -212,9 +319,13 @@ impl AppBuilder {
             tracing::debug!(source = %setting.source, "{} = {}", setting.key, setting.value);
         }
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
-        let metrics = AppMetrics::default();
+        let mut metrics = AppMetrics::default();
 
-        let mut startup = Startup::default();
+        let mut startup = Startup {
+            clock: clock.clone(),
+            in_flight_ttl: config.idempotency.in_flight_ttl(),
+            ..Startup::default()
+        };
         let database = database_pool(&config, &mut startup)?;
         let mut idempotency_store = None;
         let idempotency = if self.idempotent && config.idempotency.enabled {
@@ -229,6 +340,7 @@ impl AppBuilder {
                 )?,
             };
             idempotency_store = Some(store.clone());
+            metrics.idempotency_store = Some(store.clone());
             warn_about_timeouts(&config);
             Some(
                 IdempotencyLayer::new(store)
@@ -285,19 +397,20 @@ impl AppBuilder {
                 RawRouter::Nest(path, raw) => router.nest(&path, opaque(raw)),
             };
         }
+        let submit = submit_token_layer(
+            &config,
+            idempotency_store,
+            database.as_ref(),
+            &clock,
+            &mut metrics,
+            &mut startup,
+        )?;
         router = router.merge(actuator::routes(metrics.clone()));
 
         // Innermost first: the scope is read after the app's own layers (an
         // API-token layer puts the principal there), then the app's layers,
         // then timeout and trace outermost.
-        if let Some(submit) = submit_token_layer(
-            &config,
-            idempotency_store,
-            database.as_ref(),
-            &clock,
-            &metrics,
-            &mut startup,
-        )? {
+        if let Some(submit) = submit {
             router = router.layer(submit);
         }
         router = router.layer(scope::layer(&config)?);
@@ -377,10 +490,7 @@ fn build_store(
                     profile: config.profile.name().to_owned(),
                 });
             }
-            Ok(Arc::new(MemoryIdempotencyStore::with_clock(
-                idempotency.ttl(),
-                clock.clone(),
-            )))
+            Ok(Arc::new(memory_store(config, idempotency.ttl(), clock)?))
         }
         Backend::Redis => {
             let Some(url) = &idempotency.redis.url else {
@@ -398,7 +508,9 @@ fn build_store(
                 })?
                 .with_clock(clock.clone());
                 startup.redis = Some((url.clone(), idempotency.redis.key_prefix.clone()));
-                Ok(Arc::new(store))
+                let store = Arc::new(store);
+                startup.live_redis.push(store.clone());
+                Ok(store)
             }
             #[cfg(not(feature = "redis"))]
             {
@@ -439,7 +551,7 @@ fn submit_token_layer(
     idempotency_store: Option<Arc<dyn autumn_idempotency::IdempotencyStore>>,
     database: Option<&Database>,
     clock: &autumn_idempotency::clock::SharedClock,
-    metrics: &AppMetrics,
+    metrics: &mut AppMetrics,
     startup: &mut Startup,
 ) -> Result<Option<SubmitTokenLayer>, LaunchError> {
     let tokens = &config.security.submit_token;
@@ -461,13 +573,11 @@ fn submit_token_layer(
                     config.profile
                 );
             }
-            Arc::new(MemoryIdempotencyStore::with_clock(
-                tokens_ttl(config),
-                clock.clone(),
-            ))
+            Arc::new(memory_store(config, tokens_ttl(config), clock)?)
         }
         _ => build_store(config, backend, database, clock, startup)?,
     };
+    metrics.submit_token_store = Some(store.clone());
     Ok(Some(
         SubmitTokenLayer::new(store)
             .with_field_name(tokens.field_name.as_str())
@@ -479,6 +589,31 @@ fn submit_token_layer(
             .with_in_flight_wait(std::time::Duration::from_millis(tokens.in_flight_wait_ms))
             .with_metrics(metrics.submit_token.clone()),
     ))
+}
+
+/// A memory store within `[idempotency.memory]`'s limits.
+pub(crate) fn memory_store(
+    config: &AutumnConfig,
+    ttl: std::time::Duration,
+    clock: &autumn_idempotency::clock::SharedClock,
+) -> Result<MemoryIdempotencyStore, LaunchError> {
+    let limits = &config.idempotency.memory;
+    let at_least_one = |key, value: usize| {
+        if value == 0 {
+            Err(LaunchError::InvalidSetting {
+                key,
+                message: "must be at least 1: a memory store with no room refuses every request"
+                    .to_owned(),
+            })
+        } else {
+            Ok(())
+        }
+    };
+    at_least_one("idempotency.memory.max_entries", limits.max_entries)?;
+    at_least_one("idempotency.memory.max_bytes", limits.max_bytes)?;
+    Ok(MemoryIdempotencyStore::with_clock(ttl, clock.clone())
+        .with_max_entries(limits.max_entries)
+        .with_max_bytes(limits.max_bytes))
 }
 
 fn tokens_ttl(config: &AutumnConfig) -> std::time::Duration {

@@ -33,6 +33,7 @@ impl AppBuilder {
     pub async fn try_run(self) -> Result<(), LaunchError> {
         let launched = self.launch()?;
         launched.startup.check().await?;
+        launched.startup.warm().await;
         let server = &launched.config.server;
         let address = format!("{}:{}", server.host, server.port);
         let listener = TcpListener::bind(&address)

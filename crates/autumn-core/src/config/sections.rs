@@ -217,6 +217,8 @@ pub struct IdempotencyConfig {
     pub max_body_bytes: usize,
     /// Largest response body, in bytes, that is recorded; a larger one is sent but not recorded.
     pub max_record_bytes: usize,
+    /// `[idempotency.memory]`: the memory backend's limits.
+    pub memory: MemoryConfig,
     /// `[idempotency.redis]`: the Redis backend's connection.
     pub redis: RedisConfig,
 }
@@ -231,6 +233,7 @@ impl Default for IdempotencyConfig {
             allow_memory_in_production: false,
             max_body_bytes: 2 * 1024 * 1024,
             max_record_bytes: 1024 * 1024,
+            memory: MemoryConfig::default(),
             redis: RedisConfig::default(),
         }
     }
@@ -247,6 +250,27 @@ impl IdempotencyConfig {
     #[must_use]
     pub fn in_flight_ttl(&self) -> Duration {
         Duration::from_secs(self.in_flight_ttl_secs)
+    }
+}
+
+/// `[idempotency.memory]`: how much the memory backend holds, for
+/// idempotency keys and for submit tokens kept in memory (each store has
+/// these limits of its own).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Most storage keys held; a new key past it gets 503 with `Retry-After`.
+    pub max_entries: usize,
+    /// Bytes of recorded responses past which no new key is taken (503).
+    pub max_bytes: usize,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            max_entries: 500_000,
+            max_bytes: 128 * 1024 * 1024,
+        }
     }
 }
 

@@ -5,8 +5,9 @@ use std::fmt::Display;
 use toml::Value;
 
 use super::{
-    AutumnConfig, DatabaseConfig, IdempotencyConfig, LogConfig, RedisConfig, SecurityConfig,
-    ServerConfig, SessionConfig, Setting, Source, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+    AutumnConfig, DatabaseConfig, IdempotencyConfig, LogConfig, MemoryConfig, RedisConfig,
+    SecurityConfig, ServerConfig, SessionConfig, Setting, Source, SubmitTokenConfig, TenancyConfig,
+    TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -85,6 +86,7 @@ impl AutumnConfig {
             allow_memory_in_production,
             max_body_bytes,
             max_record_bytes,
+            memory,
             redis,
         } = idempotency;
         out.plain("idempotency.enabled", enabled);
@@ -97,6 +99,12 @@ impl AutumnConfig {
         );
         out.plain("idempotency.max_body_bytes", max_body_bytes);
         out.plain("idempotency.max_record_bytes", max_record_bytes);
+        let MemoryConfig {
+            max_entries,
+            max_bytes,
+        } = memory;
+        out.plain("idempotency.memory.max_entries", max_entries);
+        out.plain("idempotency.memory.max_bytes", max_bytes);
         let RedisConfig { url, key_prefix } = redis;
         out.optional_string("idempotency.redis.url", url.as_deref());
         out.string("idempotency.redis.key_prefix", key_prefix);

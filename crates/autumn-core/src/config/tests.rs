@@ -100,6 +100,10 @@ fn defaults_without_files_or_env() {
             allow_memory_in_production: false,
             max_body_bytes: 2_097_152,
             max_record_bytes: 1_048_576,
+            memory: MemoryConfig {
+                max_entries: 500_000,
+                max_bytes: 134_217_728,
+            },
             redis: RedisConfig {
                 url: None,
                 key_prefix: "autumn:idempotency".to_owned(),
@@ -786,6 +790,9 @@ fn effective_settings_cover_every_key() {
         allow_memory_in_production = true
         max_body_bytes = 7
         max_record_bytes = 12
+        [idempotency.memory]
+        max_entries = 12
+        max_bytes = 13
         [idempotency.redis]
         url = "redis://r"
         key_prefix = "p"
@@ -809,7 +816,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 33);
+    assert_eq!(settings.len(), 35);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

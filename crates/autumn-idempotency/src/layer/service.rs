@@ -26,7 +26,7 @@ use crate::key::{
 };
 use crate::problem::IdempotencyRejection;
 use crate::record::IdempotencyRecord;
-use crate::store::{Claim, StoreOperation};
+use crate::store::{Claim, StoreError, StoreErrorKind, StoreOperation};
 
 /// Middleware that runs a mutating request at most once per `Idempotency-Key`.
 /// See the [module docs](crate::layer).
@@ -184,7 +184,7 @@ where
             Err(error) => {
                 drop(pending);
                 tracing::warn!(idempotency.key = %key_str(&key), %error, "idempotency store failed; not running the handler");
-                return Step::Respond(store_failure(&settings, error.operation()));
+                return Step::Respond(store_failure(&settings, &error));
             }
         };
         pending.settled();
@@ -275,8 +275,12 @@ fn fallback_scope(headers: &http::HeaderMap) -> IdempotencyScope {
     }
 }
 
-fn store_failure(settings: &Settings, operation: Option<StoreOperation>) -> Response {
-    match operation {
+fn store_failure(settings: &Settings, error: &StoreError) -> Response {
+    if error.kind() == StoreErrorKind::Full {
+        // Nothing was locked: not a conflict, whatever step found it full.
+        return IdempotencyRejection::StoreFull.into_response();
+    }
+    match error.operation() {
         Some(StoreOperation::TryLock | StoreOperation::RenewLock) => {
             settings.metrics.conflict();
             IdempotencyRejection::LockUnavailable.into_response()

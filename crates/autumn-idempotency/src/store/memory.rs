@@ -1,8 +1,9 @@
 //! The in-process store: zero configuration, one process only.
 
 use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
+use std::collections::hash_map::{DefaultHasher, Entry};
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use bytes::Bytes;
 
 use super::{Claim, IdempotencyFuture, IdempotencyStore, StoreError, StoreOperation};
 use crate::clock::{SharedClock, SystemClock, deadline};
+use crate::metrics::StoreSize;
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
 
 const SHARDS: usize = 16;
@@ -21,6 +23,10 @@ const SHARDS: usize = 16;
 /// most one interval, so memory stays within a sixteenth of its steady state.
 const SWEEP_INTERVAL_MIN: Duration = Duration::from_secs(1);
 const SWEEP_INTERVAL_MAX: Duration = Duration::from_secs(60);
+/// When the store is full, every shard is swept for expired entries before
+/// a new key is refused, at most once per this interval: a store full of
+/// live entries would otherwise be walked whole on every refused request.
+const ROOM_SWEEP_GAP_MILLIS: u64 = 1_000;
 
 /// An [`IdempotencyStore`] in this process's memory.
 ///
@@ -29,12 +35,24 @@ const SWEEP_INTERVAL_MAX: Duration = Duration::from_secs(60);
 /// handler again. Expired entries are dropped by the store itself as it is
 /// written to, so memory stays flat under a stream of unique keys.
 ///
+/// The store is bounded: it holds at most
+/// [`max_entries`](Self::with_max_entries) storage keys, and takes no new key
+/// once its recorded responses add up to [`max_bytes`](Self::with_max_bytes).
+/// When a new key does not fit, expired entries are swept first; if there is
+/// still no room the claim fails with a [`StoreError`] of kind
+/// [`Full`](super::StoreErrorKind::Full) (the middleware answers 503 with
+/// `Retry-After`). Nothing live is ever evicted to make room: a lock or a
+/// record dropped early would let a retry run the handler a second time.
+///
 /// ```
 /// use std::{sync::Arc, time::Duration};
 /// use autumn_idempotency::{IdempotencyStore, MemoryIdempotencyStore};
 ///
-/// let store: Arc<dyn IdempotencyStore> =
-///     Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(3600)));
+/// let store: Arc<dyn IdempotencyStore> = Arc::new(
+///     MemoryIdempotencyStore::new(Duration::from_secs(3600))
+///         .with_max_entries(100_000)
+///         .with_max_bytes(64 * 1024 * 1024),
+/// );
 /// ```
 pub struct MemoryIdempotencyStore {
     shards: Box<[Mutex<Shard>]>,
@@ -42,6 +60,16 @@ pub struct MemoryIdempotencyStore {
     hash_keys: (RandomState, RandomState),
     max_ttl: Duration,
     clock: SharedClock,
+    max_entries: usize,
+    max_bytes: usize,
+    /// Entries held across every shard; a new one is reserved here before it
+    /// is inserted, so the count never passes `max_entries`.
+    entries: AtomicUsize,
+    /// Bytes of the [`Stored`] blocks held across every shard.
+    record_bytes: AtomicUsize,
+    /// The earliest time (app clock, ms) a full store sweeps every shard
+    /// again.
+    next_room_sweep: AtomicU64,
 }
 
 /// What the map is keyed by: a 128-bit hash of the storage key under two
@@ -73,13 +101,6 @@ impl Hasher for DigestHasher {
 struct Shard {
     slots: HashMap<MapKey, Slot, BuildHasherDefault<DigestHasher>>,
     next_sweep: u64,
-}
-
-impl Shard {
-    /// The slot for `key`, created empty if absent.
-    fn slot(&mut self, key: &MapKey) -> &mut Slot {
-        self.slots.entry(*key).or_default()
-    }
 }
 
 #[derive(Default)]
@@ -115,6 +136,15 @@ fn encode(record: &IdempotencyRecord, fingerprint: &[u8]) -> Bytes {
     Bytes::from(encoded)
 }
 
+/// What an attempt to lock a key found.
+enum Locking {
+    Acquired,
+    InFlight,
+    /// A live record, to decode outside the shard's lock.
+    Recorded(Found),
+    Full,
+}
+
 /// A stored block, read back outside the shard's lock.
 struct Found {
     encoded: Bytes,
@@ -138,6 +168,13 @@ impl Found {
 }
 
 impl Slot {
+    /// The bytes this slot's record counts for.
+    fn record_bytes(&self) -> usize {
+        self.record
+            .as_ref()
+            .map_or(0, |stored| stored.encoded.len())
+    }
+
     fn live_lock(&self, now: u64) -> Option<&Lock> {
         self.lock.as_ref().filter(|lock| lock.expires > now)
     }
@@ -161,8 +198,17 @@ fn owner_tag(owner: &str) -> u64 {
 }
 
 impl MemoryIdempotencyStore {
+    /// The most storage keys a store holds unless told otherwise: about
+    /// 200 MB with small responses.
+    pub const DEFAULT_MAX_ENTRIES: usize = 500_000;
+    /// The record bytes past which a store takes no new key unless told
+    /// otherwise: 128 MiB.
+    pub const DEFAULT_MAX_BYTES: usize = 128 * 1024 * 1024;
+
     /// A store that keeps each record for at most `ttl` (a shorter TTL given
-    /// to [`set`](IdempotencyStore::set) wins).
+    /// to [`set`](IdempotencyStore::set) wins), within the default limits
+    /// ([`DEFAULT_MAX_ENTRIES`](Self::DEFAULT_MAX_ENTRIES),
+    /// [`DEFAULT_MAX_BYTES`](Self::DEFAULT_MAX_BYTES)).
     pub fn new(ttl: Duration) -> Self {
         Self::with_clock(ttl, Arc::new(SystemClock))
     }
@@ -182,15 +228,60 @@ impl MemoryIdempotencyStore {
             .unwrap_or(1_000),
             max_ttl: ttl,
             clock,
+            max_entries: Self::DEFAULT_MAX_ENTRIES,
+            max_bytes: Self::DEFAULT_MAX_BYTES,
+            entries: AtomicUsize::new(0),
+            record_bytes: AtomicUsize::new(0),
+            next_room_sweep: AtomicU64::new(0),
         }
+    }
+
+    /// Holds at most `max_entries` storage keys (a lock, a record or both
+    /// each); a new key past that is refused with a
+    /// [`Full`](super::StoreErrorKind::Full) error.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use autumn_idempotency::MemoryIdempotencyStore;
+    ///
+    /// let store = MemoryIdempotencyStore::new(Duration::from_secs(60)).with_max_entries(10_000);
+    /// # let _ = store;
+    /// ```
+    #[must_use]
+    pub fn with_max_entries(mut self, max_entries: usize) -> Self {
+        self.max_entries = max_entries;
+        self
+    }
+
+    /// Takes no new key once the recorded responses held (status, headers,
+    /// body and fingerprint) add up to `max_bytes`. A request that already
+    /// holds its lock still records its response, so the total can pass
+    /// `max_bytes` by the responses of the requests in flight when it was
+    /// reached: refusing them would lose a response whose handler ran.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use autumn_idempotency::MemoryIdempotencyStore;
+    ///
+    /// let store = MemoryIdempotencyStore::new(Duration::from_secs(60))
+    ///     .with_max_bytes(16 * 1024 * 1024);
+    /// # let _ = store;
+    /// ```
+    #[must_use]
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
     }
 
     /// Entries held right now, counting expired ones not yet swept.
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| lock(shard).slots.len())
-            .sum()
+        self.entries.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of recorded responses held right now, counting expired ones not
+    /// yet swept.
+    pub fn record_bytes(&self) -> usize {
+        self.record_bytes.load(Ordering::Relaxed)
     }
 
     /// Whether the store holds no entries at all.
@@ -218,10 +309,127 @@ impl MemoryIdempotencyStore {
         let now = self.clock.now_millis();
         let mut shard = self.shard(key);
         if now >= shard.next_sweep {
-            shard.slots.retain(|_, slot| !slot.is_dead(now));
-            shard.next_sweep = now + self.sweep_every_millis;
+            self.sweep(&mut shard, now);
         }
         write(&mut shard, now)
+    }
+
+    /// Drops the shard's dead entries and schedules its next sweep.
+    fn sweep(&self, shard: &mut Shard, now: u64) {
+        let (mut entries, mut bytes) = (0, 0);
+        shard.slots.retain(|_, slot| {
+            let dead = slot.is_dead(now);
+            if dead {
+                entries += 1;
+                bytes += slot.record_bytes();
+            }
+            !dead
+        });
+        self.forget(entries, bytes);
+        shard.next_sweep = now + self.sweep_every_millis;
+    }
+
+    /// Accounts for entries and record bytes that were dropped.
+    fn forget(&self, entries: usize, bytes: usize) {
+        if entries > 0 {
+            self.entries.fetch_sub(entries, Ordering::Relaxed);
+        }
+        if bytes > 0 {
+            self.record_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// Reserves room for one more entry; `false` when the store is full.
+    fn reserve_entry(&self) -> bool {
+        self.entries
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                (held < self.max_entries).then_some(held + 1)
+            })
+            .is_ok()
+    }
+
+    /// The slot for `key`, created (and counted) if absent; `None` when it
+    /// is absent and the store has no room for another entry.
+    fn slot_or_room<'s>(&self, shard: &'s mut Shard, key: &MapKey) -> Option<&'s mut Slot> {
+        match shard.slots.entry(*key) {
+            Entry::Occupied(slot) => Some(slot.into_mut()),
+            Entry::Vacant(vacant) => self.reserve_entry().then(|| vacant.insert(Slot::default())),
+        }
+    }
+
+    /// Whether a new lock fits: the record bytes are under their limit and,
+    /// for a key the store does not hold (`new_key`), an entry could be
+    /// reserved for it.
+    fn room_for_lock(&self, new_key: bool) -> bool {
+        self.record_bytes.load(Ordering::Relaxed) < self.max_bytes
+            && (!new_key || self.reserve_entry())
+    }
+
+    /// Locks `slot` for `lock`, or tells what holds it; one map lookup.
+    fn lock_entry(&self, slot: Entry<'_, MapKey, Slot>, now: u64, lock: Lock) -> Locking {
+        match slot {
+            Entry::Occupied(slot) => {
+                let slot = slot.into_mut();
+                if slot.live_lock(now).is_some() {
+                    return Locking::InFlight;
+                }
+                if let Some(stored) = slot.live_record(now) {
+                    return Locking::Recorded(Found::of(stored));
+                }
+                if !self.room_for_lock(false) {
+                    return Locking::Full;
+                }
+                slot.lock = Some(lock);
+                Locking::Acquired
+            }
+            Entry::Vacant(vacant) => {
+                if !self.room_for_lock(true) {
+                    return Locking::Full;
+                }
+                vacant.insert(Slot {
+                    lock: Some(lock),
+                    record: None,
+                });
+                Locking::Acquired
+            }
+        }
+    }
+
+    /// When the store is full: sweeps every shard for expired entries,
+    /// unless that was done less than [`ROOM_SWEEP_GAP_MILLIS`] ago.
+    /// `true` = swept, worth trying again.
+    fn sweep_for_room(&self) -> bool {
+        let now = self.clock.now_millis();
+        let due = self.next_room_sweep.load(Ordering::Relaxed);
+        if now < due
+            || self
+                .next_room_sweep
+                .compare_exchange(
+                    due,
+                    now.saturating_add(ROOM_SWEEP_GAP_MILLIS),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+        {
+            return false;
+        }
+        for shard in &self.shards {
+            self.sweep(&mut lock(shard), now);
+        }
+        true
+    }
+
+    /// The error a new key gets when the store has no room.
+    fn full(&self, operation: StoreOperation) -> StoreError {
+        StoreError::full(format!(
+            "the memory store holds {} of at most {} entries and {} bytes of records (new keys refused from {}); raise [idempotency.memory] max_entries / max_bytes, or lower ttl_secs",
+            self.len(),
+            self.max_entries,
+            self.record_bytes(),
+            self.max_bytes,
+        ))
+        .during(operation)
     }
 
     fn get_now(&self, key: &str) -> Result<Option<IdempotencyEntry>, StoreError> {
@@ -247,6 +455,10 @@ impl MemoryIdempotencyStore {
         })
     }
 
+    /// Records the response. Never refused for the byte limit: the caller
+    /// holds its lock, so its key is already counted, and refusing would
+    /// lose a response whose handler ran. Only a key that holds nothing
+    /// (its lock lapsed and was swept) can find the store full.
     fn set_now(
         &self,
         key: &str,
@@ -255,18 +467,20 @@ impl MemoryIdempotencyStore {
         body_hash: Vec<u8>,
         ttl: Duration,
         and_unlock: bool,
-    ) -> bool {
+    ) -> Result<bool, StoreError> {
         let key = self.map_key(key);
         let tag = owner_tag(owner);
         let ttl = ttl.min(self.max_ttl);
         let encoded = encode(&record, &body_hash);
-        self.write(&key, |shard, now| {
-            let slot = shard.slot(&key);
+        let written = self.write(&key, |shard, now| {
+            let slot = self.slot_or_room(shard, &key)?;
             let locked_by_other = slot.live_lock(now).is_some_and(|l| l.owner_tag != tag);
             let recorded_by_other = slot.live_record(now).is_some_and(|s| s.owner_tag != tag);
             if locked_by_other || recorded_by_other {
-                return false;
+                return Some(false);
             }
+            let added = encoded.len();
+            let replaced = slot.record_bytes();
             slot.record = Some(Stored {
                 encoded,
                 fingerprint_len: body_hash.len(),
@@ -276,53 +490,52 @@ impl MemoryIdempotencyStore {
             if and_unlock {
                 slot.lock = None;
             }
-            true
-        })
+            self.record_bytes.fetch_add(added, Ordering::Relaxed);
+            self.forget(0, replaced);
+            Some(true)
+        });
+        written.ok_or_else(|| self.full(StoreOperation::Set))
+    }
+
+    /// [`lock_entry`](Self::lock_entry) on `key`'s shard; when the store is
+    /// full, once more after sweeping every shard for room.
+    fn lock_now(&self, key: &str, owner: &str, ttl: Duration) -> Locking {
+        let key = self.map_key(key);
+        let tag = owner_tag(owner);
+        let attempt = || {
+            self.write(&key, |shard, now| {
+                let lock = Lock {
+                    owner_tag: tag,
+                    expires: deadline(now, ttl),
+                };
+                self.lock_entry(shard.slots.entry(key), now, lock)
+            })
+        };
+        match attempt() {
+            Locking::Full if self.sweep_for_room() => attempt(),
+            locking => locking,
+        }
     }
 
     fn claim_now(&self, key: &str, owner: &str, ttl: Duration) -> Result<Claim, StoreError> {
-        let key = self.map_key(key);
-        enum Seen {
-            Claim(Claim),
-            Recorded(Found),
-        }
-        let seen = self.write(&key, |shard, now| {
-            let slot = shard.slot(&key);
-            if slot.live_lock(now).is_some() {
-                return Seen::Claim(Claim::InFlight);
-            }
-            if let Some(stored) = slot.live_record(now) {
-                return Seen::Recorded(Found::of(stored));
-            }
-            slot.lock = Some(Lock {
-                owner_tag: owner_tag(owner),
-                expires: deadline(now, ttl),
-            });
-            Seen::Claim(Claim::Acquired)
-        });
-        match seen {
-            Seen::Claim(claim) => Ok(claim),
+        match self.lock_now(key, owner, ttl) {
+            Locking::Acquired => Ok(Claim::Acquired),
+            Locking::InFlight => Ok(Claim::InFlight),
             // Decoded after the shard's lock is released.
-            Seen::Recorded(found) => {
+            Locking::Recorded(found) => {
                 let (record, body_hash) = found.decode()?;
                 Ok(Claim::Completed { record, body_hash })
             }
+            Locking::Full => Err(self.full(StoreOperation::Get)),
         }
     }
 
-    fn try_lock_now(&self, key: &str, owner: &str, ttl: Duration) -> bool {
-        let key = self.map_key(key);
-        self.write(&key, |shard, now| {
-            let slot = shard.slot(&key);
-            if slot.live_lock(now).is_some() || slot.live_record(now).is_some() {
-                return false;
-            }
-            slot.lock = Some(Lock {
-                owner_tag: owner_tag(owner),
-                expires: deadline(now, ttl),
-            });
-            true
-        })
+    fn try_lock_now(&self, key: &str, owner: &str, ttl: Duration) -> Result<bool, StoreError> {
+        match self.lock_now(key, owner, ttl) {
+            Locking::Acquired => Ok(true),
+            Locking::InFlight | Locking::Recorded(_) => Ok(false),
+            Locking::Full => Err(self.full(StoreOperation::TryLock)),
+        }
     }
 
     fn unlock_now(&self, key: &str, owner: &str) {
@@ -337,7 +550,9 @@ impl MemoryIdempotencyStore {
             slot.lock = None;
         }
         if slot.is_dead(now) {
+            let bytes = slot.record_bytes();
             shard.slots.remove(&key);
+            self.forget(1, bytes);
         }
     }
 
@@ -374,6 +589,9 @@ impl std::fmt::Debug for MemoryIdempotencyStore {
         f.debug_struct("MemoryIdempotencyStore")
             .field("max_ttl", &self.max_ttl)
             .field("entries", &self.len())
+            .field("max_entries", &self.max_entries)
+            .field("record_bytes", &self.record_bytes())
+            .field("max_bytes", &self.max_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -386,6 +604,14 @@ fn answer_bool<'a>(value: bool) -> IdempotencyFuture<'a, bool> {
         Box::pin(std::future::poll_fn(|_| Poll::Ready(Ok(true))))
     } else {
         Box::pin(std::future::poll_fn(|_| Poll::Ready(Ok(false))))
+    }
+}
+
+/// [`answer_bool`] for a fallible answer: only an error needs a real box.
+fn answer_result<'a>(value: Result<bool, StoreError>) -> IdempotencyFuture<'a, bool> {
+    match value {
+        Ok(value) => answer_bool(value),
+        Err(error) => Box::pin(std::future::ready(Err(error))),
     }
 }
 
@@ -415,7 +641,7 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         if let Err(error) = super::check_ttl(ttl, StoreOperation::Set) {
             return Box::pin(std::future::ready(Err(error)));
         }
-        answer_bool(self.set_now(key, owner, record, body_hash, ttl, false))
+        answer_result(self.set_now(key, owner, record, body_hash, ttl, false))
     }
 
     fn try_lock<'a>(
@@ -428,7 +654,7 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         if let Err(error) = super::check_ttl(ttl, StoreOperation::TryLock) {
             return Box::pin(std::future::ready(Err(error)));
         }
-        answer_bool(self.try_lock_now(key, owner, ttl))
+        answer_result(self.try_lock_now(key, owner, ttl))
     }
 
     fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()> {
@@ -477,6 +703,16 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         if let Err(error) = super::check_ttl(ttl, StoreOperation::Set) {
             return Box::pin(std::future::ready(Err(error)));
         }
-        answer_bool(self.set_now(key, owner, record, body_hash, ttl, true))
+        answer_result(self.set_now(key, owner, record, body_hash, ttl, true))
+    }
+
+    fn size(&self) -> Option<StoreSize> {
+        let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        Some(StoreSize {
+            entries: wide(self.len()),
+            bytes: wide(self.record_bytes()),
+            max_entries: Some(wide(self.max_entries)),
+            max_bytes: Some(wide(self.max_bytes)),
+        })
     }
 }

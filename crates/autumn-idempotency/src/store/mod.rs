@@ -18,6 +18,7 @@ pub use memory::MemoryIdempotencyStore;
 #[cfg(feature = "redis")]
 pub use redis_store::RedisIdempotencyStore;
 
+use crate::metrics::StoreSize;
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
 
 /// The boxed future every store method returns.
@@ -132,6 +133,13 @@ pub trait IdempotencyStore: Send + Sync + 'static {
             Ok(stored)
         })
     }
+
+    /// How much the store holds, for `/actuator/metrics`; `None` (the
+    /// default) when the backend keeps its own accounts, as Redis and
+    /// databases do.
+    fn size(&self) -> Option<StoreSize> {
+        None
+    }
 }
 
 /// What [`IdempotencyStore::claim`] found.
@@ -183,10 +191,24 @@ pub enum StoreOperation {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// What kind of failure a [`StoreError`] is; it decides, with the
+/// operation, what the client is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The backend could not answer: unreachable, timed out, or it
+    /// answered something unreadable.
+    Unavailable,
+    /// The backend is at its configured size limit and took nothing new;
+    /// nothing was written. The middleware answers 503 with `Retry-After`.
+    Full,
+}
+
 /// A backend failure: the store could not answer.
 #[derive(Debug, thiserror::Error)]
-#[error("idempotency store failed{}: {source}", operation.map(|op| format!(" during {op:?}")).unwrap_or_default())]
+#[error("idempotency store {}{}: {source}", match kind { StoreErrorKind::Full => "full", _ => "failed" }, operation.map(|op| format!(" during {op:?}")).unwrap_or_default())]
 pub struct StoreError {
+    kind: StoreErrorKind,
     operation: Option<StoreOperation>,
     #[source]
     source: BoxError,
@@ -196,9 +218,31 @@ impl StoreError {
     /// Wraps a backend's error.
     pub fn new(source: impl Into<BoxError>) -> Self {
         Self {
+            kind: StoreErrorKind::Unavailable,
             operation: None,
             source: source.into(),
         }
+    }
+
+    /// The store is at its size limit and refused to take a new key.
+    ///
+    /// ```
+    /// use autumn_idempotency::{StoreError, StoreErrorKind};
+    ///
+    /// let error = StoreError::full("100000 entries held, the configured maximum");
+    /// assert_eq!(error.kind(), StoreErrorKind::Full);
+    /// ```
+    pub fn full(source: impl Into<BoxError>) -> Self {
+        Self {
+            kind: StoreErrorKind::Full,
+            operation: None,
+            source: source.into(),
+        }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
     }
 
     /// Tags the error with the operation it happened in, unless already tagged.

@@ -21,6 +21,7 @@
 //! `EVALSHA` of a script that touches only its own key (cluster-safe).
 
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -36,8 +37,11 @@ use crate::redact::redact_passwords as redact;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long one command may wait for its answer.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Reconnection attempts after the first one fails, per connection.
-const CONNECT_RETRIES: usize = 1;
+/// Reconnection attempts after the first one fails, per connection: none,
+/// so that a request waiting on a reconnect waits [`CONNECT_TIMEOUT`] at
+/// most, as documented; the next command after a failed attempt makes
+/// another.
+const CONNECT_RETRIES: usize = 0;
 /// No lock or record outlives this (100 years): it keeps every deadline
 /// exactly representable in Lua's doubles.
 const MAX_TTL_MILLIS: u64 = 100 * 365 * 24 * 3600 * 1000;
@@ -200,6 +204,11 @@ pub struct RedisIdempotencyStore {
     prefix: String,
     clock: SharedClock,
     connection: OnceCell<ConnectionManager>,
+    /// Held while a first connection is attempted; holds the last failed
+    /// attempt's error.
+    connecting: tokio::sync::Mutex<String>,
+    /// How many first-connection attempts have failed.
+    connect_failures: AtomicU64,
 }
 
 impl RedisIdempotencyStore {
@@ -229,6 +238,8 @@ impl RedisIdempotencyStore {
             prefix: key_prefix.to_owned(),
             clock: std::sync::Arc::new(SystemClock),
             connection: OnceCell::new(),
+            connecting: tokio::sync::Mutex::new(String::new()),
+            connect_failures: AtomicU64::new(0),
         })
     }
 
@@ -295,28 +306,108 @@ impl RedisIdempotencyStore {
         }
     }
 
-    /// The connection, made on first use: a reconnecting manager, with the
-    /// scripts loaded so that every later call is one `EVALSHA`.
-    async fn connection(&self) -> Result<ConnectionManager, RedisError> {
-        self.connection
-            .get_or_try_init(|| async {
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
-                    .set_number_of_retries(CONNECT_RETRIES)
-                    .set_min_delay(Duration::from_millis(20))
-                    .set_max_delay(Duration::from_millis(200));
-                let mut manager =
-                    ConnectionManager::new_with_config(self.client.clone(), config).await?;
-                let mut load = redis::pipe();
-                for code in [CLAIM, SET, TRY_LOCK, UNLOCK, RENEW_LOCK] {
-                    load.cmd("SCRIPT").arg("LOAD").arg(code);
-                }
-                let _hashes: Vec<String> = load.query_async(&mut manager).await?;
-                Ok(manager)
+    /// How far this store's clock (the app clock, see
+    /// [`with_clock`](Self::with_clock)) is ahead of Redis's, in
+    /// milliseconds; negative when behind. Measured with one `TIME`, against
+    /// the middle of the round trip.
+    ///
+    /// Expiry follows the app clock, not Redis's, so this is not a
+    /// correctness check by itself; but a large offset usually means this
+    /// host's clock is off, and replicas whose clocks disagree see each
+    /// other's locks end early or late. The launch check warns about it.
+    ///
+    /// ```no_run
+    /// # async fn check() -> Result<(), autumn_idempotency::StoreError> {
+    /// use autumn_idempotency::RedisIdempotencyStore;
+    ///
+    /// let store = RedisIdempotencyStore::new("redis://127.0.0.1:6379", "myapp:idem")?;
+    /// let ahead = store.clock_offset_millis().await?;
+    /// println!("this process runs {ahead} ms ahead of Redis");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when Redis cannot be reached or does not answer.
+    pub async fn clock_offset_millis(&self) -> Result<i64, StoreError> {
+        let before = self.now();
+        let (secs, micros): (u64, u64) = self
+            .run(|| async {
+                let mut connection = self.connection().await?;
+                redis::cmd("TIME").query_async(&mut connection).await
             })
             .await
-            .cloned()
+            .map_err(|error| {
+                StoreError::new(format!(
+                    "Redis at {} did not answer TIME: {error}",
+                    self.url
+                ))
+            })?;
+        let after = self.now();
+        let app = before / 2 + after / 2;
+        let redis = secs.saturating_mul(1000).saturating_add(micros / 1000);
+        let offset = i128::from(app) - i128::from(redis);
+        Ok(i64::try_from(offset).unwrap_or(if offset < 0 { i64::MIN } else { i64::MAX }))
+    }
+
+    /// The connection, made on first use: a reconnecting manager, with the
+    /// scripts loaded so that every later call is one `EVALSHA`.
+    ///
+    /// One attempt at a time, and every caller that waited for an attempt
+    /// shares its outcome: with Redis unreachable, requests queued behind a
+    /// failing attempt fail with it rather than each spending a whole
+    /// [`CONNECT_TIMEOUT`] in turn. The attempt as a whole (connecting,
+    /// retrying, loading the scripts) is bounded by that timeout.
+    async fn connection(&self) -> Result<ConnectionManager, RedisError> {
+        if let Some(manager) = self.connection.get() {
+            return Ok(manager.clone());
+        }
+        let failures_before = self.connect_failures.load(Ordering::Acquire);
+        let mut last_failure = self.connecting.lock().await;
+        if let Some(manager) = self.connection.get() {
+            return Ok(manager.clone());
+        }
+        if self.connect_failures.load(Ordering::Acquire) != failures_before {
+            // An attempt ended while we waited for it: its answer is ours.
+            return Err(shared_failure(&last_failure));
+        }
+        let attempt = match tokio::time::timeout(CONNECT_TIMEOUT, self.connect()).await {
+            Ok(attempt) => attempt,
+            Err(_elapsed) => Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no connection to Redis within {CONNECT_TIMEOUT:?}"),
+            ))),
+        };
+        match attempt {
+            Ok(manager) => {
+                // Only this task sets it, under the lock: it cannot be set.
+                let _ = self.connection.set(manager.clone());
+                Ok(manager)
+            }
+            Err(error) => {
+                *last_failure = error.to_string();
+                self.connect_failures.fetch_add(1, Ordering::Release);
+                Err(error)
+            }
+        }
+    }
+
+    /// One connection attempt: the manager, then the scripts.
+    async fn connect(&self) -> Result<ConnectionManager, RedisError> {
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(CONNECT_RETRIES)
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(Duration::from_millis(200));
+        let mut manager = ConnectionManager::new_with_config(self.client.clone(), config).await?;
+        let mut load = redis::pipe();
+        for code in [CLAIM, SET, TRY_LOCK, UNLOCK, RENEW_LOCK] {
+            load.cmd("SCRIPT").arg("LOAD").arg(code);
+        }
+        let _hashes: Vec<String> = load.query_async(&mut manager).await?;
+        Ok(manager)
     }
 
     /// Runs `attempt`, once more when the first try could not even connect
@@ -349,6 +440,35 @@ impl RedisIdempotencyStore {
         .map_err(|error| StoreError::new(error).during(operation))
     }
 
+    /// [`invoke`](Self::invoke) for a write that is safe to send twice (it
+    /// is owner-checked: recording the same owner's response again, or
+    /// releasing a lock already released, changes nothing): sent once more
+    /// when the connection failed under it.
+    ///
+    /// After Redis restarts or drops the connection, the first command over
+    /// the old connection fails, and the manager reconnects only then. For
+    /// the record write that first command is the one that matters: losing
+    /// it loses the response and, once the lock lapses, runs the handler a
+    /// second time.
+    async fn invoke_twice_if_dropped<T: FromRedisValue>(
+        &self,
+        operation: StoreOperation,
+        invocation: ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let attempt = || async {
+            let mut connection = self.connection().await?;
+            invocation.invoke_async(&mut connection).await
+        };
+        match self.run(attempt).await {
+            Err(error) if is_connection_level(&error) => {
+                tracing::debug!(%error, ?operation, "Redis connection failed; sending the write again");
+                self.run(attempt).await
+            }
+            result => result,
+        }
+        .map_err(|error| StoreError::new(error).during(operation))
+    }
+
     fn redis_key(&self, key: &str) -> String {
         format!("{}:{key}", self.prefix)
     }
@@ -360,6 +480,21 @@ impl RedisIdempotencyStore {
 
 /// What `get` reads: lock deadline, record deadline, record, fingerprint.
 type Fields = (Option<u64>, Option<u64>, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The error of a connection attempt another caller made, for those that
+/// waited on it. Not a refusal, so nobody tries again at once.
+fn shared_failure(message: &str) -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::NotConnected,
+        format!("connecting to Redis failed: {message}"),
+    ))
+}
+
+/// Whether `error` came from the connection (dropped, reset, timed out,
+/// refused) rather than from Redis answering.
+fn is_connection_level(error: &RedisError) -> bool {
+    error.is_io_error() || error.is_connection_dropped() || error.is_timeout()
+}
 
 /// `now + ttl`, with `ttl` capped at [`MAX_TTL_MILLIS`].
 fn deadline_after(now: u64, ttl: Duration) -> u64 {
@@ -457,7 +592,9 @@ impl IdempotencyStore for RedisIdempotencyStore {
         Box::pin(async move {
             let mut invocation = SCRIPTS.unlock.key(self.redis_key(key));
             invocation.arg(self.now()).arg(owner);
-            let _released: i64 = self.invoke(StoreOperation::Unlock, invocation).await?;
+            let _released: i64 = self
+                .invoke_twice_if_dropped(StoreOperation::Unlock, invocation)
+                .await?;
             Ok(())
         })
     }
@@ -555,7 +692,9 @@ impl RedisIdempotencyStore {
             .arg(record.encode())
             .arg(body_hash)
             .arg(if and_unlock { "1" } else { "0" });
-        let stored: i64 = self.invoke(StoreOperation::Set, invocation).await?;
+        let stored: i64 = self
+            .invoke_twice_if_dropped(StoreOperation::Set, invocation)
+            .await?;
         Ok(stored == 1)
     }
 }

@@ -25,7 +25,7 @@ use crate::first_run::{Held, RouteLabel, call_boxed, run_and_record};
 use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
 use crate::problem::Problem;
-use crate::store::{Claim, StoreOperation};
+use crate::store::{Claim, StoreErrorKind, StoreOperation};
 
 /// The service made by [`SubmitTokenLayer`](super::SubmitTokenLayer).
 #[derive(Clone)]
@@ -341,6 +341,20 @@ fn conflict(settings: &Settings) -> Response {
     response
 }
 
+/// 503 with `Retry-After`: the store had no room for the token; nothing ran.
+fn store_full() -> Response {
+    let mut response = Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "submit_token_store_full",
+        "the form could not be checked against duplicate submission because the store is full, so it was not processed; try again in a moment",
+    )
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
 async fn consume<S>(settings: &Settings, inner: S, request: Request, token: &str) -> Step
 where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
@@ -378,6 +392,7 @@ where
             Err(error) => {
                 tracing::warn!(%error, "submit-token store failed; not running the handler");
                 return Step::Respond(match error.operation() {
+                    _ if error.kind() == StoreErrorKind::Full => store_full(),
                     Some(StoreOperation::TryLock | StoreOperation::RenewLock) => conflict(settings),
                     _ => Problem::new(
                         StatusCode::SERVICE_UNAVAILABLE,
