@@ -456,15 +456,20 @@ async fn the_binary_turns_a_double_click_into_one_account_on_its_sqlite_file() {
     let (status, _, metrics) = http("GET", &server.url("/actuator/metrics"), None).await;
     assert_eq!(status, 200);
     let metrics: serde_json::Value = serde_json::from_str(&metrics).expect("JSON metrics");
+    let tokens = &metrics["submit_token"];
     assert_eq!(
-        metrics["submit_token"],
-        serde_json::json!({
-            "hits": 1,
-            "misses": 1,
-            "conflicts": 0,
-            "lock_renewal_failures": 0,
-            "unrecorded_too_large": 0,
-        }),
+        [
+            &tokens["hits"],
+            &tokens["misses"],
+            &tokens["conflicts"],
+            &tokens["lock_renewal_failures"],
+            &tokens["unrecorded_too_large"],
+        ],
+        [1, 1, 0, 0, 0],
         "{metrics}"
+    );
+    assert_eq!(
+        tokens["store"]["entries"], 1,
+        "one consumed token: {metrics}"
     );
 }
