@@ -70,7 +70,7 @@ impl IdempotencyMetrics {
 }
 
 /// How much a store holds, for `/actuator/metrics`: see
-/// [`IdempotencyStore::size`].
+/// [`IdempotencyStore::size`](crate::IdempotencyStore::size).
 ///
 /// ```
 /// use autumn_idempotency::StoreSize;
