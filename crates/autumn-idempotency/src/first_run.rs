@@ -151,10 +151,12 @@ enum Ran {
 ///
 /// While the handler runs (and its response body is read), the lock is
 /// renewed every third of its in-flight TTL, in this same future: nothing is
-/// spawned for it, and it goes on in a run detached from its client. If a
-/// renewal fails, the response is not recorded (the lock may be someone
-/// else's by then): the client gets it, and a retry gets 409 until the lock
-/// lapses, then runs again.
+/// spawned for it, and it goes on in a run detached from its client. A
+/// failed renewal is logged and counted; a store error is tried again at the
+/// next beat, a lock found lost is not. The response is then still recorded
+/// with the owner-checked `finish`, which writes nothing once another
+/// request holds the key or has recorded it, so the record is never written
+/// over someone else's lock.
 ///
 /// A response body larger than the record limit is streamed to the client
 /// whole and not recorded; the lock is released.
@@ -192,7 +194,7 @@ where
                 Err(error) => Ran::BodyFailed(error),
             }
         };
-        let (ran, kept) = with_heartbeat(held, run).await;
+        let ran = with_heartbeat(held, run).await;
         let (parts, body) = match ran {
             Ran::Panicked => {
                 tracing::error!(
@@ -242,11 +244,6 @@ where
             }
             Ran::Whole(parts, body) => (parts, body),
         };
-        if !kept {
-            // Already logged and counted. Recording now could write over a
-            // lock another request took once ours lapsed.
-            return Response::from_parts(parts, Body::from(body));
-        }
         let record = IdempotencyRecord::from_parts(&parts, body.clone())
             .with_replay_through_inner(replays_through_inner(&parts));
         let finished = held
@@ -264,7 +261,7 @@ where
             Ok(false) => {
                 tracing::warn!(
                     storage_key = %held.storage_key,
-                    "the lock lapsed before the response was recorded; increase the in-flight TTL"
+                    "the lock lapsed and another request took the key before this response was recorded; it was not recorded"
                 )
             }
             // The handler's work is done: answer with its response, and keep the
@@ -278,22 +275,24 @@ where
 }
 
 /// Runs `work` while renewing `held`'s lock every third of its in-flight
-/// TTL; `false` beside the output when a renewal failed (logged and counted
-/// here).
+/// TTL. A failed renewal is logged (error level, with the storage key) and
+/// counted: after a store error the next beat tries again, since the lock
+/// may well still be ours; once the store answers that the lock is lost,
+/// renewing stops.
 ///
 /// The handler is polled first: one that finishes without waiting costs no
 /// timer. The renewal is polled beside the work, never instead of it.
-async fn with_heartbeat<T>(held: &Held, work: impl Future<Output = T>) -> (T, bool) {
+async fn with_heartbeat<T>(held: &Held, work: impl Future<Output = T>) -> T {
     let mut work = std::pin::pin!(work);
     let period = held.in_flight_ttl / 3;
     let mut timer: Option<Pin<Box<tokio::time::Sleep>>> = None;
     let mut renewal: Option<IdempotencyFuture<'_, bool>> = None;
-    let mut kept = true;
-    let output = std::future::poll_fn(|cx| {
+    let mut lost = false;
+    std::future::poll_fn(|cx| {
         if let Poll::Ready(output) = work.as_mut().poll(cx) {
             return Poll::Ready(output);
         }
-        if !kept || period.is_zero() {
+        if lost || period.is_zero() {
             return Poll::Pending;
         }
         loop {
@@ -302,7 +301,10 @@ async fn with_heartbeat<T>(held: &Held, work: impl Future<Output = T>) -> (T, bo
                 renewal = None;
                 let failure = match renewed {
                     Ok(true) => None,
-                    Ok(false) => Some("the lock lapsed or another owner holds it".to_owned()),
+                    Ok(false) => {
+                        lost = true;
+                        Some("the lock lapsed or another owner holds it".to_owned())
+                    }
                     Err(error) => Some(error.to_string()),
                 };
                 if let Some(failure) = failure {
@@ -310,10 +312,12 @@ async fn with_heartbeat<T>(held: &Held, work: impl Future<Output = T>) -> (T, bo
                     tracing::error!(
                         storage_key = %held.storage_key,
                         error = %failure,
-                        "could not renew the in-flight lock while the handler runs; its response will not be recorded"
+                        lock_lost = lost,
+                        "could not renew the in-flight lock while the handler runs; a retry may run the handler again once the lock lapses"
                     );
-                    kept = false;
-                    return Poll::Pending;
+                    if lost {
+                        return Poll::Pending;
+                    }
                 }
             }
             let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(period)));
@@ -326,6 +330,5 @@ async fn with_heartbeat<T>(held: &Held, work: impl Future<Output = T>) -> (T, bo
             ));
         }
     })
-    .await;
-    (output, kept)
+    .await
 }

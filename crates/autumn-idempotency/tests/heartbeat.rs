@@ -95,9 +95,8 @@ async fn a_run_detached_by_a_hang_up_keeps_renewing_its_lock() {
     assert_eq!(f.runs(), 1);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_failed_renewal_is_logged_counted_and_the_response_not_recorded() {
-    let (_guard, logs) = logs::capture();
+/// A fixture whose store fails `renew_lock` on demand, counting into `metrics`.
+fn with_failing_renewals() -> (Fixture, Arc<Faults>, Arc<IdempotencyMetrics>) {
     let clock = ManualClock::new();
     let faults = Arc::new(Faults::default());
     let store = FaultyStore {
@@ -113,9 +112,16 @@ async fn a_failed_renewal_is_logged_counted_and_the_response_not_recorded() {
     let f = Fixture::with_store(Arc::new(store), clock, |layer| {
         layer.with_metrics(metrics.clone())
     });
+    (f, faults, metrics)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_renewal_is_logged_counted_and_the_run_still_recorded() {
+    let (_guard, logs) = logs::capture();
+    let (f, faults, metrics) = with_failing_renewals();
     let first = tokio::spawn(f.post("/gated").key("k").send());
     f.started.notified().await;
-    faults.renew.store(true, Ordering::SeqCst); // the store stops renewing
+    faults.renew.store(true, Ordering::SeqCst); // the store fails one beat
     advance(&f.clock, LOCK_TTL / 3).await;
     assert_eq!(metrics.snapshot().lock_renewal_failures, 1);
     let logged = logs.lines_with("could not renew the in-flight lock");
@@ -123,26 +129,56 @@ async fn a_failed_renewal_is_logged_counted_and_the_response_not_recorded() {
     assert!(logged[0].contains("ERROR"), "{}", logged[0]);
     assert!(logged[0].contains("storage_key="), "{}", logged[0]);
     faults.renew.store(false, Ordering::SeqCst);
+    // The lock was still ours: the next beat renews it, so a duplicate past
+    // the first lock TTL is still refused.
+    advance(&f.clock, LOCK_TTL / 3).await;
+    advance(&f.clock, LOCK_TTL / 2).await;
+    let duplicate = refused(f.post("/gated").key("k").send()).await;
+    duplicate.assert_problem(StatusCode::CONFLICT, "idempotency_key_in_flight");
 
-    // The client still gets what the handler answered...
     f.gate.notify_one();
     let first = first.await.expect("first request");
     assert_eq!(
         (first.status, first.text().as_str()),
         (StatusCode::OK, "gated 1")
     );
-    // ...but nothing was recorded: the lock is left to lapse (409 until
-    // then), and the retry after that runs the handler again.
-    let retry = refused(f.post("/gated").key("k").send()).await;
-    retry.assert_problem(StatusCode::CONFLICT, "idempotency_key_in_flight");
-    f.clock.advance(LOCK_TTL);
-    let after = tokio::spawn(f.post("/gated").key("k").send());
-    f.started.notified().await;
-    f.gate.notify_one();
-    let after = after.await.expect("retry");
-    assert!(!after.replayed());
-    assert_eq!(after.text(), "gated 2");
+    // Recorded: the retry is a replay, and the handler ran once.
+    let retry = f.post("/gated").key("k").send().await;
+    assert!(retry.replayed(), "{}", retry.text());
+    assert_eq!(retry.text(), "gated 1");
+    assert_eq!(f.runs(), 1);
     assert_eq!(metrics.snapshot().lock_renewal_failures, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_whose_lock_was_taken_over_does_not_record_over_the_new_owner() {
+    let (f, faults, metrics) = with_failing_renewals();
+    let first = tokio::spawn(f.post("/gated").key("k").send());
+    f.started.notified().await;
+    // The store fails every renewal for longer than the lock lives: the
+    // lock lapses under the running handler, and a retry takes the key.
+    faults.renew.store(true, Ordering::SeqCst);
+    for _ in 0..4 {
+        advance(&f.clock, LOCK_TTL / 3).await;
+    }
+    assert!(metrics.snapshot().lock_renewal_failures >= 3);
+    faults.renew.store(false, Ordering::SeqCst);
+    let second = tokio::spawn(f.post("/gated").key("k").send());
+    f.started.notified().await;
+    assert_eq!(f.runs(), 2, "the lapsed key was taken by the retry");
+
+    // Both finish, in whichever order the gate lets them.
+    f.gate.notify_one();
+    f.gate.notify_one();
+    let (first, second) = (first.await.expect("first"), second.await.expect("second"));
+    assert_eq!(first.text(), "gated 1");
+    assert_eq!(second.text(), "gated 2");
+    // The record is the new owner's: the first run's late `finish` wrote
+    // nothing over its lock or its record.
+    let retry = f.post("/gated").key("k").send().await;
+    assert!(retry.replayed(), "{}", retry.text());
+    assert_eq!(retry.text(), "gated 2");
+    assert_eq!(f.runs(), 2);
 }
 
 /// A form whose POST waits at a gate, behind the submit-token layer with a
