@@ -15,6 +15,7 @@ mod layer;
 mod scan;
 mod service;
 
+pub use crate::problem::{SubmitTokenExtractRejection, SubmitTokenRejection};
 pub use extract::{SubmitFormField, SubmitToken};
 pub use layer::SubmitTokenLayer;
 pub use service::{ResponseFuture, SubmitTokenService};

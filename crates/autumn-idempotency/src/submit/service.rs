@@ -11,7 +11,7 @@ use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt as _;
-use http::{HeaderValue, StatusCode, header};
+use http::{HeaderValue, header};
 use http_body_util::BodyExt as _;
 use pin_project_lite::pin_project;
 use tower::Service;
@@ -21,10 +21,10 @@ use super::extract::{Mint, MintSlot};
 use super::layer::Settings;
 use super::scan::{self, FormKind, MultipartScanner, ScanError};
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
-use crate::first_run::{Held, RouteLabel, call_boxed, run_and_record};
+use crate::first_run::{Guard, Held, RouteLabel, call_boxed, run_and_record};
 use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
-use crate::problem::Problem;
+use crate::problem::SubmitTokenRejection;
 use crate::store::{Claim, StoreErrorKind, StoreOperation};
 
 /// The service made by [`SubmitTokenLayer`](super::SubmitTokenLayer).
@@ -247,7 +247,7 @@ fn watched(prefix: Bytes, rest: Body, mut scanner: MultipartScanner, field: Arc<
         match scanner.feed(&chunk) {
             Ok(()) => Ok(chunk),
             Err(error) => Err(axum::Error::new(std::io::Error::other(
-                error.into_problem(&field).detail().to_owned(),
+                error.into_rejection(&field).to_string(),
             ))),
         }
     });
@@ -269,7 +269,7 @@ where
     let field = settings.field_name.clone();
     let kind = match kind {
         Ok(kind) => kind,
-        Err(error) => return Step::Respond(error.into_problem(&field).into_response()),
+        Err(error) => return Step::Respond(error.into_rejection(&field).into_response()),
     };
     let (parts, body) = request.into_parts();
     let scanned = match kind {
@@ -317,7 +317,7 @@ where
     };
     let (token, body) = match scanned {
         Ok(found) => found,
-        Err(error) => return Step::Respond(error.into_problem(&field).into_response()),
+        Err(error) => return Step::Respond(error.into_rejection(&field).into_response()),
     };
     let request = Request::from_parts(parts, body);
     let Some(token) = token else {
@@ -327,32 +327,10 @@ where
     consume(&settings, inner, request, &token).await
 }
 
+/// 409 with `Retry-After`: the first post with this token still runs.
 fn conflict(settings: &Settings) -> Response {
     settings.metrics.conflict();
-    let mut response = Problem::new(
-        StatusCode::CONFLICT,
-        "submit_token_in_flight",
-        "this form was already submitted and is still being processed; wait a moment and reload",
-    )
-    .into_response();
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
-}
-
-/// 503 with `Retry-After`: the store had no room for the token; nothing ran.
-fn store_full() -> Response {
-    let mut response = Problem::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "submit_token_store_full",
-        "the form could not be checked against duplicate submission because the store is full, so it was not processed; try again in a moment",
-    )
-    .into_response();
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
+    SubmitTokenRejection::InFlight.into_response()
 }
 
 async fn consume<S>(settings: &Settings, inner: S, request: Request, token: &str) -> Step
@@ -392,26 +370,16 @@ where
             Err(error) => {
                 tracing::warn!(%error, "submit-token store failed; not running the handler");
                 return Step::Respond(match error.operation() {
-                    _ if error.kind() == StoreErrorKind::Full => store_full(),
+                    _ if error.kind() == StoreErrorKind::Full => {
+                        SubmitTokenRejection::StoreFull.into_response()
+                    }
                     Some(StoreOperation::TryLock | StoreOperation::RenewLock) => conflict(settings),
-                    _ => Problem::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "submit_token_store_unavailable",
-                        "the form could not be checked against duplicate submission, so it was not processed; try again",
-                    )
-                    .into_response(),
+                    _ => SubmitTokenRejection::StoreUnavailable.into_response(),
                 });
             }
             Ok(Claim::Completed { record, body_hash }) => {
                 if body_hash[..] != fingerprint[..] {
-                    return Step::Respond(
-                        Problem::new(
-                            StatusCode::UNPROCESSABLE_ENTITY,
-                            "submit_token_reused",
-                            "this submit token was rendered for another form; reload the form and submit it again",
-                        )
-                        .into_response(),
-                    );
+                    return Step::Respond(SubmitTokenRejection::TokenReused.into_response());
                 }
                 settings.metrics.hit();
                 tracing::debug!(
@@ -455,7 +423,7 @@ where
         max_record_bytes: settings.max_record_bytes,
         metrics: settings.metrics.clone(),
         route,
-        retry: "submitting the form again",
+        guard: Guard::Token,
     };
     let response = call_boxed(inner, request);
     Step::Run(Box::pin(run_and_record(held, response, |_| false)))
