@@ -637,3 +637,20 @@ async fn a_full_memory_store_answers_503_with_retry_after() {
         (StatusCode::OK, "created".to_owned())
     );
 }
+
+#[tokio::test]
+#[should_panic(expected = "polled after completion")]
+async fn a_guarded_response_future_polled_after_completion_panics() {
+    use tower::{Layer as _, Service as _};
+    let router = Router::new().route("/form", axum::routing::post(|| async { "posted" }));
+    let mut service = SubmitTokenLayer::new(memory()).layer(router);
+    let request = Request::post("/form")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from("_submit_token=tok-polled-twice"))
+        .expect("request");
+    let service = service.ready().await.expect("ready");
+    let mut future = std::pin::pin!(service.call(request));
+    let first = std::future::poll_fn(|cx| future.as_mut().poll(cx)).await;
+    assert!(first.is_ok());
+    let _ = std::future::poll_fn(|cx| future.as_mut().poll(cx)).await;
+}
