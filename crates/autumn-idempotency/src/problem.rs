@@ -458,3 +458,116 @@ impl IntoResponse for SubmitTokenExtractRejection {
         render(self.status(), self.code(), &self.to_string(), false)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt as _;
+
+    use super::*;
+
+    async fn body(response: Response) -> String {
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        String::from_utf8(bytes.to_vec()).expect("utf-8")
+    }
+
+    #[tokio::test]
+    async fn renders_one_shape_with_and_without_a_code() {
+        let with = problem_response(StatusCode::CONFLICT, Some("x_y"), "try \"later\"");
+        assert_eq!(
+            with.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        assert_eq!(
+            body(with).await,
+            r#"{"code":"x_y","detail":"try \"later\"","status":409,"title":"Conflict","type":"about:blank"}"#
+        );
+        let without = problem_response(StatusCode::NOT_FOUND, None, "no order 2");
+        assert_eq!(
+            body(without).await,
+            r#"{"detail":"no order 2","status":404,"title":"Not Found","type":"about:blank"}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn every_rejection_answers_its_status_code_and_detail() {
+        let field: Arc<str> = "_submit_token".into();
+        let rejections: Vec<(StatusCode, &str, String, bool, Response)> = vec![
+            {
+                let r = SubmitTokenRejection::TokenLate { field };
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = SubmitTokenRejection::StoreFull;
+                (r.status(), r.code(), r.to_string(), true, r.into_response())
+            },
+            {
+                let r = SubmitTokenRejection::StoreUnavailable;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = IdempotencyRejection::LockUnavailable;
+                (r.status(), r.code(), r.to_string(), true, r.into_response())
+            },
+            {
+                let r = IdempotencyRejection::HandlerPanicked;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = IdempotencyContextRejection::MissingKey;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = SubmitTokenExtractRejection::LayerMissing;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+        ];
+        for (status, code, detail, retry, response) in rejections {
+            assert_eq!(response.status(), status, "{code}");
+            assert_eq!(
+                response.headers().get(header::RETRY_AFTER).is_some(),
+                retry,
+                "{code}"
+            );
+            let json: serde_json::Value =
+                serde_json::from_str(&body(response).await).expect("json");
+            assert_eq!(json["code"], code);
+            assert_eq!(json["detail"], detail.as_str());
+            assert_eq!(json["status"], status.as_u16());
+        }
+    }
+}
