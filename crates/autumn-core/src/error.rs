@@ -2,7 +2,7 @@
 //! status follows the error's kind.
 
 use axum::response::{IntoResponse, Response};
-use http::{HeaderValue, StatusCode, header};
+use http::StatusCode;
 
 /// The result type of handlers: `Ok` renders, `Err` answers with the error's
 /// status and a problem document.
@@ -162,21 +162,12 @@ impl IntoResponse for AutumnError {
         let status = self.status();
         let detail = if status.is_server_error() {
             tracing::error!(error = %self.message, source = ?self.source, "handler failed");
-            "the server could not complete this request".to_owned()
+            "the server could not complete this request"
         } else {
-            self.message
+            &self.message
         };
-        let body = serde_json::json!({
-            "type": "about:blank",
-            "title": status.canonical_reason().unwrap_or("Error"),
-            "status": status.as_u16(),
-            "detail": detail,
-        });
-        let mut response = (status, body.to_string()).into_response();
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        response
+        // The same renderer as every rejection of the guards, without a
+        // `code`: an app error has no stable code of Autumn's.
+        autumn_idempotency::problem_response(status, None, detail)
     }
 }

@@ -10,7 +10,7 @@ use http::request::Parts;
 
 use crate::first_run::{Held, HoldsLock};
 use crate::key::{hash_parts, key_str};
-use crate::problem::Problem;
+use crate::problem::IdempotencyContextRejection;
 use crate::store::IdempotencyStore;
 
 /// Who is asking: the parts of the request that keep one caller's records
@@ -189,16 +189,14 @@ impl IdempotencyContext {
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for IdempotencyContext {
-    type Rejection = Problem;
+    type Rejection = IdempotencyContextRejection;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts.extensions.get::<Self>().cloned().ok_or_else(|| {
-            Problem::new(
-                http::StatusCode::BAD_REQUEST,
-                "idempotency_key_missing",
-                "this endpoint requires an Idempotency-Key header",
-            )
-        })
+        parts
+            .extensions
+            .get::<Self>()
+            .cloned()
+            .ok_or(IdempotencyContextRejection::MissingKey)
     }
 }
 

@@ -126,6 +126,11 @@ impl Guarded {
         }
     }
 
+    /// Polls the current phase.
+    ///
+    /// # Panics
+    ///
+    /// When polled again after it returned its response, as futures may.
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Response> {
         loop {
             let response = match &mut self.phase {
@@ -144,8 +149,8 @@ impl Guarded {
                 Phase::Forward(future) | Phase::Run(future) => {
                     std::task::ready!(future.as_mut().poll(cx))
                 }
-                // Polled after completion: a caller bug; never finish twice.
-                Phase::Done => return Poll::Pending,
+                // A caller bug; answering twice, or hanging, would hide it.
+                Phase::Done => panic!("`Guarded` polled after completion"),
             };
             self.phase = Phase::Done;
             return Poll::Ready(response);
@@ -240,5 +245,35 @@ pub async fn wait_for_detached_runs(limit: Duration) -> usize {
             () = finished => {}
             () = tokio::time::sleep_until(deadline) => return detached_runs(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Waker;
+
+    use axum::body::Body;
+
+    use super::*;
+
+    fn answered() -> Guarded {
+        Guarded::new(Box::pin(async {
+            Step::Respond(Response::new(Body::empty()))
+        }))
+    }
+
+    #[test]
+    fn answers_once() {
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(answered().poll(&mut cx).is_ready());
+    }
+
+    #[test]
+    #[should_panic(expected = "polled after completion")]
+    fn panics_when_polled_after_completion() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut guarded = answered();
+        let _ = guarded.poll(&mut cx);
+        let _ = guarded.poll(&mut cx);
     }
 }

@@ -17,12 +17,11 @@ use axum::extract::{MatchedPath, Request};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::FutureExt as _;
-use http::StatusCode;
 use tower::Service;
 
 use crate::body::{Capped, read_capped};
 use crate::metrics::IdempotencyMetrics;
-use crate::problem::Problem;
+use crate::problem::{IdempotencyRejection, SubmitTokenRejection};
 use crate::record::IdempotencyRecord;
 use crate::store::{IdempotencyFuture, IdempotencyStore};
 
@@ -42,9 +41,37 @@ pub(crate) struct Held {
     pub(crate) metrics: Arc<IdempotencyMetrics>,
     /// Which route answered, for a warning per route.
     pub(crate) route: RouteLabel,
-    /// How the client tries again, for error details: "a retry with the
-    /// same Idempotency-Key", "submitting the form again".
-    pub(crate) retry: &'static str,
+    /// Which guard holds the lock: it decides the rejection a failed run
+    /// answers with.
+    pub(crate) guard: Guard,
+}
+
+/// The guard a run belongs to, so its failures answer with that guard's
+/// rejection (and tell the client how it tries again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Guard {
+    /// The `Idempotency-Key` layer.
+    Key,
+    /// The submit-token layer.
+    Token,
+}
+
+impl Guard {
+    /// 500: the handler panicked.
+    fn panicked(self) -> Response {
+        match self {
+            Self::Key => IdempotencyRejection::HandlerPanicked.into_response(),
+            Self::Token => SubmitTokenRejection::HandlerPanicked.into_response(),
+        }
+    }
+
+    /// 500: the handler ran but its response body failed.
+    fn response_lost(self) -> Response {
+        match self {
+            Self::Key => IdempotencyRejection::ResponseLost.into_response(),
+            Self::Token => SubmitTokenRejection::ResponseLost.into_response(),
+        }
+    }
 }
 
 impl Held {
@@ -202,15 +229,7 @@ where
                     "handler panicked; releasing its lock"
                 );
                 held.release().await;
-                return Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal_error",
-                    format!(
-                        "the server failed while handling this request; it was not recorded, so {} runs it again",
-                        held.retry
-                    ),
-                )
-                .into_response();
+                return held.guard.panicked();
             }
             Ran::Failed(response) => {
                 held.release().await;
@@ -232,15 +251,7 @@ where
                 // The handler ran but its response is lost: keep the lock, so a
                 // retry gets 409 until it lapses rather than a second run now.
                 tracing::error!(storage_key = %held.storage_key, %error, "response body failed; keeping the lock");
-                return Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "response_lost",
-                    format!(
-                        "the request was processed but its response could not be sent or recorded; {} gets 409 until the in-flight lock expires",
-                        held.retry
-                    ),
-                )
-                .into_response();
+                return held.guard.response_lost();
             }
             Ran::Whole(parts, body) => (parts, body),
         };

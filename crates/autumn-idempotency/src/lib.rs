@@ -37,7 +37,7 @@ pub use database::{DbIdempotencyStore, FRAMEWORK_MIGRATIONS};
 pub use detach::{detached_runs, wait_for_detached_runs};
 pub use layer::{IdempotencyLayer, ReplayMode};
 pub use metrics::{IdempotencyMetrics, MetricsSnapshot, StoreSize};
-pub use problem::{IdempotencyRejection, Problem};
+pub use problem::{IdempotencyContextRejection, IdempotencyRejection, Problem, problem_response};
 pub use record::{IdempotencyEntry, IdempotencyRecord, RecordDecodeError};
 pub use redact::redact_passwords;
 pub use replay::{IdempotencyReplayLayer, ReplayGuardLayer};

@@ -1,13 +1,73 @@
-//! RFC 7807 `application/problem+json` answers, and the idempotency layer's
-//! rejections.
+//! Every error a client can get from Autumn's guards, as types, and the one
+//! function that renders them as RFC 7807 `application/problem+json`.
+//!
+//! Each refusal is a variant of a rejection enum with its status, its stable
+//! machine-readable `code` and a message a client developer can act on
+//! (its `Display`), the way axum-core's `extract/rejection.rs` does it:
+//!
+//! - [`IdempotencyRejection`]: the `Idempotency-Key` layer;
+//! - [`SubmitTokenRejection`]: the submit-token layer (form scanning included);
+//! - [`IdempotencyContextRejection`] and [`SubmitTokenExtractRejection`]: the
+//!   extractors.
+//!
+//! All of them, [`Problem`], and `autumn_core::AutumnError` render through
+//! [`problem_response`], so every problem document Autumn sends has the same
+//! shape.
+
+use std::sync::Arc;
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 
 use crate::key::KeyError;
 
-/// An RFC 7807 problem document: the body of every error the idempotency and
-/// submit-token layers answer with.
+/// Renders an RFC 7807 problem document: `type`, `title` (the status's
+/// reason phrase), `status`, `detail` and, when given, a stable
+/// machine-readable `code`, with `Content-Type: application/problem+json`.
+///
+/// The one renderer of problem documents in Autumn: the rejections of this
+/// crate and `autumn_core::AutumnError` all answer through it.
+///
+/// ```
+/// use autumn_idempotency::problem_response;
+/// use http::StatusCode;
+///
+/// let response = problem_response(StatusCode::CONFLICT, Some("order_closed"), "the order is closed");
+/// assert_eq!(response.status(), StatusCode::CONFLICT);
+/// assert_eq!(response.headers()["content-type"], "application/problem+json");
+/// ```
+pub fn problem_response(status: StatusCode, code: Option<&str>, detail: &str) -> Response {
+    let mut body = serde_json::json!({
+        "type": "about:blank",
+        "title": status.canonical_reason().unwrap_or("Error"),
+        "status": status.as_u16(),
+        "detail": detail,
+    });
+    if let (Some(code), Some(fields)) = (code, body.as_object_mut()) {
+        fields.insert("code".to_owned(), code.into());
+    }
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+/// A rejection's problem document, with `Retry-After: 1` when the client
+/// should simply try again shortly.
+fn render(status: StatusCode, code: &'static str, detail: &str, retry_after: bool) -> Response {
+    let mut response = problem_response(status, Some(code), detail);
+    if retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
+}
+
+/// An RFC 7807 problem document with a `code`, for an error of an app's own
+/// that should look like Autumn's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     status: StatusCode,
@@ -44,32 +104,35 @@ impl Problem {
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({
-            "type": "about:blank",
-            "title": self.status.canonical_reason().unwrap_or("Error"),
-            "status": self.status.as_u16(),
-            "detail": self.detail,
-            "code": self.code,
-        });
-        let mut response = (self.status, body.to_string()).into_response();
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        response
+        problem_response(self.status, Some(self.code), &self.detail)
     }
 }
 
-/// Why the idempotency layer answered instead of the handler.
+/// Why the idempotency layer answered instead of the handler, or instead of
+/// the handler's response.
 ///
-/// Each variant turns into a [`Problem`] response with its own status.
+/// Each variant answers a problem document with its own status and
+/// [`code`](Self::code); the 409s and 503s carry `Retry-After: 1`.
+///
+/// ```
+/// use autumn_idempotency::IdempotencyRejection;
+/// use axum::response::IntoResponse;
+///
+/// let rejection = IdempotencyRejection::InFlight;
+/// assert_eq!(rejection.code(), "idempotency_key_in_flight");
+/// let response = rejection.into_response();
+/// assert_eq!(response.status(), 409);
+/// assert_eq!(response.headers()["retry-after"], "1");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum IdempotencyRejection {
-    /// 400: the `Idempotency-Key` header is malformed.
+    /// 400 `idempotency_key_malformed`: the `Idempotency-Key` header is
+    /// malformed.
     #[error(transparent)]
     MalformedKey(#[from] KeyError),
-    /// 413: the body is larger than the layer buffers to fingerprint it.
+    /// 413 `request_body_too_large`: the body is larger than the layer
+    /// buffers to fingerprint it.
     #[error(
         "the request body is larger than {limit} bytes, the most buffered for an idempotent request; send a smaller body or raise [idempotency] max_body_bytes"
     )]
@@ -77,40 +140,57 @@ pub enum IdempotencyRejection {
         /// The configured limit in bytes.
         limit: usize,
     },
-    /// 400: the request body could not be read.
+    /// 400 `request_body_unreadable`: the request body could not be read.
     #[error("the request body could not be read: {0}")]
     UnreadableBody(String),
-    /// 422: the key was used before with a different request.
+    /// 422 `idempotency_key_reused`: the key was used before with a
+    /// different request.
     #[error(
         "this Idempotency-Key was already used for a different request (method, path, content type or body differ); use a new key for a new request"
     )]
     PayloadMismatch,
-    /// 409: the first request with this key is still running.
+    /// 409 `idempotency_key_in_flight`: the first request with this key is
+    /// still running.
     #[error(
         "a request with this Idempotency-Key is still being processed; retry after the Retry-After delay to get its response"
     )]
     InFlight,
-    /// 409: the key was used, but this route cannot replay its response safely.
+    /// 409 `idempotency_replay_unavailable`: the key was used, but this route
+    /// cannot replay its response safely.
     #[error(
         "this Idempotency-Key was already used on a route whose response cannot be replayed safely (its middleware is opaque to Autumn); use a new key, or opt the route into ReplayThroughInner with an IdempotencyReplayLayer"
     )]
     ReplayUnavailable,
-    /// 409: the lock could not be taken or renewed.
+    /// 409 `idempotency_lock_unavailable`: the lock could not be taken or
+    /// renewed.
     #[error(
         "the in-flight lock for this Idempotency-Key could not be taken or renewed; retry after the Retry-After delay"
     )]
     LockUnavailable,
-    /// 503: the store could not be reached; the handler did not run.
+    /// 503 `idempotency_store_unavailable`: the store could not be reached;
+    /// the handler did not run.
     #[error(
         "the idempotency store is unavailable, so the request was not processed; retry later with the same Idempotency-Key"
     )]
     StoreUnavailable,
-    /// 503: the store is at its size limit and took no new key; the handler
-    /// did not run.
+    /// 503 `idempotency_store_full`: the store is at its size limit and took
+    /// no new key; the handler did not run.
     #[error(
         "the idempotency store is full, so the request was not processed; retry later with the same Idempotency-Key"
     )]
     StoreFull,
+    /// 500 `internal_error`: the handler panicked. Nothing was recorded and
+    /// the lock was released, so a retry runs it again.
+    #[error(
+        "the server failed while handling this request; it was not recorded, so a retry with the same Idempotency-Key runs it again"
+    )]
+    HandlerPanicked,
+    /// 500 `response_lost`: the handler ran but its response body failed, so
+    /// nothing could be sent or recorded; the lock is kept until it lapses.
+    #[error(
+        "the request was processed but its response could not be sent or recorded; a retry with the same Idempotency-Key gets 409 until the in-flight lock expires"
+    )]
+    ResponseLost,
 }
 
 impl IdempotencyRejection {
@@ -124,10 +204,12 @@ impl IdempotencyRejection {
                 StatusCode::CONFLICT
             }
             Self::StoreUnavailable | Self::StoreFull => StatusCode::SERVICE_UNAVAILABLE,
+            Self::HandlerPanicked | Self::ResponseLost => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
-    fn code(&self) -> &'static str {
+    /// The stable machine-readable code in the problem document.
+    pub fn code(&self) -> &'static str {
         match self {
             Self::MalformedKey(_) => "idempotency_key_malformed",
             Self::UnreadableBody(_) => "request_body_unreadable",
@@ -138,23 +220,354 @@ impl IdempotencyRejection {
             Self::LockUnavailable => "idempotency_lock_unavailable",
             Self::StoreUnavailable => "idempotency_store_unavailable",
             Self::StoreFull => "idempotency_store_full",
+            Self::HandlerPanicked => "internal_error",
+            Self::ResponseLost => "response_lost",
         }
+    }
+
+    /// Whether the answer carries `Retry-After: 1`: trying again shortly
+    /// may succeed.
+    fn retry_after(&self) -> bool {
+        matches!(
+            self,
+            Self::InFlight | Self::LockUnavailable | Self::StoreUnavailable | Self::StoreFull
+        )
     }
 }
 
 impl IntoResponse for IdempotencyRejection {
     fn into_response(self) -> Response {
-        let retry = matches!(
-            self,
-            Self::InFlight | Self::LockUnavailable | Self::StoreUnavailable | Self::StoreFull
-        );
-        let mut response =
-            Problem::new(self.status(), self.code(), self.to_string()).into_response();
-        if retry {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        render(
+            self.status(),
+            self.code(),
+            &self.to_string(),
+            self.retry_after(),
+        )
+    }
+}
+
+/// Why the submit-token layer answered instead of the handler, or instead of
+/// the handler's response.
+///
+/// Each variant answers a problem document with its own status and
+/// [`code`](Self::code); `submit_token_in_flight` and
+/// `submit_token_store_full` carry `Retry-After: 1`. The variants that name
+/// the form's field carry its configured name.
+///
+/// ```
+/// use autumn_idempotency::submit::SubmitTokenRejection;
+///
+/// let rejection = SubmitTokenRejection::TokenRepeated { field: "_submit_token".into() };
+/// assert_eq!(rejection.code(), "submit_token_repeated");
+/// assert_eq!(rejection.status(), 400);
+/// assert_eq!(
+///     rejection.to_string(),
+///     "the form carries the _submit_token field more than once; send it once",
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubmitTokenRejection {
+    /// 413 `form_too_large`: an urlencoded form body is larger than the
+    /// layer scans for the token.
+    #[error(
+        "the form body is larger than {limit} bytes, the most scanned for a submit token; send less or raise security.submit_token.max_form_bytes"
+    )]
+    FormTooLarge {
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+    /// 400 `form_malformed`: a bad `%` escape, a multipart type without a
+    /// boundary, broken multipart framing, an unreadable body.
+    #[error("the form body is malformed: {0}")]
+    FormMalformed(String),
+    /// 400 `submit_token_repeated`: the field appears more than once.
+    #[error("the form carries the {field} field more than once; send it once")]
+    TokenRepeated {
+        /// The field's name.
+        field: Arc<str>,
+    },
+    /// 400 `submit_token_malformed`: the value is empty, too long, not
+    /// visible ASCII, or a file.
+    #[error(
+        "the {field} field must be a token of 1 to 255 visible ASCII characters, as rendered by the form"
+    )]
+    TokenMalformed {
+        /// The field's name.
+        field: Arc<str>,
+    },
+    /// 400 `submit_token_late`: in a multipart form, the field's part starts
+    /// after the part of the body the layer scans before it runs the handler.
+    #[error(
+        "the {field} field must come before the form's file fields, within the first security.submit_token.max_form_bytes of the body"
+    )]
+    TokenLate {
+        /// The field's name.
+        field: Arc<str>,
+    },
+    /// 409 `submit_token_in_flight`: the first post with this token is still
+    /// running (or the store failed to lock).
+    #[error(
+        "this form was already submitted and is still being processed; wait a moment and reload"
+    )]
+    InFlight,
+    /// 422 `submit_token_reused`: the token was recorded for another form.
+    #[error("this submit token was rendered for another form; reload the form and submit it again")]
+    TokenReused,
+    /// 503 `submit_token_store_unavailable`: the store could not be asked;
+    /// the handler did not run.
+    #[error(
+        "the form could not be checked against duplicate submission, so it was not processed; try again"
+    )]
+    StoreUnavailable,
+    /// 503 `submit_token_store_full`: the store had no room for a new token;
+    /// the handler did not run.
+    #[error(
+        "the form could not be checked against duplicate submission because the store is full, so it was not processed; try again in a moment"
+    )]
+    StoreFull,
+    /// 500 `internal_error`: the handler panicked. Nothing was recorded and
+    /// the token was released, so submitting again runs it again.
+    #[error(
+        "the server failed while handling this request; it was not recorded, so submitting the form again runs it again"
+    )]
+    HandlerPanicked,
+    /// 500 `response_lost`: the handler ran but its response body failed;
+    /// the token stays locked until the lock lapses.
+    #[error(
+        "the request was processed but its response could not be sent or recorded; submitting the form again gets 409 until the in-flight lock expires"
+    )]
+    ResponseLost,
+}
+
+impl SubmitTokenRejection {
+    /// The status this rejection answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::FormTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::FormMalformed(_)
+            | Self::TokenRepeated { .. }
+            | Self::TokenMalformed { .. }
+            | Self::TokenLate { .. } => StatusCode::BAD_REQUEST,
+            Self::InFlight => StatusCode::CONFLICT,
+            Self::TokenReused => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::StoreUnavailable | Self::StoreFull => StatusCode::SERVICE_UNAVAILABLE,
+            Self::HandlerPanicked | Self::ResponseLost => StatusCode::INTERNAL_SERVER_ERROR,
         }
-        response
+    }
+
+    /// The stable machine-readable code in the problem document.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::FormTooLarge { .. } => "form_too_large",
+            Self::FormMalformed(_) => "form_malformed",
+            Self::TokenRepeated { .. } => "submit_token_repeated",
+            Self::TokenMalformed { .. } => "submit_token_malformed",
+            Self::TokenLate { .. } => "submit_token_late",
+            Self::InFlight => "submit_token_in_flight",
+            Self::TokenReused => "submit_token_reused",
+            Self::StoreUnavailable => "submit_token_store_unavailable",
+            Self::StoreFull => "submit_token_store_full",
+            Self::HandlerPanicked => "internal_error",
+            Self::ResponseLost => "response_lost",
+        }
+    }
+
+    /// Whether the answer carries `Retry-After: 1`.
+    fn retry_after(&self) -> bool {
+        matches!(self, Self::InFlight | Self::StoreFull)
+    }
+}
+
+impl IntoResponse for SubmitTokenRejection {
+    fn into_response(self) -> Response {
+        render(
+            self.status(),
+            self.code(),
+            &self.to_string(),
+            self.retry_after(),
+        )
+    }
+}
+
+/// Why [`IdempotencyContext`](crate::IdempotencyContext) could not be
+/// extracted. Take `Option<IdempotencyContext>` when the key is optional.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdempotencyContextRejection {
+    /// 400 `idempotency_key_missing`: the request carries no
+    /// `Idempotency-Key` (or the idempotency layer is not installed).
+    #[error("this endpoint requires an Idempotency-Key header")]
+    MissingKey,
+}
+
+impl IdempotencyContextRejection {
+    /// The status this rejection answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::MissingKey => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// The stable machine-readable code in the problem document.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::MissingKey => "idempotency_key_missing",
+        }
+    }
+}
+
+impl IntoResponse for IdempotencyContextRejection {
+    fn into_response(self) -> Response {
+        render(self.status(), self.code(), &self.to_string(), false)
+    }
+}
+
+/// Why [`SubmitToken`](crate::submit::SubmitToken) or
+/// [`SubmitFormField`](crate::submit::SubmitFormField) could not be
+/// extracted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubmitTokenExtractRejection {
+    /// 500 `submit_token_layer_missing`: the submit-token layer is not
+    /// installed (`[security.submit_token] enabled = false`).
+    #[error(
+        "this handler takes a submit token, but the submit-token layer is not installed; enable [security.submit_token]"
+    )]
+    LayerMissing,
+}
+
+impl SubmitTokenExtractRejection {
+    /// The status this rejection answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::LayerMissing => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable machine-readable code in the problem document.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::LayerMissing => "submit_token_layer_missing",
+        }
+    }
+}
+
+impl IntoResponse for SubmitTokenExtractRejection {
+    fn into_response(self) -> Response {
+        render(self.status(), self.code(), &self.to_string(), false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt as _;
+
+    use super::*;
+
+    async fn body(response: Response) -> String {
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        String::from_utf8(bytes.to_vec()).expect("utf-8")
+    }
+
+    #[tokio::test]
+    async fn renders_one_shape_with_and_without_a_code() {
+        let with = problem_response(StatusCode::CONFLICT, Some("x_y"), "try \"later\"");
+        assert_eq!(
+            with.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        assert_eq!(
+            body(with).await,
+            r#"{"code":"x_y","detail":"try \"later\"","status":409,"title":"Conflict","type":"about:blank"}"#
+        );
+        let without = problem_response(StatusCode::NOT_FOUND, None, "no order 2");
+        assert_eq!(
+            body(without).await,
+            r#"{"detail":"no order 2","status":404,"title":"Not Found","type":"about:blank"}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn every_rejection_answers_its_status_code_and_detail() {
+        let field: Arc<str> = "_submit_token".into();
+        let rejections: Vec<(StatusCode, &str, String, bool, Response)> = vec![
+            {
+                let r = SubmitTokenRejection::TokenLate { field };
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = SubmitTokenRejection::StoreFull;
+                (r.status(), r.code(), r.to_string(), true, r.into_response())
+            },
+            {
+                let r = SubmitTokenRejection::StoreUnavailable;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = IdempotencyRejection::LockUnavailable;
+                (r.status(), r.code(), r.to_string(), true, r.into_response())
+            },
+            {
+                let r = IdempotencyRejection::HandlerPanicked;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = IdempotencyContextRejection::MissingKey;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = SubmitTokenExtractRejection::LayerMissing;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+        ];
+        for (status, code, detail, retry, response) in rejections {
+            assert_eq!(response.status(), status, "{code}");
+            assert_eq!(
+                response.headers().get(header::RETRY_AFTER).is_some(),
+                retry,
+                "{code}"
+            );
+            let json: serde_json::Value =
+                serde_json::from_str(&body(response).await).expect("json");
+            assert_eq!(json["code"], code);
+            assert_eq!(json["detail"], detail.as_str());
+            assert_eq!(json["status"], status.as_u16());
+        }
     }
 }

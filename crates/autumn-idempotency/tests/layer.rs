@@ -795,3 +795,50 @@ async fn a_forwarded_replay_that_nothing_answers_is_409_never_a_second_run() {
     let other = Call::new(plain, "POST", "/x").key("other").send().await;
     assert_eq!(other.text(), "run 2");
 }
+
+/// Polls `service`'s response future for `request` to completion, then once
+/// more: a future polled after completion must say so, not hang.
+async fn poll_after_completion<S>(mut service: S, request: http::Request<axum::body::Body>)
+where
+    S: tower::Service<
+            http::Request<axum::body::Body>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        >,
+{
+    use tower::ServiceExt as _;
+    let service = service.ready().await.expect("ready");
+    let mut future = std::pin::pin!(service.call(request));
+    let first = std::future::poll_fn(|cx| future.as_mut().poll(cx)).await;
+    assert!(first.is_ok());
+    let _ = std::future::poll_fn(|cx| future.as_mut().poll(cx)).await;
+}
+
+fn echo_service() -> autumn_idempotency::layer::Idempotency<axum::Router> {
+    use tower::Layer as _;
+    let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600)));
+    let router =
+        axum::Router::new().route("/echo", axum::routing::post(|body: String| async { body }));
+    autumn_idempotency::IdempotencyLayer::new(store).layer(router)
+}
+
+#[tokio::test]
+#[should_panic(expected = "polled after completion")]
+async fn a_keyed_response_future_polled_after_completion_panics() {
+    let request = http::Request::post("/echo")
+        .header("idempotency-key", "k1")
+        .body(axum::body::Body::from("hello"))
+        .expect("request");
+    poll_after_completion(echo_service(), request).await;
+}
+
+#[tokio::test]
+#[should_panic(expected = "polled after completion")]
+async fn a_refusal_polled_after_completion_panics() {
+    // A malformed key is refused without a lookup: the ready answer.
+    let request = http::Request::post("/echo")
+        .header("idempotency-key", "")
+        .body(axum::body::Body::from("hello"))
+        .expect("request");
+    poll_after_completion(echo_service(), request).await;
+}

@@ -637,3 +637,74 @@ async fn a_full_memory_store_answers_503_with_retry_after() {
         (StatusCode::OK, "created".to_owned())
     );
 }
+
+#[tokio::test]
+#[should_panic(expected = "polled after completion")]
+async fn a_guarded_response_future_polled_after_completion_panics() {
+    use tower::{Layer as _, Service as _};
+    let router = Router::new().route("/form", axum::routing::post(|| async { "posted" }));
+    let mut service = SubmitTokenLayer::new(memory()).layer(router);
+    let request = Request::post("/form")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from("_submit_token=tok-polled-twice"))
+        .expect("request");
+    let service = service.ready().await.expect("ready");
+    let mut future = std::pin::pin!(service.call(request));
+    let first = std::future::poll_fn(|cx| future.as_mut().poll(cx)).await;
+    assert!(first.is_ok());
+    let _ = std::future::poll_fn(|cx| future.as_mut().poll(cx)).await;
+}
+
+/// A duplicate waits for the first submission on the layer's clock: moving a
+/// manual clock past the wait ends it with 409, however long the wait is.
+#[tokio::test]
+async fn a_waiting_duplicate_gives_up_on_the_layers_clock() {
+    use autumn_idempotency::clock::ManualClock;
+    let clock = Arc::new(ManualClock::new());
+    let started = Arc::new(tokio::sync::Notify::new());
+    let finish = Arc::new(tokio::sync::Notify::new());
+    let (on_start, on_finish) = (started.clone(), finish.clone());
+    let app = Router::new()
+        .route(
+            "/form",
+            axum::routing::post(move || {
+                let (on_start, on_finish) = (on_start.clone(), on_finish.clone());
+                async move {
+                    on_start.notify_one();
+                    on_finish.notified().await;
+                    "done"
+                }
+            }),
+        )
+        .layer(
+            SubmitTokenLayer::new(memory())
+                .with_in_flight_wait(Duration::from_secs(3600))
+                .with_clock(clock.clone()),
+        );
+    let form = || {
+        Request::post("/form")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from("_submit_token=tok-waiting"))
+            .expect("request")
+    };
+    let first = tokio::spawn(app.clone().oneshot(form()));
+    started.notified().await;
+    let duplicate = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, form()).await }
+    });
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        while !duplicate.is_finished() {
+            clock.advance(Duration::from_secs(3601));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        duplicate.await.expect("duplicate")
+    })
+    .await
+    .expect("the wait ended when the clock moved");
+    assert_eq!(waited.0, StatusCode::CONFLICT);
+    assert!(waited.1.contains("submit_token_in_flight"), "{}", waited.1);
+    finish.notify_one();
+    let first = first.await.expect("first").expect("infallible");
+    assert_eq!(first.status(), StatusCode::OK);
+}

@@ -20,6 +20,9 @@ pin_project! {
     /// the work moves to a task of its own, so the response is still
     /// recorded and the client's retry gets the replay rather than a 409 for
     /// the rest of the lock's TTL.
+    ///
+    /// Like any future, it must not be polled again once it returned its
+    /// response: it panics with "polled after completion".
     pub struct ResponseFuture<F> {
         #[pin]
         kind: Kind<F>,
@@ -86,10 +89,11 @@ where
                 }
                 Poll::Ready(Ok(response))
             }
-            // Polled again after completion: a caller bug; never answer twice.
-            KindProjection::Ready { response } => response
+            // Polled again after completion: a caller bug; answering twice,
+            // or hanging, would hide it.
+            KindProjection::Ready { response } => Poll::Ready(Ok(response
                 .take()
-                .map_or(Poll::Pending, |r| Poll::Ready(Ok(r))),
+                .expect("`ResponseFuture` polled after completion"))),
             KindProjection::Keyed { keyed } => keyed.poll(cx).map(Ok),
         }
     }

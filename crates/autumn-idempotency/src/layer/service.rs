@@ -20,7 +20,7 @@ use crate::context::{
     PendingReplay, ReplayRefused, Replayed,
 };
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
-use crate::first_run::{Held, HoldsLock as _, RouteLabel, call_boxed, run_and_record};
+use crate::first_run::{Guard, Held, HoldsLock as _, RouteLabel, call_boxed, run_and_record};
 use crate::key::{
     IDEMPOTENT_REPLAYED_HEADER, fingerprint_digest, key_str, parse_key_value, storage_key,
 };
@@ -227,7 +227,7 @@ where
             max_record_bytes: settings.max_record_bytes,
             metrics: settings.metrics.clone(),
             route: RouteLabel::of(&parts.method, &parts.uri, &parts.extensions),
-            retry: "a retry with the same Idempotency-Key",
+            guard: Guard::Key,
         };
         let context = IdempotencyContext::new(key, held);
         let aged = lock_aged(&settings, locked_at);

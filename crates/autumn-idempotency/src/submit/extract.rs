@@ -3,10 +3,9 @@
 use std::sync::{Arc, OnceLock};
 
 use axum::extract::FromRequestParts;
-use http::StatusCode;
 use http::request::Parts;
 
-use crate::problem::Problem;
+use crate::problem::SubmitTokenExtractRejection;
 
 /// The token minted for this request, made on first use: a request that
 /// renders no form pays for no randomness.
@@ -77,36 +76,28 @@ impl SubmitFormField {
     }
 }
 
-fn not_installed() -> Problem {
-    Problem::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "submit_token_layer_missing",
-        "this handler takes a submit token, but the submit-token layer is not installed; enable [security.submit_token]",
-    )
-}
-
 impl<S: Send + Sync> FromRequestParts<S> for SubmitToken {
-    type Rejection = Problem;
+    type Rejection = SubmitTokenExtractRejection;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         match parts.extensions.get::<MintSlot>() {
             Some(slot) => Ok(Self {
                 mint: slot.mint.clone(),
             }),
-            None => Err(not_installed()),
+            None => Err(SubmitTokenExtractRejection::LayerMissing),
         }
     }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for SubmitFormField {
-    type Rejection = Problem;
+    type Rejection = SubmitTokenExtractRejection;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         match parts.extensions.get::<MintSlot>() {
             Some(slot) => Ok(Self {
                 name: slot.field.clone(),
             }),
-            None => Err(not_installed()),
+            None => Err(SubmitTokenExtractRejection::LayerMissing),
         }
     }
 }

@@ -1,3 +1,5 @@
+//! [`SubmitTokenLayer`] and its defaults.
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -5,6 +7,8 @@ use tower::Layer;
 
 use super::DEFAULT_FIELD_NAME;
 use super::service::SubmitTokenService;
+use crate::clock::{SharedClock, SystemClock};
+use crate::layer::DEFAULT_MAX_RECORD_BYTES;
 use crate::metrics::IdempotencyMetrics;
 use crate::store::IdempotencyStore;
 
@@ -38,7 +42,20 @@ pub(crate) struct Settings {
     pub(crate) max_record_bytes: usize,
     pub(crate) in_flight_wait: Duration,
     pub(crate) metrics: Arc<IdempotencyMetrics>,
+    pub(crate) clock: SharedClock,
 }
+
+/// A consumed token's first response is replayed for 10 minutes unless told
+/// otherwise: long enough for a double click or a Back-and-resubmit.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10 * 60);
+/// A token's lock lapses 24 hours after a crash unless told otherwise: a form
+/// must not run twice because its first run stopped renewing.
+pub const DEFAULT_IN_FLIGHT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// Form bodies are scanned for the token up to 1 MiB.
+pub const DEFAULT_MAX_FORM_BYTES: usize = 1024 * 1024;
+/// A duplicate that arrives while the first submission runs gets 409 at
+/// once unless told to wait.
+pub const DEFAULT_IN_FLIGHT_WAIT: Duration = Duration::ZERO;
 
 impl std::fmt::Debug for SubmitTokenLayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -52,22 +69,26 @@ impl std::fmt::Debug for SubmitTokenLayer {
 }
 
 impl SubmitTokenLayer {
-    /// A layer over `store` with the defaults: field `_submit_token`, a
-    /// consumed token's response replayed for 10 minutes, in-flight locks
-    /// lasting 24 hours, form bodies scanned up to 1 MiB, responses recorded
-    /// up to 1 MiB, duplicates answered 409 at once.
+    /// A layer over `store` with the defaults: field
+    /// [`_submit_token`](super::DEFAULT_FIELD_NAME), a consumed token's
+    /// response replayed for [10 minutes](DEFAULT_TTL), in-flight locks
+    /// lasting [24 hours](DEFAULT_IN_FLIGHT_TTL), form bodies scanned up to
+    /// [1 MiB](DEFAULT_MAX_FORM_BYTES), responses recorded up to
+    /// [1 MiB](crate::layer::DEFAULT_MAX_RECORD_BYTES), duplicates answered
+    /// 409 [at once](DEFAULT_IN_FLIGHT_WAIT).
     pub fn new(store: Arc<dyn IdempotencyStore>) -> Self {
         Self {
             settings: Arc::new(Settings {
                 store,
                 field_name: DEFAULT_FIELD_NAME.into(),
-                ttl: Duration::from_secs(600),
-                in_flight_ttl: Duration::from_secs(86_400),
+                ttl: DEFAULT_TTL,
+                in_flight_ttl: DEFAULT_IN_FLIGHT_TTL,
                 exempt_paths: Vec::new(),
-                max_form_bytes: 1024 * 1024,
-                max_record_bytes: crate::layer::DEFAULT_MAX_RECORD_BYTES,
-                in_flight_wait: Duration::ZERO,
+                max_form_bytes: DEFAULT_MAX_FORM_BYTES,
+                max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+                in_flight_wait: DEFAULT_IN_FLIGHT_WAIT,
                 metrics: Arc::new(IdempotencyMetrics::new()),
+                clock: Arc::new(SystemClock),
             }),
         }
     }
@@ -164,6 +185,19 @@ impl SubmitTokenLayer {
     #[must_use]
     pub fn with_metrics(self, metrics: Arc<IdempotencyMetrics>) -> Self {
         self.map(|s| s.metrics = metrics)
+    }
+
+    /// The clock a duplicate's [in-flight wait](Self::with_in_flight_wait)
+    /// is measured on, so a test can end the wait by moving a
+    /// [`ManualClock`](crate::clock::ManualClock) instead of sleeping.
+    #[must_use]
+    pub fn with_clock(self, clock: SharedClock) -> Self {
+        self.map(|s| s.clock = clock)
+    }
+
+    /// The counters this layer counts into.
+    pub fn metrics(&self) -> &Arc<IdempotencyMetrics> {
+        &self.settings.metrics
     }
 }
 

@@ -8,16 +8,69 @@
 //! `x-submit-token-replayed: true`; a duplicate that arrives while the first
 //! still runs gets 409 (or waits for it, when `in_flight_wait` is set).
 //! Forms without the field pass through untouched.
+//!
+//! Every refusal is a [`SubmitTokenRejection`]; the extractors reject with
+//! [`SubmitTokenExtractRejection`] when the layer is not installed.
+//!
+//! # Example
+//!
+//! ```
+//! use std::{sync::Arc, time::Duration};
+//! use autumn_idempotency::MemoryIdempotencyStore;
+//! use autumn_idempotency::submit::{SUBMIT_TOKEN_REPLAYED, SubmitToken, SubmitTokenLayer};
+//! use axum::{Router, routing::get};
+//! use http_body_util::BodyExt as _;
+//! use tower::ServiceExt as _;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600)));
+//! let app = Router::new()
+//!     .route(
+//!         "/order",
+//!         get(|token: SubmitToken| async move { token.token().to_owned() })
+//!             .post(|| async { "ordered" }),
+//!     )
+//!     .layer(SubmitTokenLayer::new(store));
+//!
+//! // The page renders a token (in a hidden `_submit_token` field)...
+//! let page = app
+//!     .clone()
+//!     .oneshot(http::Request::get("/order").body(axum::body::Body::empty()).unwrap())
+//!     .await
+//!     .unwrap();
+//! let token = page.into_body().collect().await.unwrap().to_bytes();
+//! let token = std::str::from_utf8(&token).unwrap().to_owned();
+//!
+//! // ...and the form posted twice runs the handler once.
+//! let post = || {
+//!     http::Request::post("/order")
+//!         .header("content-type", "application/x-www-form-urlencoded")
+//!         .body(axum::body::Body::from(format!("_submit_token={token}")))
+//!         .unwrap()
+//! };
+//! let first = app.clone().oneshot(post()).await.unwrap();
+//! assert!(first.headers().get(SUBMIT_TOKEN_REPLAYED).is_none());
+//! let again = app.oneshot(post()).await.unwrap();
+//! assert_eq!(again.headers()[SUBMIT_TOKEN_REPLAYED], "true");
+//! # }
+//! ```
 
 mod extract;
+mod future;
 #[allow(clippy::module_inception)]
 mod layer;
 mod scan;
 mod service;
 
+pub use crate::problem::{SubmitTokenExtractRejection, SubmitTokenRejection};
 pub use extract::{SubmitFormField, SubmitToken};
-pub use layer::SubmitTokenLayer;
-pub use service::{ResponseFuture, SubmitTokenService};
+pub use future::ResponseFuture;
+pub use layer::{
+    DEFAULT_IN_FLIGHT_TTL, DEFAULT_IN_FLIGHT_WAIT, DEFAULT_MAX_FORM_BYTES, DEFAULT_TTL,
+    SubmitTokenLayer,
+};
+pub use service::SubmitTokenService;
 
 /// The response header that marks a replayed form submission.
 pub const SUBMIT_TOKEN_REPLAYED: &str = "x-submit-token-replayed";

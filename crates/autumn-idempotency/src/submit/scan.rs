@@ -1,9 +1,10 @@
 //! Finding the submit-token field in a form body without changing the body.
 
-use http::StatusCode;
+use std::sync::Arc;
+
 use memchr::memmem;
 
-use crate::problem::Problem;
+use crate::problem::SubmitTokenRejection;
 
 /// Why a form body was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,39 +21,20 @@ pub(crate) enum ScanError {
 }
 
 impl ScanError {
-    pub(crate) fn into_problem(self, field: &str) -> Problem {
+    /// The refusal a client gets for this, naming the configured `field`.
+    pub(crate) fn into_rejection(self, field: &Arc<str>) -> SubmitTokenRejection {
         match self {
-            Self::TooLarge { limit } => Problem::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "form_too_large",
-                format!(
-                    "the form body is larger than {limit} bytes, the most scanned for a submit token; send less or raise security.submit_token.max_form_bytes"
-                ),
-            ),
-            Self::Malformed(why) => Problem::new(
-                StatusCode::BAD_REQUEST,
-                "form_malformed",
-                format!("the form body is malformed: {why}"),
-            ),
-            Self::Repeated => Problem::new(
-                StatusCode::BAD_REQUEST,
-                "submit_token_repeated",
-                format!("the form carries the {field} field more than once; send it once"),
-            ),
-            Self::BadToken => Problem::new(
-                StatusCode::BAD_REQUEST,
-                "submit_token_malformed",
-                format!(
-                    "the {field} field must be a token of 1 to 255 visible ASCII characters, as rendered by the form"
-                ),
-            ),
-            Self::Late => Problem::new(
-                StatusCode::BAD_REQUEST,
-                "submit_token_late",
-                format!(
-                    "the {field} field must come before the form's file fields, within the first security.submit_token.max_form_bytes of the body"
-                ),
-            ),
+            Self::TooLarge { limit } => SubmitTokenRejection::FormTooLarge { limit },
+            Self::Malformed(why) => SubmitTokenRejection::FormMalformed(why),
+            Self::Repeated => SubmitTokenRejection::TokenRepeated {
+                field: field.clone(),
+            },
+            Self::BadToken => SubmitTokenRejection::TokenMalformed {
+                field: field.clone(),
+            },
+            Self::Late => SubmitTokenRejection::TokenLate {
+                field: field.clone(),
+            },
         }
     }
 }

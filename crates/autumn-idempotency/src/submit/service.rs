@@ -1,31 +1,35 @@
 //! The submit-token service: mint on every request, consume on guarded posts.
 
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt as _;
-use http::{HeaderValue, StatusCode, header};
+use http::{HeaderValue, header};
 use http_body_util::BodyExt as _;
-use pin_project_lite::pin_project;
 use tower::Service;
 
 use super::SUBMIT_TOKEN_REPLAYED;
 use super::extract::{Mint, MintSlot};
+use super::future::ResponseFuture;
 use super::layer::Settings;
 use super::scan::{self, FormKind, MultipartScanner, ScanError};
+use crate::clock::deadline;
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
-use crate::first_run::{Held, RouteLabel, call_boxed, run_and_record};
+use crate::first_run::{Guard, Held, RouteLabel, call_boxed, run_and_record};
 use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
-use crate::problem::Problem;
+use crate::problem::SubmitTokenRejection;
 use crate::store::{Claim, StoreErrorKind, StoreOperation};
+
+/// How often a duplicate that waits for the first submission asks the store
+/// whether it finished.
+const IN_FLIGHT_POLL_INTERVAL: Duration = Duration::from_millis(25);
 
 /// The service made by [`SubmitTokenLayer`](super::SubmitTokenLayer).
 #[derive(Clone)]
@@ -61,53 +65,6 @@ impl<S> SubmitTokenService<S> {
     }
 }
 
-pin_project! {
-    /// Response future of [`SubmitTokenService`].
-    pub struct ResponseFuture<F> {
-        #[pin]
-        kind: Kind<F>,
-        mint: Arc<Mint>,
-    }
-}
-
-pin_project! {
-    #[project = KindProjection]
-    enum Kind<F> {
-        Plain { #[pin] future: F },
-        Guarded { guarded: Guarded },
-    }
-}
-
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<Response, Infallible>>,
-{
-    type Output = Result<Response, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let mut response = match this.kind.project() {
-            KindProjection::Plain { future } => match std::task::ready!(future.poll(cx)) {
-                Ok(response) => response,
-                Err(never) => match never {},
-            },
-            KindProjection::Guarded { guarded } => std::task::ready!(guarded.poll(cx)),
-        };
-        // A page that carries a token must not be served to someone else by
-        // a shared cache.
-        if this.mint.was_used() {
-            keep_private(response.headers_mut());
-        }
-        Poll::Ready(Ok(response))
-    }
-}
-
-impl<F> std::fmt::Debug for ResponseFuture<F> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
-    }
-}
-
 impl<S> Service<Request> for SubmitTokenService<S>
 where
     S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
@@ -138,22 +95,12 @@ where
             .iter()
             .any(|prefix| is_under(request.uri().path(), prefix));
         let (Some(kind), true, false) = (kind, is_mutating(request.method()), exempt) else {
-            return ResponseFuture {
-                kind: Kind::Plain {
-                    future: self.inner.call(request),
-                },
-                mint,
-            };
+            return ResponseFuture::plain(self.inner.call(request), mint);
         };
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let lookup = guard(self.settings.clone(), inner, request, kind);
-        ResponseFuture {
-            kind: Kind::Guarded {
-                guarded: Guarded::new(Box::pin(lookup)),
-            },
-            mint,
-        }
+        ResponseFuture::guarded(Guarded::new(Box::pin(lookup)), mint)
     }
 }
 
@@ -164,59 +111,6 @@ fn is_under(path: &str, prefix: &str) -> bool {
         return false;
     };
     below.is_empty() || below.starts_with('/') || prefix.ends_with('/')
-}
-
-/// Makes a response that carries a minted token uncacheable by shared
-/// caches. Not `no-store`: that would keep it out of the browser's
-/// back/forward cache, and Back would fetch a new token.
-fn keep_private(headers: &mut http::HeaderMap) {
-    const PRIVATE: HeaderValue = HeaderValue::from_static("private, no-cache");
-    let Some(current) = headers.get(header::CACHE_CONTROL) else {
-        headers.insert(header::CACHE_CONTROL, PRIVATE);
-        return;
-    };
-    if !shared_cacheable(headers) {
-        return;
-    }
-    // Once per process: a handler that does this does it on every request.
-    static WARNED: std::sync::Once = std::sync::Once::new();
-    WARNED.call_once(|| {
-        tracing::warn!(
-            cache_control = ?current,
-            "a response carrying a submit token had a Cache-Control that lets shared caches store it; replaced with `private, no-cache` so one token is not served to many users"
-        );
-    });
-    headers.insert(header::CACHE_CONTROL, PRIVATE);
-}
-
-/// Whether the `Cache-Control` directives let a shared cache (a CDN, a
-/// proxy) store the response: unless they say `private` or `no-store`, or
-/// say `public` or `s-maxage` anyway.
-fn shared_cacheable(headers: &http::HeaderMap) -> bool {
-    let mut private = false;
-    let mut public = false;
-    for value in headers.get_all(header::CACHE_CONTROL) {
-        // An unreadable header is not trusted to be private.
-        let Ok(value) = value.to_str() else {
-            return true;
-        };
-        for directive in value.split(',') {
-            let (name, argument) = match directive.split_once('=') {
-                Some((name, argument)) => (name.trim(), Some(argument)),
-                None => (directive.trim(), None),
-            };
-            // `private="set-cookie"` keeps only that header private: the
-            // page itself may still be stored.
-            if (name.eq_ignore_ascii_case("private") && argument.is_none())
-                || name.eq_ignore_ascii_case("no-store")
-            {
-                private = true;
-            } else if name.eq_ignore_ascii_case("public") || name.eq_ignore_ascii_case("s-maxage") {
-                public = true;
-            }
-        }
-    }
-    public || !private
 }
 
 /// The first `limit` bytes of `body` (fewer when it is shorter), and the
@@ -247,7 +141,7 @@ fn watched(prefix: Bytes, rest: Body, mut scanner: MultipartScanner, field: Arc<
         match scanner.feed(&chunk) {
             Ok(()) => Ok(chunk),
             Err(error) => Err(axum::Error::new(std::io::Error::other(
-                error.into_problem(&field).detail().to_owned(),
+                error.into_rejection(&field).to_string(),
             ))),
         }
     });
@@ -269,7 +163,7 @@ where
     let field = settings.field_name.clone();
     let kind = match kind {
         Ok(kind) => kind,
-        Err(error) => return Step::Respond(error.into_problem(&field).into_response()),
+        Err(error) => return Step::Respond(error.into_rejection(&field).into_response()),
     };
     let (parts, body) = request.into_parts();
     let scanned = match kind {
@@ -317,7 +211,7 @@ where
     };
     let (token, body) = match scanned {
         Ok(found) => found,
-        Err(error) => return Step::Respond(error.into_problem(&field).into_response()),
+        Err(error) => return Step::Respond(error.into_rejection(&field).into_response()),
     };
     let request = Request::from_parts(parts, body);
     let Some(token) = token else {
@@ -327,32 +221,10 @@ where
     consume(&settings, inner, request, &token).await
 }
 
+/// 409 with `Retry-After`: the first post with this token still runs.
 fn conflict(settings: &Settings) -> Response {
     settings.metrics.conflict();
-    let mut response = Problem::new(
-        StatusCode::CONFLICT,
-        "submit_token_in_flight",
-        "this form was already submitted and is still being processed; wait a moment and reload",
-    )
-    .into_response();
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
-}
-
-/// 503 with `Retry-After`: the store had no room for the token; nothing ran.
-fn store_full() -> Response {
-    let mut response = Problem::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "submit_token_store_full",
-        "the form could not be checked against duplicate submission because the store is full, so it was not processed; try again in a moment",
-    )
-    .into_response();
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
+    SubmitTokenRejection::InFlight.into_response()
 }
 
 async fn consume<S>(settings: &Settings, inner: S, request: Request, token: &str) -> Step
@@ -373,7 +245,7 @@ where
     );
     let owner = new_owner();
     let route = RouteLabel::of(request.method(), request.uri(), request.extensions());
-    let waiting_until = Instant::now() + settings.in_flight_wait;
+    let waiting_until = deadline(settings.clock.now_millis(), settings.in_flight_wait);
     let store = &settings.store;
     let mut waiting = false;
     loop {
@@ -392,26 +264,16 @@ where
             Err(error) => {
                 tracing::warn!(%error, "submit-token store failed; not running the handler");
                 return Step::Respond(match error.operation() {
-                    _ if error.kind() == StoreErrorKind::Full => store_full(),
+                    _ if error.kind() == StoreErrorKind::Full => {
+                        SubmitTokenRejection::StoreFull.into_response()
+                    }
                     Some(StoreOperation::TryLock | StoreOperation::RenewLock) => conflict(settings),
-                    _ => Problem::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "submit_token_store_unavailable",
-                        "the form could not be checked against duplicate submission, so it was not processed; try again",
-                    )
-                    .into_response(),
+                    _ => SubmitTokenRejection::StoreUnavailable.into_response(),
                 });
             }
             Ok(Claim::Completed { record, body_hash }) => {
                 if body_hash[..] != fingerprint[..] {
-                    return Step::Respond(
-                        Problem::new(
-                            StatusCode::UNPROCESSABLE_ENTITY,
-                            "submit_token_reused",
-                            "this submit token was rendered for another form; reload the form and submit it again",
-                        )
-                        .into_response(),
-                    );
+                    return Step::Respond(SubmitTokenRejection::TokenReused.into_response());
                 }
                 settings.metrics.hit();
                 tracing::debug!(
@@ -425,7 +287,7 @@ where
                 return Step::Respond(response);
             }
             Ok(Claim::InFlight) => {
-                if Instant::now() >= waiting_until {
+                if settings.clock.now_millis() >= waiting_until {
                     return Step::Respond(conflict(settings));
                 }
                 // The duplicate of a double-click: wait for the first, then
@@ -437,7 +299,7 @@ where
                         "a duplicate submission waits for the first one to finish"
                     );
                 }
-                tokio::time::sleep(Duration::from_millis(25)).await;
+                tokio::time::sleep(IN_FLIGHT_POLL_INTERVAL).await;
             }
             Ok(Claim::Acquired) => break,
         }
@@ -455,7 +317,7 @@ where
         max_record_bytes: settings.max_record_bytes,
         metrics: settings.metrics.clone(),
         route,
-        retry: "submitting the form again",
+        guard: Guard::Token,
     };
     let response = call_boxed(inner, request);
     Step::Run(Box::pin(run_and_record(held, response, |_| false)))
@@ -476,23 +338,73 @@ mod tests {
         assert!(!is_under("/ap", "/api"));
     }
 
-    #[test]
-    fn only_private_or_unstored_pages_keep_their_cache_control() {
-        let cacheable = |values: &[&'static str]| {
-            let mut headers = http::HeaderMap::new();
-            for value in values {
-                headers.append(header::CACHE_CONTROL, HeaderValue::from_static(value));
+    /// The tail of a multipart body the layer could not scan in full.
+    mod watched_tail {
+        use super::*;
+
+        const HEAD: &[u8] =
+            b"--XyZ\r\nContent-Disposition: form-data; name=\"upload\"; filename=\"a.bin\"\r\n\r\n";
+
+        /// `prefix` as scanned, and the tail streamed in `chunk`-byte chunks.
+        fn watch(prefix: &[u8], tail: &[u8], chunk: usize) -> Body {
+            let mut scanner = MultipartScanner::new("XyZ", "_submit_token");
+            scanner.feed(prefix).expect("the prefix scans");
+            let chunks: Vec<Result<Bytes, std::io::Error>> = tail
+                .chunks(chunk)
+                .map(|c| Ok(Bytes::copy_from_slice(c)))
+                .collect();
+            watched(
+                Bytes::copy_from_slice(prefix),
+                Body::from_stream(futures_util::stream::iter(chunks)),
+                scanner,
+                "_submit_token".into(),
+            )
+        }
+
+        async fn read(body: Body) -> Result<Bytes, String> {
+            body.collect()
+                .await
+                .map(http_body_util::Collected::to_bytes)
+                .map_err(|e| e.to_string())
+        }
+
+        #[tokio::test]
+        async fn passes_a_tail_without_the_field_unchanged() {
+            let mut tail = vec![b'x'; 3000];
+            tail.extend_from_slice(b"\r\n--XyZ\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhi\r\n--XyZ--\r\n");
+            for chunk in [1, 7, 700, 10_000] {
+                let body = read(watch(HEAD, &tail, chunk)).await.expect("passes");
+                assert_eq!(&body[..HEAD.len()], HEAD, "the prefix comes first");
+                assert_eq!(&body[HEAD.len()..], &tail[..], "chunk {chunk}");
             }
-            shared_cacheable(&headers)
-        };
-        assert!(cacheable(&["public, max-age=600"]));
-        assert!(cacheable(&["max-age=600"]));
-        assert!(cacheable(&["no-cache"]));
-        assert!(cacheable(&["private", "public"]));
-        assert!(cacheable(&["private, s-maxage=60"]));
-        assert!(!cacheable(&["private, max-age=60"]));
-        assert!(!cacheable(&["No-Store"]));
-        assert!(cacheable(&["private=\"set-cookie\""]));
-        assert!(!cacheable(&["private=\"set-cookie\"", "no-store"]));
+        }
+
+        #[tokio::test]
+        async fn fails_on_a_part_naming_the_field_however_it_is_cut() {
+            let mut tail = vec![b'x'; 3000];
+            tail.extend_from_slice(b"\r\n--XyZ\r\nContent-Disposition: form-data; name=\"_submit_token\"\r\n\r\ntok\r\n--XyZ--\r\n");
+            for chunk in [1, 7, 700, 10_000] {
+                let error = read(watch(HEAD, &tail, chunk)).await.expect_err("fails");
+                assert!(
+                    error.contains(
+                        "the _submit_token field must come before the form's file fields"
+                    ),
+                    "chunk {chunk}: {error}"
+                );
+            }
+        }
+
+        #[tokio::test]
+        async fn passes_a_file_that_holds_a_part_header_naming_the_field() {
+            let mut tail =
+                b"Content-Disposition: form-data; name=\"_submit_token\"\r\n\r\nsneaky".to_vec();
+            tail.extend_from_slice(b"\r\n--XyZ--\r\n");
+            for chunk in [1, 5, 10_000] {
+                let body = read(watch(HEAD, &tail, chunk))
+                    .await
+                    .expect("content passes");
+                assert_eq!(body.len(), HEAD.len() + tail.len(), "chunk {chunk}");
+            }
+        }
     }
 }
