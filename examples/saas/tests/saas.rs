@@ -18,7 +18,7 @@ fn client_in(dir: &Path, app: AppBuilder, extra: &str) -> TestClient {
     let url = format!("sqlite://{}", dir.join("saas.db").display());
     let config = AutumnConfig::from_toml_str(&format!("[database]\nurl = \"{url}\"\n{extra}"))
         .expect("config");
-    TestApp::from_builder(app).config(config).build()
+    TestApp::from_builder(app).with_config(config).build()
 }
 
 fn plain() -> AppBuilder {
@@ -160,7 +160,7 @@ async fn the_guard_script_is_opt_in() {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite://{}", dir.path().join("saas.db").display());
     let client = TestApp::from_builder(saas::app_with_delay(true, Duration::ZERO))
-        .config(
+        .with_config(
             AutumnConfig::from_toml_str(&format!("[database]\nurl = \"{url}\"\n")).expect("config"),
         )
         .build();
@@ -321,7 +321,7 @@ async fn on_postgres_with_tokens_in_redis_over_two_replicas() {
     let gate = SignupGate::default();
     let replica = || {
         TestApp::from_builder(saas::app_with_gate(false, gate.clone()))
-            .config(AutumnConfig::from_toml_str(&config).expect("config"))
+            .with_config(AutumnConfig::from_toml_str(&config).expect("config"))
             .build()
     };
     let (a, b) = (replica(), replica());

@@ -638,7 +638,8 @@ pub(crate) fn memory_store(
     };
     at_least_one("idempotency.memory.max_entries", limits.max_entries)?;
     at_least_one("idempotency.memory.max_bytes", limits.max_bytes)?;
-    Ok(MemoryIdempotencyStore::with_clock(ttl, clock.clone())
+    Ok(MemoryIdempotencyStore::new(ttl)
+        .with_clock(clock.clone())
         .with_max_entries(limits.max_entries)
         .with_max_bytes(limits.max_bytes))
 }

@@ -210,13 +210,6 @@ impl MemoryIdempotencyStore {
     /// ([`DEFAULT_MAX_ENTRIES`](Self::DEFAULT_MAX_ENTRIES),
     /// [`DEFAULT_MAX_BYTES`](Self::DEFAULT_MAX_BYTES)).
     pub fn new(ttl: Duration) -> Self {
-        Self::with_clock(ttl, Arc::new(SystemClock))
-    }
-
-    /// The same store reading time from `clock`: tests pass a
-    /// [`ManualClock`](crate::clock::ManualClock) to expire entries without
-    /// sleeping.
-    pub fn with_clock(ttl: Duration, clock: SharedClock) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hash_keys: (RandomState::new(), RandomState::new()),
@@ -227,13 +220,33 @@ impl MemoryIdempotencyStore {
             )
             .unwrap_or(1_000),
             max_ttl: ttl,
-            clock,
+            clock: Arc::new(SystemClock),
             max_entries: Self::DEFAULT_MAX_ENTRIES,
             max_bytes: Self::DEFAULT_MAX_BYTES,
             entries: AtomicUsize::new(0),
             record_bytes: AtomicUsize::new(0),
             next_room_sweep: AtomicU64::new(0),
         }
+    }
+
+    /// The same store reading time from `clock`: tests pass a
+    /// [`ManualClock`](crate::clock::ManualClock) to expire entries without
+    /// sleeping. A consuming builder, as on the other stores and the layers.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use autumn_idempotency::MemoryIdempotencyStore;
+    /// use autumn_idempotency::clock::ManualClock;
+    ///
+    /// let store = MemoryIdempotencyStore::new(Duration::from_secs(60))
+    ///     .with_clock(Arc::new(ManualClock::new()));
+    /// # let _ = store;
+    /// ```
+    #[must_use]
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Holds at most `max_entries` storage keys (a lock, a record or both
