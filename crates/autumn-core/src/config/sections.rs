@@ -215,7 +215,7 @@ pub struct IdempotencyConfig {
     pub backend: Backend,
     /// Seconds a completed response is kept for replay.
     pub ttl_secs: u64,
-    /// Seconds an in-flight marker is kept before the request is presumed dead.
+    /// Seconds a lock is kept before the request holding it is presumed dead.
     pub in_flight_ttl_secs: u64,
     /// Whether the memory backend may be used under a production profile.
     pub allow_memory_in_production: bool,
@@ -252,7 +252,7 @@ impl IdempotencyConfig {
         Duration::from_secs(self.ttl_secs)
     }
 
-    /// How long an in-flight marker is kept (`in_flight_ttl_secs`).
+    /// How long a lock is kept (`in_flight_ttl_secs`).
     #[must_use]
     pub fn in_flight_ttl(&self) -> Duration {
         Duration::from_secs(self.in_flight_ttl_secs)

@@ -197,8 +197,11 @@ where
                 );
                 return Step::Respond(IdempotencyRejection::InFlight.into_response());
             }
-            Claim::Completed { record, body_hash } => {
-                if body_hash[..] != fingerprint[..] {
+            Claim::Completed {
+                record,
+                fingerprint: recorded,
+            } => {
+                if recorded[..] != fingerprint[..] {
                     tracing::debug!(
                         idempotency.key = %key_str(&key),
                         idempotency.replayed = false,

@@ -477,14 +477,14 @@ impl MemoryIdempotencyStore {
         key: &str,
         owner: &str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
         and_unlock: bool,
     ) -> Result<bool, StoreError> {
         let key = self.map_key(key);
         let tag = owner_tag(owner);
         let ttl = ttl.min(self.max_ttl);
-        let encoded = encode(&record, &body_hash);
+        let encoded = encode(&record, &fingerprint);
         let written = self.write(&key, |shard, now| {
             let slot = self.slot_or_room(shard, &key)?;
             let locked_by_other = slot.live_lock(now).is_some_and(|l| l.owner_tag != tag);
@@ -496,7 +496,7 @@ impl MemoryIdempotencyStore {
             let replaced = slot.record_bytes();
             slot.record = Some(Stored {
                 encoded,
-                fingerprint_len: body_hash.len(),
+                fingerprint_len: fingerprint.len(),
                 owner_tag: tag,
                 expires: deadline(now, ttl),
             });
@@ -536,8 +536,11 @@ impl MemoryIdempotencyStore {
             Locking::InFlight => Ok(Claim::InFlight),
             // Decoded after the shard's lock is released.
             Locking::Recorded(found) => {
-                let (record, body_hash) = found.decode()?;
-                Ok(Claim::Completed { record, body_hash })
+                let (record, fingerprint) = found.decode()?;
+                Ok(Claim::Completed {
+                    record,
+                    fingerprint,
+                })
             }
             Locking::Full => Err(self.full(StoreOperation::Get)),
         }
@@ -647,14 +650,14 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         key: &'a str,
         owner: &'a str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
         // A zero TTL would expire at once and let a duplicate in.
         if let Err(error) = super::check_ttl(ttl, StoreOperation::Set) {
             return Box::pin(std::future::ready(Err(error)));
         }
-        answer_result(self.set_now(key, owner, record, body_hash, ttl, false))
+        answer_result(self.set_now(key, owner, record, fingerprint, ttl, false))
     }
 
     fn try_lock<'a>(
@@ -709,14 +712,14 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         key: &'a str,
         owner: &'a str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
         // A zero TTL would expire at once and let a duplicate in.
         if let Err(error) = super::check_ttl(ttl, StoreOperation::Set) {
             return Box::pin(std::future::ready(Err(error)));
         }
-        answer_result(self.set_now(key, owner, record, body_hash, ttl, true))
+        answer_result(self.set_now(key, owner, record, fingerprint, ttl, true))
     }
 
     fn size(&self) -> Option<StoreSize> {

@@ -402,8 +402,11 @@ where
                     .into_response(),
                 });
             }
-            Ok(Claim::Completed { record, body_hash }) => {
-                if body_hash[..] != fingerprint[..] {
+            Ok(Claim::Completed {
+                record,
+                fingerprint: recorded,
+            }) => {
+                if recorded[..] != fingerprint[..] {
                     return Step::Respond(
                         Problem::new(
                             StatusCode::UNPROCESSABLE_ENTITY,
