@@ -14,15 +14,20 @@ pub fn is_guarded_method(method: &http::Method) -> bool {
     )
 }
 
-/// The request header that carries the key.
-pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
-/// The response header that marks a replay.
-pub const IDEMPOTENT_REPLAYED: &str = "x-idempotent-replayed";
-/// The two names as header names: a lookup by `&str` parses the name every
-/// time.
-pub(crate) static IDEMPOTENCY_KEY_HEADER: HeaderName = HeaderName::from_static(IDEMPOTENCY_KEY);
-pub(crate) static IDEMPOTENT_REPLAYED_HEADER: HeaderName =
-    HeaderName::from_static(IDEMPOTENT_REPLAYED);
+/// The request header that carries the key, `Idempotency-Key`: a
+/// [`HeaderName`], so a lookup does not parse the name each time.
+///
+/// ```
+/// use autumn_idempotency::key::IDEMPOTENCY_KEY;
+/// use http::{HeaderMap, HeaderValue};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(IDEMPOTENCY_KEY, HeaderValue::from_static("order-1"));
+/// assert_eq!(headers["idempotency-key"], "order-1");
+/// ```
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+/// The response header that marks a replay, `X-Idempotent-Replayed: true`.
+pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("x-idempotent-replayed");
 /// The longest key accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 255;
 
@@ -64,7 +69,7 @@ pub fn parse_key(headers: &HeaderMap) -> Result<Option<String>, KeyError> {
 /// [`parse_key`], as a header value: a bare key is the header's own value
 /// (shared, not copied), a quoted one its unescaped content.
 pub(crate) fn parse_key_value(headers: &HeaderMap) -> Result<Option<HeaderValue>, KeyError> {
-    let mut values = headers.get_all(&IDEMPOTENCY_KEY_HEADER).iter();
+    let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
     let Some(value) = values.next() else {
         return Ok(None);
     };

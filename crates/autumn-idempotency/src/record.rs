@@ -253,11 +253,11 @@ impl IdempotencyEntry {
         }
     }
 
-    /// A recorded response with the fingerprint (`body_hash`) of the request
-    /// that produced it.
-    pub fn completed(record: IdempotencyRecord, body_hash: Vec<u8>) -> Self {
+    /// A recorded response with the fingerprint of the request that
+    /// produced it.
+    pub fn completed(record: IdempotencyRecord, fingerprint: Vec<u8>) -> Self {
         Self {
-            record: Some((record, body_hash)),
+            record: Some((record, fingerprint)),
             locked: false,
         }
     }
@@ -280,8 +280,16 @@ impl IdempotencyEntry {
     }
 
     /// The fingerprint of the request that produced the record, if any.
+    pub fn fingerprint(&self) -> Option<&[u8]> {
+        self.record
+            .as_ref()
+            .map(|(_, fingerprint)| fingerprint.as_slice())
+    }
+
+    /// The fingerprint of the request that produced the record, if any.
+    #[deprecated(note = "use `fingerprint`: it is the hash of the whole request, not the body")]
     pub fn body_hash(&self) -> Option<&[u8]> {
-        self.record.as_ref().map(|(_, hash)| hash.as_slice())
+        self.fingerprint()
     }
 
     pub(crate) fn into_record(self) -> Option<(IdempotencyRecord, Vec<u8>)> {

@@ -152,7 +152,7 @@ async fn a_postgres_replay_takes_no_row_lock() {
     );
     let replayed = Claim::Completed {
         record,
-        body_hash: vec![1],
+        fingerprint: vec![1],
     };
 
     let mut probe = probe(&url).await;
@@ -330,7 +330,7 @@ fn finish_and_unlock_survive_a_postgres_restart() {
             store.claim("finished", "b", ttl).await.expect("claim"),
             Claim::Completed {
                 record,
-                body_hash: vec![1]
+                fingerprint: vec![1]
             }
         );
     });
@@ -385,7 +385,7 @@ async fn a_sqlite_replay_does_not_wait_for_the_writer() {
             .expect("claim"),
         Claim::Completed {
             record,
-            body_hash: vec![1]
+            fingerprint: vec![1]
         }
     );
 }

@@ -100,10 +100,9 @@ fn with_failing_renewals() -> (Fixture, Arc<Faults>, Arc<IdempotencyMetrics>) {
     let clock = ManualClock::new();
     let faults = Arc::new(Faults::default());
     let store = FaultyStore {
-        inner: Arc::new(MemoryIdempotencyStore::with_clock(
-            RECORD_TTL,
-            Arc::new(clock.clone()),
-        )),
+        inner: Arc::new(
+            MemoryIdempotencyStore::new(RECORD_TTL).with_clock(Arc::new(clock.clone())),
+        ),
         faults: faults.clone(),
         on_lock: Box::new(|| {}),
         renew_gate: None,
@@ -194,10 +193,8 @@ struct Form {
 impl Form {
     fn new() -> Self {
         let clock = ManualClock::new();
-        let store = Arc::new(MemoryIdempotencyStore::with_clock(
-            RECORD_TTL,
-            Arc::new(clock.clone()),
-        ));
+        let store =
+            Arc::new(MemoryIdempotencyStore::new(RECORD_TTL).with_clock(Arc::new(clock.clone())));
         let (runs, started, gate) = (
             Arc::new(AtomicUsize::new(0)),
             Arc::new(Notify::new()),

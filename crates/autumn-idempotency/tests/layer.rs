@@ -438,10 +438,9 @@ fn faulty() -> (Fixture, Arc<Faults>) {
     let clock = ManualClock::new();
     let faults = Arc::new(Faults::default());
     let store = FaultyStore {
-        inner: Arc::new(MemoryIdempotencyStore::with_clock(
-            RECORD_TTL,
-            Arc::new(clock.clone()),
-        )),
+        inner: Arc::new(
+            MemoryIdempotencyStore::new(RECORD_TTL).with_clock(Arc::new(clock.clone())),
+        ),
         faults: faults.clone(),
         on_lock: Box::new(|| {}),
         renew_gate: None,
@@ -499,10 +498,8 @@ async fn a_failing_record_write_keeps_the_key_locked() {
 async fn slow_work_before_the_handler_renews_the_lock() {
     let clock = ManualClock::new();
     let faults = Arc::new(Faults::default());
-    let inner = Arc::new(MemoryIdempotencyStore::with_clock(
-        RECORD_TTL,
-        Arc::new(clock.clone()),
-    ));
+    let inner =
+        Arc::new(MemoryIdempotencyStore::new(RECORD_TTL).with_clock(Arc::new(clock.clone())));
     let ticking = clock.clone();
     let store: Arc<dyn IdempotencyStore> = Arc::new(FaultyStore {
         inner: inner.clone(),
@@ -540,10 +537,8 @@ async fn slow_work_before_the_handler_renews_the_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_during_the_renewal_does_not_cancel_the_request() {
     let clock = ManualClock::new();
-    let inner = Arc::new(MemoryIdempotencyStore::with_clock(
-        RECORD_TTL,
-        Arc::new(clock.clone()),
-    ));
+    let inner =
+        Arc::new(MemoryIdempotencyStore::new(RECORD_TTL).with_clock(Arc::new(clock.clone())));
     let gate = Arc::new(Gate::default());
     let ticking = clock.clone();
     let store: Arc<dyn IdempotencyStore> = Arc::new(FaultyStore {
@@ -631,10 +626,8 @@ async fn a_claim_that_locks_then_fails_leaves_no_lock() {
 /// A fixture whose `/orders` records at most `limit` response bytes.
 fn capped(limit: usize) -> (Fixture, Arc<autumn_idempotency::IdempotencyMetrics>) {
     let clock = ManualClock::new();
-    let store = Arc::new(MemoryIdempotencyStore::with_clock(
-        RECORD_TTL,
-        Arc::new(clock.clone()),
-    ));
+    let store =
+        Arc::new(MemoryIdempotencyStore::new(RECORD_TTL).with_clock(Arc::new(clock.clone())));
     let metrics = Arc::new(autumn_idempotency::IdempotencyMetrics::new());
     let f = Fixture::with_store(store, clock, |layer| {
         layer

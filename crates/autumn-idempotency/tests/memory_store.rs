@@ -18,10 +18,9 @@ use support::app::{Fixture, LOCK_TTL, RECORD_TTL};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store_passes_the_conformance_suite() {
     support::conformance::run_all(|clock| {
-        Arc::new(MemoryIdempotencyStore::with_clock(
-            Duration::from_secs(24 * 3600),
-            Arc::new(clock),
-        ))
+        Arc::new(
+            MemoryIdempotencyStore::new(Duration::from_secs(24 * 3600)).with_clock(Arc::new(clock)),
+        )
     })
     .await;
 }
@@ -30,7 +29,7 @@ async fn memory_store_passes_the_conformance_suite() {
 async fn the_store_ttl_caps_what_set_asks_for() {
     let clock = ManualClock::new();
     let store =
-        MemoryIdempotencyStore::with_clock(Duration::from_secs(10), Arc::new(clock.clone()));
+        MemoryIdempotencyStore::new(Duration::from_secs(10)).with_clock(Arc::new(clock.clone()));
     let record = IdempotencyRecord::new(StatusCode::OK, [], "x");
     assert!(
         store
@@ -46,7 +45,7 @@ async fn the_store_ttl_caps_what_set_asks_for() {
 async fn memory_stays_flat_under_a_stream_of_unique_keys() {
     let clock = ManualClock::new();
     let ttl = Duration::from_secs(60);
-    let store = MemoryIdempotencyStore::with_clock(ttl, Arc::new(clock.clone()));
+    let store = MemoryIdempotencyStore::new(ttl).with_clock(Arc::new(clock.clone()));
     let record = IdempotencyRecord::new(StatusCode::CREATED, [], "created");
     let mut high_water = 0;
     for minute in 0..10 {
@@ -76,7 +75,8 @@ async fn memory_stays_flat_under_a_stream_of_unique_keys() {
 }
 
 fn capped(clock: &ManualClock, max_entries: usize) -> MemoryIdempotencyStore {
-    MemoryIdempotencyStore::with_clock(RECORD_TTL, Arc::new(clock.clone()))
+    MemoryIdempotencyStore::new(RECORD_TTL)
+        .with_clock(Arc::new(clock.clone()))
         .with_max_entries(max_entries)
 }
 
@@ -170,8 +170,9 @@ async fn live_locks_are_never_evicted_to_make_room() {
 #[tokio::test]
 async fn past_max_bytes_new_keys_are_refused_but_held_locks_still_record() {
     let clock = ManualClock::new();
-    let store =
-        MemoryIdempotencyStore::with_clock(RECORD_TTL, Arc::new(clock.clone())).with_max_bytes(100);
+    let store = MemoryIdempotencyStore::new(RECORD_TTL)
+        .with_clock(Arc::new(clock.clone()))
+        .with_max_bytes(100);
     assert_eq!(
         store.claim("a", "o1", LOCK_TTL).await.expect("claim"),
         Claim::Acquired

@@ -231,12 +231,12 @@ async fn binary_records_round_trip_between_store_instances() {
         reader.claim("k", "b", LOCK_TTL).await.expect("claim"),
         Claim::Completed {
             record: record.clone(),
-            body_hash: hash.clone()
+            fingerprint: hash.clone()
         }
     );
     let entry = reader.get("k").await.expect("get").expect("entry");
     assert_eq!(entry.record(), Some(&record));
-    assert_eq!(entry.body_hash(), Some(&hash[..]));
+    assert_eq!(entry.fingerprint(), Some(&hash[..]));
 }
 
 #[tokio::test]

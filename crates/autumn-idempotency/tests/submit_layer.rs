@@ -89,11 +89,11 @@ impl IdempotencyStore for Counting {
         key: &'a str,
         owner: &'a str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
         self.count();
-        self.store().finish(key, owner, record, body_hash, ttl)
+        self.store().finish(key, owner, record, fingerprint, ttl)
     }
 }
 

@@ -69,9 +69,15 @@ impl TestApp {
 
     /// Uses this configuration (its profile is kept unless it is the default
     /// `dev`, which becomes `test`).
-    pub fn config(mut self, config: AutumnConfig) -> Self {
+    pub fn with_config(mut self, config: AutumnConfig) -> Self {
         self.config = Some(config);
         self
+    }
+
+    /// Uses this configuration.
+    #[deprecated(note = "use `with_config`, named as on `AppBuilder`")]
+    pub fn config(self, config: AutumnConfig) -> Self {
+        self.with_config(config)
     }
 
     /// Turns on the `Idempotency-Key` middleware with a fresh in-process
@@ -83,9 +89,15 @@ impl TestApp {
 
     /// Reads time from `clock` wherever locks and records expire, so a test
     /// moves time forward instead of sleeping.
-    pub fn clock(mut self, clock: SharedClock) -> Self {
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
         self.clock = Some(clock);
         self
+    }
+
+    /// Reads time from `clock`.
+    #[deprecated(note = "use `with_clock`, named as on `AppBuilder` and the stores")]
+    pub fn clock(self, clock: SharedClock) -> Self {
+        self.with_clock(clock)
     }
 
     /// Builds the app and returns a client for it.
@@ -120,7 +132,8 @@ impl TestApp {
                 .clock
                 .unwrap_or_else(|| Arc::new(autumn_idempotency::clock::SystemClock));
             let limits = &config.idempotency.memory;
-            let store = MemoryIdempotencyStore::with_clock(config.idempotency.ttl(), clock)
+            let store = MemoryIdempotencyStore::new(config.idempotency.ttl())
+                .with_clock(clock)
                 .with_max_entries(limits.max_entries)
                 .with_max_bytes(limits.max_bytes);
             builder = builder.idempotent().with_idempotency_store(Arc::new(store));

@@ -860,7 +860,7 @@ fn memory_per_key(n: usize) {
 fn expiry_keeps_memory_flat(n: usize) {
     let ttl = Duration::from_secs(60);
     let clock = ManualClock::new();
-    let store = MemoryIdempotencyStore::with_clock(ttl, Arc::new(clock.clone()));
+    let store = MemoryIdempotencyStore::new(ttl).with_clock(Arc::new(clock.clone()));
     let mib = || {
         rss_bytes().map_or_else(
             || "n/a".to_owned(),

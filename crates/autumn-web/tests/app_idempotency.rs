@@ -323,7 +323,7 @@ async fn a_full_memory_store_answers_503_and_the_metrics_show_its_size() {
         AutumnConfig::from_toml_str("[idempotency.memory]\nmax_entries = 2\n").expect("config");
     let client = TestApp::new()
         .routes(routes![managed])
-        .config(config)
+        .with_config(config)
         .idempotent()
         .build();
     for key in ["f1", "f2"] {
@@ -376,8 +376,8 @@ async fn record_ttl_comes_from_config_and_follows_the_clock() {
             Route::new(http::Method::POST, "/t", handler)
                 .with_idempotency(RouteIdempotency::Managed),
         ])
-        .config(config)
-        .clock(Arc::new(clock.clone()))
+        .with_config(config)
+        .with_clock(Arc::new(clock.clone()))
         .idempotent()
         .build();
     post_twice(&client, "/t", "k").await;
@@ -400,7 +400,7 @@ async fn disabled_in_config_means_no_layer() {
             Route::new(http::Method::POST, "/d", handler)
                 .with_idempotency(RouteIdempotency::Managed),
         ])
-        .config(config)
+        .with_config(config)
         .idempotent()
         .build();
     post_twice(&client, "/d", "k").await;

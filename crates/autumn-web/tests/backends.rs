@@ -32,13 +32,13 @@ fn config(toml: &str) -> AutumnConfig {
 /// The app as `main` assembles it, on the configured backend.
 fn app(config: AutumnConfig) -> TestClient {
     TestApp::from_builder(autumn_web::app().routes(routes![create]).idempotent())
-        .config(config)
+        .with_config(config)
         .build()
 }
 
 fn launch_error(config: AutumnConfig) -> String {
     match TestApp::from_builder(autumn_web::app().routes(routes![create]).idempotent())
-        .config(config)
+        .with_config(config)
         .try_build()
     {
         Ok(_) => panic!("expected a launch error"),
@@ -203,7 +203,7 @@ mod sqlite {
         let url = format!("sqlite://{}", dir.path().join("notes.db").display());
         let client = TestApp::new()
             .routes(routes![add_note])
-            .config(config(&format!("[database]\nurl = \"{url}\"\n")))
+            .with_config(config(&format!("[database]\nurl = \"{url}\"\n")))
             .build();
         // The CREATE TABLE was rolled back with the inserts: the table is gone.
         let text = client.post("/notes").send().await.text();
@@ -265,7 +265,7 @@ mod postgres {
     async fn db_tx_commits_and_the_key_runs_it_once() {
         let url = database::fresh_postgres_schema();
         let client = TestApp::from_builder(autumn_web::app().routes(routes![pay]).idempotent())
-            .config(postgres_config(&url))
+            .with_config(postgres_config(&url))
             .build();
         let first = client
             .post("/payments")
@@ -315,7 +315,7 @@ mod redis_tokens {
         let replica = || {
             TestApp::new()
                 .routes(routes![signup])
-                .config(config(&format!(
+                .with_config(config(&format!(
                     "[idempotency]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\n"
                 )))
                 .build()

@@ -33,7 +33,8 @@ fn launch_error(app: TestApp) -> String {
 
 /// The app as `main` would assemble it: `.idempotent()` with the configured backend.
 fn configured(config: AutumnConfig) -> TestApp {
-    TestApp::from_builder(autumn_web::app().routes(routes![create]).idempotent()).config(config)
+    TestApp::from_builder(autumn_web::app().routes(routes![create]).idempotent())
+        .with_config(config)
 }
 
 #[test]
@@ -87,7 +88,7 @@ fn duplicate_routes_and_old_path_syntax_are_refused() {
 
 #[test]
 fn a_bad_tenancy_header_is_refused() {
-    let message = launch_error(TestApp::new().config(config(
+    let message = launch_error(TestApp::new().with_config(config(
         "[tenancy]\nenabled = true\nheader = \"bad header\"\n",
         "dev",
     )));
@@ -103,7 +104,7 @@ async fn the_request_timeout_answers_408() {
     }
     let client = TestApp::new()
         .routes(routes![slow])
-        .config(config(
+        .with_config(config(
             "[server.timeouts]\nrequest_timeout_ms = 250\n",
             "dev",
         ))

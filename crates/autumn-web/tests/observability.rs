@@ -63,7 +63,7 @@ fn build_with(toml: &str) -> String {
     let (captured, subscriber) = capturing(tracing::Level::INFO);
     tracing::subscriber::with_default(subscriber, || {
         TestApp::from_builder(autumn_web::app().routes(routes![create]).idempotent())
-            .config(AutumnConfig::from_toml_str(toml).expect("config"))
+            .with_config(AutumnConfig::from_toml_str(toml).expect("config"))
             .build();
     });
     captured.text()
@@ -133,8 +133,8 @@ fn boot_log_with_clock(toml: &str, clock: autumn_web::idempotency::clock::Manual
     let (captured, subscriber) = capturing(tracing::Level::INFO);
     tracing::subscriber::with_default(subscriber, || {
         TestApp::from_builder(autumn_web::app().routes(routes![create]).idempotent())
-            .config(AutumnConfig::from_toml_str(toml).expect("config"))
-            .clock(Arc::new(clock))
+            .with_config(AutumnConfig::from_toml_str(toml).expect("config"))
+            .with_clock(Arc::new(clock))
             .build();
     });
     captured.text()

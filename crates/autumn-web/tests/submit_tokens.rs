@@ -66,7 +66,7 @@ async fn cached(token: SubmitToken) -> impl IntoResponse {
 fn client(toml: &str) -> TestClient {
     TestApp::new()
         .routes(routes![new_post, create_post, echo, cached])
-        .config(AutumnConfig::from_toml_str(toml).expect("config"))
+        .with_config(AutumnConfig::from_toml_str(toml).expect("config"))
         .build()
 }
 
@@ -329,7 +329,7 @@ fn an_explicit_memory_store_for_tokens_is_refused_in_production() {
         .expect("config");
     config.profile = Profile::new("prod");
     let error = TestApp::new()
-        .config(config)
+        .with_config(config)
         .try_build()
         .expect_err("refused");
     let message = error.to_string();
@@ -341,5 +341,5 @@ fn an_explicit_memory_store_for_tokens_is_refused_in_production() {
     // Unset, it inherits the idempotency backend and starts.
     let mut inherited = AutumnConfig::default();
     inherited.profile = Profile::new("prod");
-    assert!(TestApp::new().config(inherited).try_build().is_ok());
+    assert!(TestApp::new().with_config(inherited).try_build().is_ok());
 }

@@ -12,7 +12,7 @@ async fn create() -> &'static str {
 
 fn launch_error(config: AutumnConfig) -> String {
     let app = TestApp::from_builder(autumn_web::app().routes(routes![create]).idempotent())
-        .config(config);
+        .with_config(config);
     match app.try_build() {
         Ok(_) => panic!("expected a launch error"),
         Err(error) => {

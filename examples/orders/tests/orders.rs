@@ -57,7 +57,7 @@ async fn create_list_reject_and_retry(client: &TestClient) {
 
 fn client(config: &str) -> TestClient {
     TestApp::from_builder(orders::app(Orders::default()))
-        .config(AutumnConfig::from_toml_str(config).expect("config"))
+        .with_config(AutumnConfig::from_toml_str(config).expect("config"))
         .build()
 }
 

@@ -18,7 +18,7 @@ fn client_in(dir: &Path, app: AppBuilder, extra: &str) -> TestClient {
     let url = format!("sqlite://{}", dir.join("saas.db").display());
     let config = AutumnConfig::from_toml_str(&format!("[database]\nurl = \"{url}\"\n{extra}"))
         .expect("config");
-    TestApp::from_builder(app).config(config).build()
+    TestApp::from_builder(app).with_config(config).build()
 }
 
 fn plain() -> AppBuilder {
@@ -160,7 +160,7 @@ async fn the_guard_script_is_opt_in() {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite://{}", dir.path().join("saas.db").display());
     let client = TestApp::from_builder(saas::app_with_delay(true, Duration::ZERO))
-        .config(
+        .with_config(
             AutumnConfig::from_toml_str(&format!("[database]\nurl = \"{url}\"\n")).expect("config"),
         )
         .build();
@@ -180,7 +180,7 @@ async fn a_valid_signup_redirects_to_welcome_and_is_listed() {
     let token = fresh_token(&client).await;
     let created = post_signup(&client, &token, "  Ada@Example.com ", " Ada Lovelace ").await;
     let location = see_other(&created);
-    assert_eq!(created.header(SUBMIT_TOKEN_REPLAYED), None);
+    assert_eq!(created.header(SUBMIT_TOKEN_REPLAYED.as_str()), None);
 
     let users = listed(&client).await;
     assert_eq!(users.len(), 1);
@@ -236,7 +236,7 @@ async fn the_same_token_twice_creates_one_user_and_replays_the_303() {
     let again = post_signup(&client, &token, "ada@example.com", "Ada").await;
     let location = see_other(&first);
     assert_eq!(see_other(&again), location);
-    again.assert_header(SUBMIT_TOKEN_REPLAYED, "true");
+    again.assert_header(SUBMIT_TOKEN_REPLAYED.as_str(), "true");
     assert_eq!(listed(&client).await.len(), 1);
 }
 
@@ -265,9 +265,9 @@ async fn concurrent_posts_of_one_token_create_one_user_the_duplicate_waiting_for
     gate.open();
     let (first, second) = (first.await.expect("first"), second.await.expect("second"));
     let location = see_other(&first);
-    assert_eq!(first.header(SUBMIT_TOKEN_REPLAYED), None);
+    assert_eq!(first.header(SUBMIT_TOKEN_REPLAYED.as_str()), None);
     assert_eq!(see_other(&second), location);
-    second.assert_header(SUBMIT_TOKEN_REPLAYED, "true");
+    second.assert_header(SUBMIT_TOKEN_REPLAYED.as_str(), "true");
     assert_eq!(listed(&client).await.len(), 1);
 }
 
@@ -321,7 +321,7 @@ async fn on_postgres_with_tokens_in_redis_over_two_replicas() {
     let gate = SignupGate::default();
     let replica = || {
         TestApp::from_builder(saas::app_with_gate(false, gate.clone()))
-            .config(AutumnConfig::from_toml_str(&config).expect("config"))
+            .with_config(AutumnConfig::from_toml_str(&config).expect("config"))
             .build()
     };
     let (a, b) = (replica(), replica());
@@ -347,7 +347,7 @@ async fn on_postgres_with_tokens_in_redis_over_two_replicas() {
     drop(turn);
     let location = see_other(&first);
     assert_eq!(see_other(&second), location);
-    second.assert_header(SUBMIT_TOKEN_REPLAYED, "true");
+    second.assert_header(SUBMIT_TOKEN_REPLAYED.as_str(), "true");
 
     // Validation and the unique email hold on PostgreSQL too. (Each post
     // that gets past validation passes the gate: open it ahead.)

@@ -75,6 +75,18 @@ pub enum LaunchError {
         /// What failed.
         message: String,
     },
+    /// The startup checks of the services the configuration names (Redis,
+    /// the database) could not run at all: their runtime could not be built,
+    /// or a check panicked. A check that ran and failed is
+    /// [`Redis`](Self::Redis) or [`Database`](Self::Database).
+    #[error("cannot run the startup check of {keys}: {source}")]
+    StartupCheck {
+        /// The config keys naming the services to check, e.g.
+        /// `idempotency.redis.url, database.url`.
+        keys: String,
+        /// What failed.
+        source: std::io::Error,
+    },
     /// A setting has a value that parses but cannot work.
     #[error("invalid {key}: {message}")]
     InvalidSetting {
@@ -248,6 +260,10 @@ impl Startup {
         if self.redis.is_none() && self.database.is_none() {
             return Ok(());
         }
+        let startup_check = |source| LaunchError::StartupCheck {
+            keys: self.keys(),
+            source,
+        };
         // The caller's subscriber, so what the check logs goes where the
         // caller's logs go (a test capturing them included).
         let dispatch = tracing::dispatcher::get_default(Clone::clone);
@@ -258,17 +274,28 @@ impl Startup {
                         tokio::runtime::Builder::new_current_thread()
                             .enable_all()
                             .build()
-                            .map_err(LaunchError::Serve)?
+                            .map_err(startup_check)?
                             .block_on(self.check())
                     })
                 })
                 .join()
                 .unwrap_or_else(|_| {
-                    Err(LaunchError::Serve(std::io::Error::other(
+                    Err(startup_check(std::io::Error::other(
                         "the startup check panicked",
                     )))
                 })
         })
+    }
+
+    /// The config keys naming the services [`check`](Self::check) reaches.
+    fn keys(&self) -> String {
+        let redis = self.redis.as_ref().map(|_| "idempotency.redis.url");
+        let database = self.database.as_ref().map(|_| "database.url");
+        redis
+            .into_iter()
+            .chain(database)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -611,7 +638,8 @@ pub(crate) fn memory_store(
     };
     at_least_one("idempotency.memory.max_entries", limits.max_entries)?;
     at_least_one("idempotency.memory.max_bytes", limits.max_bytes)?;
-    Ok(MemoryIdempotencyStore::with_clock(ttl, clock.clone())
+    Ok(MemoryIdempotencyStore::new(ttl)
+        .with_clock(clock.clone())
         .with_max_entries(limits.max_entries)
         .with_max_bytes(limits.max_bytes))
 }

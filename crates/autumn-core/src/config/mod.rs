@@ -23,6 +23,21 @@
 //! ```
 //!
 //! [`AutumnConfig::effective_settings`] reports every key's final value and source.
+//!
+//! The sections are `#[non_exhaustive]`, so that a new key is not a breaking change: outside
+//! this crate, build one from its default (or from TOML) and assign the fields you need.
+//!
+//! ```
+//! use autumn_core::config::{AutumnConfig, Backend, ServerConfig};
+//!
+//! let mut server = ServerConfig::default();
+//! server.port = 0;
+//!
+//! let mut config = AutumnConfig::default();
+//! config.server = server;
+//! config.idempotency.backend = Backend::Memory;
+//! # assert_eq!(config.server.port, 0);
+//! ```
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -53,6 +68,7 @@ use load::Layers;
 /// settings came from.
 #[derive(Debug, Clone, PartialEq, Default, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct AutumnConfig {
     /// `[server]`: where and how the HTTP server listens.
     pub server: ServerConfig,
@@ -232,6 +248,7 @@ impl fmt::Display for Source {
 /// One configuration key's final value and where it came from; see
 /// [`AutumnConfig::effective_settings`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Setting {
     /// The dotted key, e.g. `server.port`.
     pub key: String,

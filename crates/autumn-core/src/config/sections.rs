@@ -9,6 +9,7 @@ use serde::de::{self, Deserializer, Visitor};
 /// `[server]`: where and how the HTTP server listens.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// Address the server binds to.
     pub host: String,
@@ -77,6 +78,7 @@ impl ServerConfig {
 /// `[server.timeouts]`: connection and request time limits.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TimeoutsConfig {
     /// Milliseconds a request may take before it is answered with 408; 0 means no limit.
     pub request_timeout_ms: Option<u64>,
@@ -100,6 +102,7 @@ impl Default for TimeoutsConfig {
 /// `[log]`: logging.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct LogConfig {
     /// A `tracing` `EnvFilter` directive; `RUST_LOG` wins when it is set.
     pub level: String,
@@ -116,6 +119,7 @@ impl Default for LogConfig {
 /// `[database]`: the SQL database connection pool.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct DatabaseConfig {
     /// Connection URL (`postgres://...` or `sqlite://path`); unset means no database.
     pub url: Option<String>,
@@ -137,6 +141,7 @@ impl Default for DatabaseConfig {
 
 /// Where idempotency records and submit tokens are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Backend {
     /// In this process's memory; lost on restart and not shared between instances.
     #[default]
@@ -202,6 +207,7 @@ impl<'de> Deserialize<'de> for Backend {
 /// `[idempotency]`: replay protection for requests carrying an `Idempotency-Key`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct IdempotencyConfig {
     /// Whether idempotency keys are honoured at all.
     pub enabled: bool,
@@ -209,7 +215,7 @@ pub struct IdempotencyConfig {
     pub backend: Backend,
     /// Seconds a completed response is kept for replay.
     pub ttl_secs: u64,
-    /// Seconds an in-flight marker is kept before the request is presumed dead.
+    /// Seconds a lock is kept before the request holding it is presumed dead.
     pub in_flight_ttl_secs: u64,
     /// Whether the memory backend may be used under a production profile.
     pub allow_memory_in_production: bool,
@@ -246,7 +252,7 @@ impl IdempotencyConfig {
         Duration::from_secs(self.ttl_secs)
     }
 
-    /// How long an in-flight marker is kept (`in_flight_ttl_secs`).
+    /// How long a lock is kept (`in_flight_ttl_secs`).
     #[must_use]
     pub fn in_flight_ttl(&self) -> Duration {
         Duration::from_secs(self.in_flight_ttl_secs)
@@ -258,6 +264,7 @@ impl IdempotencyConfig {
 /// these limits of its own).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct MemoryConfig {
     /// Most storage keys held; a new key past it gets 503 with `Retry-After`.
     pub max_entries: usize,
@@ -277,6 +284,7 @@ impl Default for MemoryConfig {
 /// `[idempotency.redis]`: the Redis backend's connection.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RedisConfig {
     /// Redis URL (`redis://host:6379/0`); required when the backend is `redis`.
     pub url: Option<String>,
@@ -296,6 +304,7 @@ impl Default for RedisConfig {
 /// `[security]`: request-forgery and double-submit protection.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct SecurityConfig {
     /// `[security.submit_token]`: one-time tokens embedded in HTML forms.
     pub submit_token: SubmitTokenConfig,
@@ -304,6 +313,7 @@ pub struct SecurityConfig {
 /// `[security.submit_token]`: one-time tokens embedded in HTML forms.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct SubmitTokenConfig {
     /// Whether the submit-token layer is installed (it guards only forms that embed the field).
     pub enabled: bool,
@@ -353,6 +363,7 @@ impl SubmitTokenConfig {
 /// `[session]`: the session cookie.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct SessionConfig {
     /// Name of the session cookie.
     pub cookie_name: String,
@@ -369,6 +380,7 @@ impl Default for SessionConfig {
 /// `[tenancy]`: multi-tenant request routing.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TenancyConfig {
     /// Whether requests are resolved to a tenant.
     pub enabled: bool,

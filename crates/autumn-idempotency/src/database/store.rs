@@ -49,6 +49,8 @@ struct Row {
     lock_expires_at: Option<i64>,
     #[diesel(sql_type = Nullable<Binary>)]
     record: Option<Vec<u8>>,
+    /// The fingerprint; the column keeps the name the migrations gave it,
+    /// as renaming it would need a migration of every existing table.
     #[diesel(sql_type = Nullable<Binary>)]
     body_hash: Option<Vec<u8>>,
     #[diesel(sql_type = Nullable<BigInt>)]
@@ -413,21 +415,21 @@ impl DbIdempotencyStore {
         key: &str,
         owner: &str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
         unlock: bool,
     ) -> Result<bool, StoreError> {
         check_ttl(ttl, StoreOperation::Set)?;
         let now = self.now();
         let bytes = record.encode();
-        let (bytes, body_hash) = (&bytes, &body_hash);
+        let (bytes, fingerprint) = (&bytes, &fingerprint);
         self.retrying_a_lost_connection(move |connection| async move {
             on_backend!(connection, |conn, sql| {
                 let written = diesel::sql_query(sql(SET))
                     .bind::<Text, _>(key)
                     .bind::<Text, _>(owner)
                     .bind::<Binary, _>(bytes)
-                    .bind::<Binary, _>(body_hash)
+                    .bind::<Binary, _>(fingerprint)
                     .bind::<BigInt, _>(now)
                     .bind::<BigInt, _>(now.saturating_add(millis(ttl)))
                     .bind::<Bool, _>(unlock)
@@ -534,10 +536,10 @@ impl IdempotencyStore for DbIdempotencyStore {
         key: &'a str,
         owner: &'a str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
-        Box::pin(self.write_record(key, owner, record, body_hash, ttl, false))
+        Box::pin(self.write_record(key, owner, record, fingerprint, ttl, false))
     }
 
     fn try_lock<'a>(
@@ -711,9 +713,9 @@ impl IdempotencyStore for DbIdempotencyStore {
         key: &'a str,
         owner: &'a str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
-        Box::pin(self.write_record(key, owner, record, body_hash, ttl, true))
+        Box::pin(self.write_record(key, owner, record, fingerprint, ttl, true))
     }
 }

@@ -21,9 +21,7 @@ use crate::context::{
 };
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
 use crate::first_run::{Guard, Held, HoldsLock as _, RouteLabel, call_boxed, run_and_record};
-use crate::key::{
-    IDEMPOTENT_REPLAYED_HEADER, fingerprint_digest, key_str, parse_key_value, storage_key,
-};
+use crate::key::{IDEMPOTENT_REPLAYED, fingerprint_digest, key_str, parse_key_value, storage_key};
 use crate::problem::IdempotencyRejection;
 use crate::record::IdempotencyRecord;
 use crate::store::{Claim, StoreError, StoreErrorKind, StoreOperation};
@@ -199,8 +197,11 @@ where
                 );
                 return Step::Respond(IdempotencyRejection::InFlight.into_response());
             }
-            Claim::Completed { record, body_hash } => {
-                if body_hash[..] != fingerprint[..] {
+            Claim::Completed {
+                record,
+                fingerprint: recorded,
+            } => {
+                if recorded[..] != fingerprint[..] {
                     tracing::debug!(
                         idempotency.key = %key_str(&key),
                         idempotency.replayed = false,
@@ -375,10 +376,9 @@ where
 /// The recorded response, marked as a replay.
 pub(crate) fn replay_response(record: &IdempotencyRecord) -> Response {
     let mut response = record.to_response();
-    response.headers_mut().insert(
-        IDEMPOTENT_REPLAYED_HEADER.clone(),
-        HeaderValue::from_static("true"),
-    );
+    response
+        .headers_mut()
+        .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     response.extensions_mut().insert(Replayed);
     response
 }

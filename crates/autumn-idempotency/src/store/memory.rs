@@ -210,13 +210,6 @@ impl MemoryIdempotencyStore {
     /// ([`DEFAULT_MAX_ENTRIES`](Self::DEFAULT_MAX_ENTRIES),
     /// [`DEFAULT_MAX_BYTES`](Self::DEFAULT_MAX_BYTES)).
     pub fn new(ttl: Duration) -> Self {
-        Self::with_clock(ttl, Arc::new(SystemClock))
-    }
-
-    /// The same store reading time from `clock`: tests pass a
-    /// [`ManualClock`](crate::clock::ManualClock) to expire entries without
-    /// sleeping.
-    pub fn with_clock(ttl: Duration, clock: SharedClock) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hash_keys: (RandomState::new(), RandomState::new()),
@@ -227,13 +220,33 @@ impl MemoryIdempotencyStore {
             )
             .unwrap_or(1_000),
             max_ttl: ttl,
-            clock,
+            clock: Arc::new(SystemClock),
             max_entries: Self::DEFAULT_MAX_ENTRIES,
             max_bytes: Self::DEFAULT_MAX_BYTES,
             entries: AtomicUsize::new(0),
             record_bytes: AtomicUsize::new(0),
             next_room_sweep: AtomicU64::new(0),
         }
+    }
+
+    /// The same store reading time from `clock`: tests pass a
+    /// [`ManualClock`](crate::clock::ManualClock) to expire entries without
+    /// sleeping. A consuming builder, as on the other stores and the layers.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use autumn_idempotency::MemoryIdempotencyStore;
+    /// use autumn_idempotency::clock::ManualClock;
+    ///
+    /// let store = MemoryIdempotencyStore::new(Duration::from_secs(60))
+    ///     .with_clock(Arc::new(ManualClock::new()));
+    /// # let _ = store;
+    /// ```
+    #[must_use]
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Holds at most `max_entries` storage keys (a lock, a record or both
@@ -464,14 +477,14 @@ impl MemoryIdempotencyStore {
         key: &str,
         owner: &str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
         and_unlock: bool,
     ) -> Result<bool, StoreError> {
         let key = self.map_key(key);
         let tag = owner_tag(owner);
         let ttl = ttl.min(self.max_ttl);
-        let encoded = encode(&record, &body_hash);
+        let encoded = encode(&record, &fingerprint);
         let written = self.write(&key, |shard, now| {
             let slot = self.slot_or_room(shard, &key)?;
             let locked_by_other = slot.live_lock(now).is_some_and(|l| l.owner_tag != tag);
@@ -483,7 +496,7 @@ impl MemoryIdempotencyStore {
             let replaced = slot.record_bytes();
             slot.record = Some(Stored {
                 encoded,
-                fingerprint_len: body_hash.len(),
+                fingerprint_len: fingerprint.len(),
                 owner_tag: tag,
                 expires: deadline(now, ttl),
             });
@@ -523,8 +536,11 @@ impl MemoryIdempotencyStore {
             Locking::InFlight => Ok(Claim::InFlight),
             // Decoded after the shard's lock is released.
             Locking::Recorded(found) => {
-                let (record, body_hash) = found.decode()?;
-                Ok(Claim::Completed { record, body_hash })
+                let (record, fingerprint) = found.decode()?;
+                Ok(Claim::Completed {
+                    record,
+                    fingerprint,
+                })
             }
             Locking::Full => Err(self.full(StoreOperation::Get)),
         }
@@ -634,14 +650,14 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         key: &'a str,
         owner: &'a str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
         // A zero TTL would expire at once and let a duplicate in.
         if let Err(error) = super::check_ttl(ttl, StoreOperation::Set) {
             return Box::pin(std::future::ready(Err(error)));
         }
-        answer_result(self.set_now(key, owner, record, body_hash, ttl, false))
+        answer_result(self.set_now(key, owner, record, fingerprint, ttl, false))
     }
 
     fn try_lock<'a>(
@@ -696,14 +712,14 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         key: &'a str,
         owner: &'a str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
         // A zero TTL would expire at once and let a duplicate in.
         if let Err(error) = super::check_ttl(ttl, StoreOperation::Set) {
             return Box::pin(std::future::ready(Err(error)));
         }
-        answer_result(self.set_now(key, owner, record, body_hash, ttl, true))
+        answer_result(self.set_now(key, owner, record, fingerprint, ttl, true))
     }
 
     fn size(&self) -> Option<StoreSize> {

@@ -37,7 +37,9 @@ pub trait IdempotencyStore: Send + Sync + 'static {
     fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>>;
 
     /// Records `record` (with the request fingerprint `body_hash`) under `key`
-    /// for `ttl`. Writes nothing while another owner holds a live lock on
+    /// for `ttl`. The parameter keeps the name the store contract was
+    /// published with; it is the fingerprint of the whole request, not only
+    /// its body. Writes nothing while another owner holds a live lock on
     /// `key`, or has stored an unexpired response for it. `true` = stored.
     fn set<'a>(
         &'a self,
@@ -117,12 +119,12 @@ pub trait IdempotencyStore: Send + Sync + 'static {
         key: &'a str,
         owner: &'a str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
         Box::pin(async move {
             let stored = self
-                .set(key, owner, record, body_hash, ttl)
+                .set(key, owner, record, fingerprint, ttl)
                 .await
                 .map_err(|e| e.during(StoreOperation::Set))?;
             if stored {
@@ -154,8 +156,9 @@ pub enum Claim {
     Completed {
         /// The recorded response.
         record: IdempotencyRecord,
-        /// The fingerprint of the request that produced it.
-        body_hash: Vec<u8>,
+        /// The fingerprint of the request that produced it (formerly
+        /// `body_hash`).
+        fingerprint: Vec<u8>,
     },
 }
 
@@ -166,7 +169,10 @@ impl Claim {
             return Self::InFlight;
         }
         match entry.into_record() {
-            Some((record, body_hash)) => Self::Completed { record, body_hash },
+            Some((record, fingerprint)) => Self::Completed {
+                record,
+                fingerprint,
+            },
             None => Self::InFlight,
         }
     }

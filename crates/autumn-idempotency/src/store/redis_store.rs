@@ -77,7 +77,7 @@ end
 }
 
 /// ARGV: now, owner, lock deadline. Returns `{0}` in flight, `{1, record,
-/// body_hash}` completed, `{2}` acquired (padded with nils to three).
+/// fingerprint}` completed, `{2}` acquired (padded with nils to three).
 const CLAIM: &str = script!(
     r"
 local f = redis.call('HMGET', key, 'le', 're', 'r', 'h')
@@ -503,12 +503,12 @@ fn deadline_after(now: u64, ttl: Duration) -> u64 {
 
 fn decode(
     record: Option<Vec<u8>>,
-    body_hash: Option<Vec<u8>>,
+    fingerprint: Option<Vec<u8>>,
 ) -> Result<(IdempotencyRecord, Vec<u8>), StoreError> {
-    match (record, body_hash) {
-        (Some(record), Some(body_hash)) => Ok((
+    match (record, fingerprint) {
+        (Some(record), Some(fingerprint)) => Ok((
             IdempotencyRecord::decode(&record).map_err(StoreError::new)?,
-            body_hash,
+            fingerprint,
         )),
         _ => Err(StoreError::new(
             "a live Redis idempotency record lacks its response or fingerprint",
@@ -530,7 +530,7 @@ impl IdempotencyStore for RedisIdempotencyStore {
     fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
         Box::pin(async move {
             let redis_key = self.redis_key(key);
-            let (lock_deadline, record_deadline, record, body_hash): Fields = self
+            let (lock_deadline, record_deadline, record, fingerprint): Fields = self
                 .run(|| async {
                     let mut connection = self.connection().await?;
                     redis::cmd("HMGET")
@@ -544,10 +544,10 @@ impl IdempotencyStore for RedisIdempotencyStore {
             let now = self.now();
             let locked = lock_deadline.is_some_and(|d| d > now);
             if record_deadline.is_some_and(|d| d > now) {
-                let (record, body_hash) =
-                    decode(record, body_hash).map_err(|e| e.during(StoreOperation::Get))?;
+                let (record, fingerprint) =
+                    decode(record, fingerprint).map_err(|e| e.during(StoreOperation::Get))?;
                 return Ok(Some(
-                    IdempotencyEntry::completed(record, body_hash).locked(locked),
+                    IdempotencyEntry::completed(record, fingerprint).locked(locked),
                 ));
             }
             Ok(locked.then(IdempotencyEntry::in_flight))
@@ -559,14 +559,14 @@ impl IdempotencyStore for RedisIdempotencyStore {
         key: &'a str,
         owner: &'a str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
         // A zero TTL would expire at once and let a duplicate in.
         if let Err(error) = super::check_ttl(ttl, StoreOperation::Set) {
             return Box::pin(std::future::ready(Err(error)));
         }
-        Box::pin(self.record(key, owner, record, body_hash, ttl, false))
+        Box::pin(self.record(key, owner, record, fingerprint, ttl, false))
     }
 
     fn try_lock<'a>(
@@ -636,14 +636,17 @@ impl IdempotencyStore for RedisIdempotencyStore {
                 .arg(now)
                 .arg(owner)
                 .arg(deadline_after(now, in_flight_ttl));
-            let (state, record, body_hash): (i64, Option<Vec<u8>>, Option<Vec<u8>>) =
+            let (state, record, fingerprint): (i64, Option<Vec<u8>>, Option<Vec<u8>>) =
                 self.invoke(StoreOperation::Get, invocation).await?;
             match state {
                 0 => Ok(Claim::InFlight),
                 1 => {
-                    let (record, body_hash) =
-                        decode(record, body_hash).map_err(|e| e.during(StoreOperation::Get))?;
-                    Ok(Claim::Completed { record, body_hash })
+                    let (record, fingerprint) =
+                        decode(record, fingerprint).map_err(|e| e.during(StoreOperation::Get))?;
+                    Ok(Claim::Completed {
+                        record,
+                        fingerprint,
+                    })
                 }
                 2 => Ok(Claim::Acquired),
                 other => Err(StoreError::new(format!(
@@ -661,14 +664,14 @@ impl IdempotencyStore for RedisIdempotencyStore {
         key: &'a str,
         owner: &'a str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
     ) -> IdempotencyFuture<'a, bool> {
         // A zero TTL would expire at once and let a duplicate in.
         if let Err(error) = super::check_ttl(ttl, StoreOperation::Set) {
             return Box::pin(std::future::ready(Err(error)));
         }
-        Box::pin(self.record(key, owner, record, body_hash, ttl, true))
+        Box::pin(self.record(key, owner, record, fingerprint, ttl, true))
     }
 }
 
@@ -679,7 +682,7 @@ impl RedisIdempotencyStore {
         key: &str,
         owner: &str,
         record: IdempotencyRecord,
-        body_hash: Vec<u8>,
+        fingerprint: Vec<u8>,
         ttl: Duration,
         and_unlock: bool,
     ) -> Result<bool, StoreError> {
@@ -690,7 +693,7 @@ impl RedisIdempotencyStore {
             .arg(owner)
             .arg(deadline_after(now, ttl))
             .arg(record.encode())
-            .arg(body_hash)
+            .arg(fingerprint)
             .arg(if and_unlock { "1" } else { "0" });
         let stored: i64 = self
             .invoke_twice_if_dropped(StoreOperation::Set, invocation)

@@ -72,7 +72,9 @@ pub use layer::{
 };
 pub use service::SubmitTokenService;
 
-/// The response header that marks a replayed form submission.
-pub const SUBMIT_TOKEN_REPLAYED: &str = "x-submit-token-replayed";
+/// The response header that marks a replayed form submission,
+/// `X-Submit-Token-Replayed: true`.
+pub const SUBMIT_TOKEN_REPLAYED: http::HeaderName =
+    http::HeaderName::from_static("x-submit-token-replayed");
 /// The default name of the hidden form field.
 pub const DEFAULT_FIELD_NAME: &str = "_submit_token";

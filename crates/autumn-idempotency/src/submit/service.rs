@@ -271,8 +271,11 @@ where
                     _ => SubmitTokenRejection::StoreUnavailable.into_response(),
                 });
             }
-            Ok(Claim::Completed { record, body_hash }) => {
-                if body_hash[..] != fingerprint[..] {
+            Ok(Claim::Completed {
+                record,
+                fingerprint: recorded,
+            }) => {
+                if recorded[..] != fingerprint[..] {
                     return Step::Respond(SubmitTokenRejection::TokenReused.into_response());
                 }
                 settings.metrics.hit();

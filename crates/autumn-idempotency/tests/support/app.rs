@@ -37,10 +37,8 @@ pub struct Fixture {
 impl Fixture {
     pub fn new() -> Self {
         let clock = ManualClock::new();
-        let store = Arc::new(MemoryIdempotencyStore::with_clock(
-            RECORD_TTL,
-            Arc::new(clock.clone()),
-        ));
+        let store =
+            Arc::new(MemoryIdempotencyStore::new(RECORD_TTL).with_clock(Arc::new(clock.clone())));
         Self::with_store(store, clock, |layer| layer)
     }
 

@@ -126,7 +126,7 @@ async fn set_respects_other_owners(store: Arc<dyn IdempotencyStore>) {
     );
     let entry = store.get("k").await.expect("get").expect("entry");
     assert_eq!(entry.record(), Some(&record("a")));
-    assert_eq!(entry.body_hash(), Some(&hash(1)[..]));
+    assert_eq!(entry.fingerprint(), Some(&hash(1)[..]));
 
     // Nothing locked or recorded: anyone may record.
     assert!(
@@ -260,7 +260,7 @@ async fn claim_and_finish(store: Arc<dyn IdempotencyStore>) {
         store.claim("k", "c", LOCK).await.expect("claim"),
         Claim::Completed {
             record: record("a"),
-            body_hash: hash(1)
+            fingerprint: hash(1)
         }
     );
 }
@@ -348,7 +348,7 @@ async fn a_stale_owner_cannot_touch_the_next_owners_key(
         store.claim("k", "c", LOCK).await.expect("claim"),
         Claim::Completed {
             record: record("b"),
-            body_hash: hash(2)
+            fingerprint: hash(2)
         }
     );
 }
@@ -482,7 +482,7 @@ where
         fast.claim("behind", "c", LOCK).await.expect("claim"),
         Claim::Completed {
             record: record("a"),
-            body_hash: hash(1)
+            fingerprint: hash(1)
         }
     );
 
@@ -513,7 +513,7 @@ where
         slow.claim("ahead", "a", LOCK).await.expect("claim"),
         Claim::Completed {
             record: record("b"),
-            body_hash: hash(2)
+            fingerprint: hash(2)
         }
     );
 }
