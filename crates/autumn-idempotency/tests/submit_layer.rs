@@ -7,95 +7,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use autumn_idempotency::submit::{SubmitToken, SubmitTokenLayer};
-use autumn_idempotency::{
-    Claim, IdempotencyEntry, IdempotencyFuture, IdempotencyRecord, IdempotencyStore,
-    MemoryIdempotencyStore,
-};
+use autumn_idempotency::{IdempotencyStore, MemoryIdempotencyStore};
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
 use http::{Request, StatusCode};
+use support::counting::CountingStore;
 use support::faulty::{Faults, FaultyStore};
 use tower::ServiceExt as _;
-
-/// A memory store that counts every call made to it.
-struct Counting {
-    inner: MemoryIdempotencyStore,
-    calls: AtomicUsize,
-}
-
-impl Counting {
-    fn new() -> Self {
-        Self {
-            inner: MemoryIdempotencyStore::new(Duration::from_secs(600)),
-            calls: AtomicUsize::new(0),
-        }
-    }
-
-    fn store(&self) -> &MemoryIdempotencyStore {
-        &self.inner
-    }
-
-    fn count(&self) {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-impl IdempotencyStore for Counting {
-    fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
-        self.count();
-        self.store().get(key)
-    }
-
-    fn set<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        record: IdempotencyRecord,
-        body_hash: Vec<u8>,
-        ttl: Duration,
-    ) -> IdempotencyFuture<'a, bool> {
-        self.count();
-        self.store().set(key, owner, record, body_hash, ttl)
-    }
-
-    fn try_lock<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl: Duration,
-    ) -> IdempotencyFuture<'a, bool> {
-        self.count();
-        self.store().try_lock(key, owner, ttl)
-    }
-
-    fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()> {
-        self.count();
-        self.store().unlock(key, owner)
-    }
-
-    fn claim<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl: Duration,
-    ) -> IdempotencyFuture<'a, Claim> {
-        self.count();
-        self.store().claim(key, owner, ttl)
-    }
-
-    fn finish<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        record: IdempotencyRecord,
-        fingerprint: Vec<u8>,
-        ttl: Duration,
-    ) -> IdempotencyFuture<'a, bool> {
-        self.count();
-        self.store().finish(key, owner, record, fingerprint, ttl)
-    }
-}
 
 async fn send(app: &Router, request: Request<Body>) -> (StatusCode, String) {
     let response = app.clone().oneshot(request).await.expect("infallible");
@@ -108,7 +27,7 @@ async fn send(app: &Router, request: Request<Body>) -> (StatusCode, String) {
 
 #[tokio::test]
 async fn minting_costs_no_store_call_and_a_submission_costs_two() {
-    let store = Arc::new(Counting::new());
+    let store = Arc::new(CountingStore::memory());
     let app = Router::new()
         .route(
             "/form",
@@ -133,7 +52,7 @@ async fn minting_costs_no_store_call_and_a_submission_costs_two() {
         .expect("request");
     send(&app, unguarded).await;
     assert_eq!(
-        store.calls.load(Ordering::SeqCst),
+        store.calls(),
         0,
         "minting and unguarded posts touch no store"
     );
@@ -148,13 +67,9 @@ async fn minting_costs_no_store_call_and_a_submission_costs_two() {
         send(&app, guarded()).await,
         (StatusCode::OK, "created".to_owned())
     );
-    assert_eq!(store.calls.load(Ordering::SeqCst), 2, "claim + finish");
+    assert_eq!(store.calls(), 2, "claim + finish");
     send(&app, guarded()).await;
-    assert_eq!(
-        store.calls.load(Ordering::SeqCst),
-        3,
-        "a replay is one claim"
-    );
+    assert_eq!(store.calls(), 3, "a replay is one claim");
 }
 
 /// A router whose `POST /form` counts its runs, behind the layer.

@@ -69,8 +69,7 @@ mod redis {
     use super::*;
 
     fn redis_config(prefix: &str) -> AutumnConfig {
-        let url =
-            std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+        let url = super::redis_support::redis_url();
         config(&format!(
             "[idempotency]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\n"
         ))
@@ -78,7 +77,7 @@ mod redis {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_replicas_on_one_redis_replay_each_other() {
-        let prefix = format!("autumn-test:{}", uuid::Uuid::new_v4().simple());
+        let prefix = super::redis_support::unique_prefix();
         let (a, b) = (app(redis_config(&prefix)), app(redis_config(&prefix)));
         retry_replays_across(&a, &b, "redis-1").await;
     }
@@ -309,9 +308,8 @@ mod redis_tokens {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_token_posted_to_one_replica_replays_on_the_other() {
-        let url =
-            std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
-        let prefix = format!("autumn-test:{}", uuid::Uuid::new_v4().simple());
+        let url = super::redis_support::redis_url();
+        let prefix = super::redis_support::unique_prefix();
         let replica = || {
             TestApp::new()
                 .routes(routes![signup])

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod conformance;
+pub mod counting;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub mod database;
 pub mod faulty;

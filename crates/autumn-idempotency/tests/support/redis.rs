@@ -2,7 +2,7 @@
 //! `redis-server` children that can be stopped and started again, and a
 //! MONITOR reader that sees commands the way the server does.
 
-use std::io::{Read as _, Write as _};
+use std::io::{self, Read as _, Write as _};
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -231,17 +231,9 @@ fn ping(port: u16) -> Result<(), String> {
     }
 }
 
-/// `(host, port)` of a `redis://` URL.
-fn address(url: &str) -> (String, u16) {
-    let client = ::redis::Client::open(url).expect("a Redis URL");
-    match client.get_connection_info().addr() {
-        ::redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
-        other => panic!("MONITOR needs a plain TCP Redis, not {other:?}"),
-    }
-}
-
 /// A connection in MONITOR mode: every command the server runs, one line
-/// each, in the order it ran them.
+/// each, in the order it ran them. The one MONITOR reader: the tests and the
+/// bench (which includes this file) count commands with it.
 pub struct Monitor {
     lines: BufReader<TcpStream>,
     /// A second connection, to send the markers that delimit a measurement.
@@ -251,27 +243,60 @@ pub struct Monitor {
 impl Monitor {
     /// Starts monitoring the Redis at `url`.
     pub async fn connect(url: &str) -> Self {
-        let (host, port) = address(url);
-        let connect = || async {
-            TcpStream::connect((host.as_str(), port))
-                .await
-                .unwrap_or_else(|error| panic!("cannot connect to Redis at {url} ({error})"))
+        Self::try_connect(url)
+            .await
+            .unwrap_or_else(|error| panic!("cannot monitor Redis at {url} ({error})"))
+    }
+
+    /// [`connect`](Self::connect), answering an error instead of panicking,
+    /// for callers that skip what they cannot count.
+    pub async fn try_connect(url: &str) -> io::Result<Self> {
+        let info = ::redis::Client::open(url)
+            .map_err(io::Error::other)?
+            .get_connection_info()
+            .clone();
+        let (host, port) = match info.addr() {
+            ::redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+            other => {
+                return Err(io::Error::other(format!(
+                    "MONITOR needs a plain TCP Redis, not {other:?}"
+                )));
+            }
         };
-        let mut lines = BufReader::new(connect().await);
+        let settings = info.redis_settings();
+        let connect = || async {
+            let mut stream = TcpStream::connect((host.as_str(), port)).await?;
+            // AUTH and SELECT as the URL asks, before anything else.
+            if let Some(password) = settings.password() {
+                let mut auth = vec!["AUTH"];
+                auth.extend(settings.username());
+                auth.push(password);
+                call(&mut stream, &auth).await?;
+            }
+            if settings.db() != 0 {
+                call(&mut stream, &["SELECT", &settings.db().to_string()]).await?;
+            }
+            io::Result::Ok(stream)
+        };
+        let mut lines = BufReader::new(connect().await?);
         lines
             .get_mut()
             .write_all(b"*1\r\n$7\r\nMONITOR\r\n")
-            .await
-            .expect("send MONITOR");
+            .await?;
         let mut ok = String::new();
-        lines.read_line(&mut ok).await.expect("MONITOR answer");
-        assert_eq!(ok.trim_end(), "+OK", "MONITOR refused");
+        lines.read_line(&mut ok).await?;
+        if ok.trim_end() != "+OK" {
+            return Err(io::Error::other(format!(
+                "MONITOR answered {:?}",
+                ok.trim_end()
+            )));
+        }
         let mut monitor = Self {
             lines,
-            marker: connect().await,
+            marker: connect().await?,
         };
-        monitor.mark().await;
-        monitor
+        monitor.try_mark().await?;
+        Ok(monitor)
     }
 
     /// Every command the server ran since the last mark (or since
@@ -279,27 +304,25 @@ impl Monitor {
     /// and reads until the server reports it, so everything that ran before
     /// the marker is in.
     pub async fn mark(&mut self) -> Vec<String> {
+        self.try_mark()
+            .await
+            .unwrap_or_else(|error| panic!("MONITOR: {error}"))
+    }
+
+    /// [`mark`](Self::mark), answering an error instead of panicking.
+    pub async fn try_mark(&mut self) -> io::Result<Vec<String>> {
         let marker = format!("autumn-monitor-mark-{}", uuid::Uuid::new_v4().simple());
-        let echo = format!("*2\r\n$4\r\nECHO\r\n${}\r\n{marker}\r\n", marker.len());
-        self.marker
-            .write_all(echo.as_bytes())
-            .await
-            .expect("send the marker");
-        // The ECHO answer: `$len\r\n{marker}\r\n`.
-        let mut answer = vec![0; format!("${}\r\n{marker}\r\n", marker.len()).len()];
-        self.marker
-            .read_exact(&mut answer)
-            .await
-            .expect("the marker's answer");
+        call(&mut self.marker, &["ECHO", &marker]).await?;
 
         let mut seen = Vec::new();
         let read = async {
             loop {
                 let mut line = String::new();
-                let read = self.lines.read_line(&mut line).await.expect("MONITOR line");
-                assert!(read > 0, "MONITOR connection closed");
+                if self.lines.read_line(&mut line).await? == 0 {
+                    return Err(io::Error::other("MONITOR connection closed"));
+                }
                 if line.contains(&marker) {
-                    return;
+                    return Ok(());
                 }
                 seen.push(line.trim_end().to_owned());
             }
@@ -307,9 +330,43 @@ impl Monitor {
         // A guard, not a wait for time to pass: a regression fails instead of hanging.
         tokio::time::timeout(Duration::from_secs(10), read)
             .await
-            .expect("MONITOR reported the marker");
-        seen
+            .map_err(|_| io::Error::other("MONITOR did not report the marker"))??;
+        Ok(seen)
     }
+}
+
+/// Sends one command on `stream` and reads its one-line or bulk answer; an
+/// error answer is an `Err`.
+async fn call(stream: &mut TcpStream, args: &[&str]) -> io::Result<()> {
+    let mut command = format!("*{}\r\n", args.len());
+    for arg in args {
+        command.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    stream.write_all(command.as_bytes()).await?;
+    // `+OK\r\n`, `-ERR ...\r\n`, or `$len\r\n{bytes}\r\n`: read the first line a
+    // byte at a time (nothing else is in flight on this connection), then
+    // the bulk, if any.
+    let mut first = Vec::new();
+    while !first.ends_with(b"\r\n") {
+        let mut byte = [0; 1];
+        if stream.read(&mut byte).await? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        first.push(byte[0]);
+    }
+    let first = String::from_utf8_lossy(&first);
+    let first = first.trim_end();
+    if let Some(error) = first.strip_prefix('-') {
+        return Err(io::Error::other(error.to_owned()));
+    }
+    if let Some(len) = first
+        .strip_prefix('$')
+        .and_then(|len| len.parse::<usize>().ok())
+    {
+        let mut bulk = vec![0; len + 2];
+        stream.read_exact(&mut bulk).await?;
+    }
+    Ok(())
 }
 
 /// Whether a MONITOR line is a call made by a Lua script (`[0 lua]`), which
@@ -328,6 +385,14 @@ pub fn client_commands<'a>(lines: &'a [String], needle: &str) -> Vec<&'a str> {
         .map(String::as_str)
         .filter(|line| !is_script_internal(line) && line.contains(needle))
         .collect()
+}
+
+/// Who sent a MONITOR line's command: the client's address
+/// (`127.0.0.1:54321`), or `lua` for a call made by a script.
+pub fn source(line: &str) -> Option<&str> {
+    line.split_once('[')
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .and_then(|(source, _)| source.split_whitespace().nth(1))
 }
 
 /// The command name of a MONITOR line, e.g. `EVALSHA`.

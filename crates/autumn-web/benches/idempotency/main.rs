@@ -1,0 +1,82 @@
+//! What the idempotency layer costs a real HTTP client, what the in-memory
+//! store holds per recorded response, what the submit-token layer costs a
+//! `GET` that renders a form (minting included), and (with the `redis` /
+//! `postgres` features) what the Redis and PostgreSQL stores cost:
+//! throughput and store round trips per request.
+//!
+//! Run with `cargo bench -p autumn-web --bench idempotency --features
+//! redis,postgres` (or `cargo xtask bench`); without the features only the
+//! memory store is measured. Only the ratios printed by one run mean
+//! anything: absolute numbers move with whatever else the machine is doing.
+//!
+//! Knobs (environment): `AUTUMN_BENCH_SECS` (measured seconds per scenario
+//! run, default 1), `AUTUMN_BENCH_WARMUP_MS` (per run, default 300),
+//! `AUTUMN_BENCH_ROUNDS` (default 15; 0 = memory only), `AUTUMN_BENCH_CONCURRENCY` (default 16),
+//! `AUTUMN_BENCH_KEYS` (keys for the memory part, default 100000),
+//! `AUTUMN_BENCH_ONLY` (comma-separated short names from the per-round lines,
+//! e.g. `first`, to profile some scenarios alone; prints no ratios),
+//! `AUTUMN_BENCH_COUNT` (requests per batch when counting store round trips,
+//! default 200), `TEST_REDIS_URL` (default `redis://127.0.0.1:6379`),
+//! `TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`).
+//! A store whose service does not answer is skipped, with a line saying so.
+//!
+//! The targets printed next to each ratio are DESIGN.md's "Numbers we hold
+//! ourselves to" (`harness.rs` names them): the layer off (a request without
+//! a key) at least 0.95x plain axum, a first-time key on the memory store at
+//! least 0.85x, a replay at least 1.0x, at most ~400 bytes per stored small
+//! response, a minting `GET` within 3% of the bare route, and at most 2 Redis
+//! commands per first-time request and 1 per replay.
+//!
+//! One module per subject: `harness` (knobs, the app, the client, the
+//! measures, the targets), `memory_bytes`, `layer` (the HTTP throughput
+//! rounds and their ratios), `submit_mint`, `redis` and `postgres`.
+//!
+//! Design: one multi-thread tokio runtime (one worker per core) runs both
+//! servers and the client. On a 2-core machine separate runtimes would only
+//! oversubscribe the cores; the client's share of the work is the same in every
+//! scenario, so the ratios still compare the server paths (they understate the
+//! layer's server-side cost by the client's share, which is what a real client
+//! on the same box would see). The Redis and PostgreSQL servers run outside
+//! this process: their CPU is not in req/cpu-s, so compare those stores on
+//! req/s.
+//!
+//! Store round trips are counted, not timed, from what the server receives:
+//! Redis through MONITOR (client commands only: `INFO commandstats` and
+//! `total_commands_processed` also count the calls Lua scripts make), and
+//! PostgreSQL through a loopback proxy that parses the frontend protocol
+//! (every Execute is a statement, every Sync or simple Query a round trip),
+//! which other sessions on the same database cannot disturb, unlike
+//! `pg_stat_database` counters.
+
+mod harness;
+mod layer;
+mod memory_bytes;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
+/// The tests' Redis fixtures, for their MONITOR reader.
+#[cfg(feature = "redis")]
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../autumn-idempotency/tests/support/redis.rs"]
+mod redis_support;
+mod submit_mint;
+
+use harness::Config;
+
+fn main() {
+    let config = Config::from_env();
+    // Memory first, on the main thread before any runtime thread exists, so
+    // the process heap is as quiet as it gets.
+    memory_bytes::memory_per_key(config.keys);
+    memory_bytes::expiry_keeps_memory_flat(config.keys);
+
+    if config.rounds == 0 {
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(layer::http_bench(&config));
+}
