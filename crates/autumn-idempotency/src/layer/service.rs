@@ -1,3 +1,33 @@
+//! The [`Idempotency`] service: what happens to a request, step by step.
+//!
+//! Safe methods, requests without a key, a malformed key and requests
+//! nested inside another idempotency layer are decided in `call()`, without
+//! boxing. A mutating request with a key then goes:
+//!
+//! ```text
+//! buffer body (413) -> storage key + fingerprint -> claim
+//!    |- store error                  -> 503 (lookup) or 409 (lock); handler not run
+//!    |- InFlight                     -> 409 + Retry-After: 1
+//!    |- Completed, other fingerprint -> 422
+//!    |- Completed, same fingerprint  -> Direct: replay
+//!    |                                  record made through a replay layer:
+//!    |                                    forward to the route's IdempotencyReplayLayer
+//!    |                                  otherwise: 409 (fail closed)
+//!    `- Acquired                     -> renew if aged -> handler, run to its end even
+//!                                       if the client goes away, its lock renewed
+//!                                       every in_flight_ttl / 3 meanwhile
+//!                                         |- panic                      -> release, 500
+//!                                         |- 4xx / 5xx                  -> release, pass on
+//!                                         |- body > max_record_bytes    -> release, stream, no record
+//!                                         `- 2xx / 3xx                  -> finish (owner-checked
+//!                                                                          record + release)
+//! dropped or failed mid-claim -> the claim's lock released (owner-checked, own task)
+//! a forwarded replay reaching a layer not in ThroughInner mode -> 409
+//! ```
+//!
+//! The run itself (heartbeat, record, release) is `first_run.rs`, shared
+//! with the submit-token service; the two-phase future is `detach.rs`.
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};

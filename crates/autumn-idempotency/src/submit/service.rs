@@ -1,4 +1,25 @@
 //! The submit-token service: mint on every request, consume on guarded posts.
+//!
+//! Every request gets an unminted token slot (a token costs nothing until an
+//! extractor asks for it). A `POST`/`PUT`/`PATCH`/`DELETE` with a form
+//! content type, outside `exempt_paths`, goes:
+//!
+//! ```text
+//! scan body (400 / 413) -> no field: pass on, body unchanged
+//!                       -> field: storage key (token) + fingerprint (method, path) -> claim
+//!    |- store error                  -> 503 (lookup) or 409 (lock); handler not run
+//!    |- InFlight                     -> wait up to in_flight_wait, else 409 + Retry-After: 1
+//!    |- Completed, other fingerprint -> 422
+//!    |- Completed, same fingerprint  -> replay + x-submit-token-replayed: true
+//!    `- Acquired                     -> handler, as for a key (see `first_run.rs`): run to
+//!                                       its end, lock renewed, 2xx/3xx recorded,
+//!                                       anything else released
+//! dropped or failed mid-claim -> the claim's lock released (owner-checked, own task)
+//! ```
+//!
+//! A multipart body larger than the scan limit streams on, watched: a part
+//! naming the field after the scanned prefix fails the body, so the handler
+//! never reads a token it was not guarded by.
 
 use std::convert::Infallible;
 use std::sync::Arc;
