@@ -235,17 +235,6 @@ impl IdempotencyRejection {
     }
 }
 
-impl IntoResponse for IdempotencyRejection {
-    fn into_response(self) -> Response {
-        render(
-            self.status(),
-            self.code(),
-            &self.to_string(),
-            self.retry_after(),
-        )
-    }
-}
-
 /// Why the submit-token layer answered instead of the handler, or instead of
 /// the handler's response.
 ///
@@ -379,17 +368,6 @@ impl SubmitTokenRejection {
     }
 }
 
-impl IntoResponse for SubmitTokenRejection {
-    fn into_response(self) -> Response {
-        render(
-            self.status(),
-            self.code(),
-            &self.to_string(),
-            self.retry_after(),
-        )
-    }
-}
-
 /// Why [`IdempotencyContext`](crate::IdempotencyContext) could not be
 /// extracted. Take `Option<IdempotencyContext>` when the key is optional.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -415,11 +393,10 @@ impl IdempotencyContextRejection {
             Self::MissingKey => "idempotency_key_missing",
         }
     }
-}
 
-impl IntoResponse for IdempotencyContextRejection {
-    fn into_response(self) -> Response {
-        render(self.status(), self.code(), &self.to_string(), false)
+    /// Never: nothing to wait for.
+    fn retry_after(&self) -> bool {
+        false
     }
 }
 
@@ -451,13 +428,31 @@ impl SubmitTokenExtractRejection {
             Self::LayerMissing => "submit_token_layer_missing",
         }
     }
-}
 
-impl IntoResponse for SubmitTokenExtractRejection {
-    fn into_response(self) -> Response {
-        render(self.status(), self.code(), &self.to_string(), false)
+    /// Never: nothing to wait for.
+    fn retry_after(&self) -> bool {
+        false
     }
 }
+
+/// Every rejection answers the same way: its problem document, through the
+/// one renderer, with `Retry-After: 1` where the variant says so.
+macro_rules! rejection_into_response {
+    ($($rejection:ty),+ $(,)?) => {$(
+        impl IntoResponse for $rejection {
+            fn into_response(self) -> Response {
+                render(self.status(), self.code(), &self.to_string(), self.retry_after())
+            }
+        }
+    )+};
+}
+
+rejection_into_response!(
+    IdempotencyRejection,
+    SubmitTokenRejection,
+    IdempotencyContextRejection,
+    SubmitTokenExtractRejection,
+);
 
 #[cfg(test)]
 mod tests {
