@@ -15,7 +15,7 @@ use tower_http::trace::TraceLayer;
 
 use super::{AppBuilder, RawRouter};
 use crate::actuator::{self, AppMetrics};
-use crate::config::{AutumnConfig, Backend, ConfigError};
+use crate::config::{AutumnConfig, Backend, ConfigError, redact};
 use crate::route::{Route, RouteIdempotency};
 use crate::scope;
 
@@ -327,11 +327,6 @@ async fn postgres_clock_offset(
     } else {
         i64::MAX
     })))
-}
-
-/// `scheme://user:password@host` with the password replaced.
-fn redact(url: &str) -> String {
-    crate::config::redact(url)
 }
 
 impl AppBuilder {
