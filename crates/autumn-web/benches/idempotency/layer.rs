@@ -222,7 +222,13 @@ async fn run_scenario(
 }
 
 pub(crate) async fn http_bench(config: &Config) {
-    let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(3600)));
+    // A run stores millions of keys: lift the default cap (500,000), which
+    // would answer 503 part way through and measure nothing.
+    let store = Arc::new(
+        MemoryIdempotencyStore::new(Duration::from_secs(3600))
+            .with_max_entries(usize::MAX)
+            .with_max_bytes(usize::MAX),
+    );
     let bare = serve(router()).await;
     let layered = serve(router().layer(IdempotencyLayer::new(store.clone()))).await;
     // Only the store features add servers.
