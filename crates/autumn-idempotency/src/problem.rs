@@ -239,8 +239,9 @@ impl IdempotencyRejection {
 /// the handler's response.
 ///
 /// Each variant answers a problem document with its own status and
-/// [`code`](Self::code); `submit_token_in_flight` and
-/// `submit_token_store_full` carry `Retry-After: 1`. The variants that name
+/// [`code`](Self::code); `submit_token_in_flight`,
+/// `submit_token_store_unavailable` and `submit_token_store_full` carry
+/// `Retry-After: 1`, as the idempotency layer's 409s and 503s do. The variants that name
 /// the form's field carry its configured name.
 ///
 /// ```
@@ -364,7 +365,10 @@ impl SubmitTokenRejection {
 
     /// Whether the answer carries `Retry-After: 1`.
     fn retry_after(&self) -> bool {
-        matches!(self, Self::InFlight | Self::StoreFull)
+        matches!(
+            self,
+            Self::InFlight | Self::StoreUnavailable | Self::StoreFull
+        )
     }
 }
 

@@ -623,3 +623,36 @@ async fn a_waiting_duplicate_gives_up_on_the_layers_clock() {
     let first = first.await.expect("first").expect("infallible");
     assert_eq!(first.status(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn a_store_that_cannot_be_asked_answers_503_with_retry_after_and_runs_nothing() {
+    let faults = Arc::new(Faults::default());
+    let store = Arc::new(FaultyStore {
+        inner: Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600))),
+        faults: faults.clone(),
+        on_lock: Box::new(|| {}),
+        renew_gate: None,
+    });
+    let (app, runs) = form_app(store, 0, |layer| layer);
+    let token = mint(&app).await;
+    faults.get.store(true, Ordering::SeqCst);
+    let response = app.clone().oneshot(post(&token)).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // Like the idempotency layer's 503: the client may try again shortly.
+    assert_eq!(
+        response.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..])
+    );
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    let problem: serde_json::Value = serde_json::from_slice(&body).expect("problem+json");
+    assert_eq!(problem["code"], "submit_token_store_unavailable");
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the handler did not run");
+    // Once the store answers again, the same token is processed once.
+    faults.get.store(false, Ordering::SeqCst);
+    assert_eq!(
+        send(&app, post(&token)).await,
+        (StatusCode::OK, "1".to_owned())
+    );
+}

@@ -647,7 +647,7 @@ fn warn_about_timeouts(config: &AutumnConfig) {
     let in_flight = config.idempotency.in_flight_ttl();
     match config.server.request_timeout() {
         Some(timeout) if in_flight < timeout => tracing::warn!(
-            "idempotency.in_flight_ttl_secs ({}s) is shorter than server.timeouts.request_timeout_ms ({}ms): a request still running when its lock lapses can run a second time",
+            "idempotency.in_flight_ttl_secs ({}s) is shorter than server.timeouts.request_timeout_ms ({}ms): running handlers renew their lock, but on a store that cannot (no renew_lock) a request still running when its lock lapses can run a second time",
             in_flight.as_secs(),
             timeout.as_millis()
         ),
