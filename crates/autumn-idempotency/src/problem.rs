@@ -512,13 +512,7 @@ mod tests {
             },
             {
                 let r = SubmitTokenRejection::StoreUnavailable;
-                (
-                    r.status(),
-                    r.code(),
-                    r.to_string(),
-                    false,
-                    r.into_response(),
-                )
+                (r.status(), r.code(), r.to_string(), true, r.into_response())
             },
             {
                 let r = IdempotencyRejection::LockUnavailable;
