@@ -132,24 +132,31 @@ async fn text(conn: &mut diesel_async::AsyncPgConnection, query: &str) -> String
 /// transaction id into the row, and WAL with it) and no waiting on another
 /// transaction's lock, so replays of one key never queue behind each other.
 #[cfg(feature = "postgres")]
+/// Claims `key` as owner "first" and records a 201 "made" under it, with
+/// fingerprint `[1]`; returns the TTL used and the record.
+async fn record_one(store: &impl IdempotencyStore, key: &str) -> (Duration, IdempotencyRecord) {
+    let ttl = Duration::from_secs(60);
+    let record = IdempotencyRecord::new(StatusCode::CREATED, [], "made");
+    assert_eq!(
+        store.claim(key, "first", ttl).await.expect("claim"),
+        autumn_idempotency::Claim::Acquired
+    );
+    assert!(
+        store
+            .finish(key, "first", record.clone(), vec![1], ttl)
+            .await
+            .expect("finish")
+    );
+    (ttl, record)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_replay_takes_no_row_lock() {
     use autumn_idempotency::Claim;
     use diesel_async::SimpleAsyncConnection as _;
     let url = database::fresh_postgres_schema();
     let store = Arc::new(database::store(&url, ManualClock::new()));
-    let ttl = Duration::from_secs(60);
-    let record = IdempotencyRecord::new(StatusCode::CREATED, [], "made");
-    assert_eq!(
-        store.claim("k", "first", ttl).await.expect("claim"),
-        Claim::Acquired
-    );
-    assert!(
-        store
-            .finish("k", "first", record.clone(), vec![1], ttl)
-            .await
-            .expect("finish")
-    );
+    let (ttl, record) = record_one(store.as_ref(), "k").await;
     let replayed = Claim::Completed {
         record,
         fingerprint: vec![1],
@@ -359,18 +366,7 @@ async fn a_sqlite_replay_does_not_wait_for_the_writer() {
     use diesel::connection::SimpleConnection as _;
     let url = database::fresh_sqlite_file();
     let store = database::store(&url, ManualClock::new());
-    let ttl = Duration::from_secs(60);
-    let record = IdempotencyRecord::new(StatusCode::CREATED, [], "made");
-    assert_eq!(
-        store.claim("k", "first", ttl).await.expect("claim"),
-        Claim::Acquired
-    );
-    assert!(
-        store
-            .finish("k", "first", record.clone(), vec![1], ttl)
-            .await
-            .expect("finish")
-    );
+    let (ttl, record) = record_one(&store, "k").await;
 
     let path = url.trim_start_matches("sqlite://");
     let mut writer = diesel::SqliteConnection::establish(path).expect("writer connection");

@@ -427,16 +427,10 @@ async fn a_redis_restart_during_the_handler_does_not_lose_the_record() {
     assert_eq!(f.runs(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_redis_black_holed_concurrent_first_requests_all_get_503_within_the_connect_timeout() {
-    // A loopback port that takes connections and never answers: a Redis
-    // whose packets vanish. Nothing else is ever dialled.
-    let black_hole = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    let port = black_hole.local_addr().expect("its address").port();
-    let f = fixture(&format!("redis://127.0.0.1:{port}"), &unique_prefix());
-
-    // The documented connect timeout is 2 s. One connection attempt at a
-    // time, each spending the whole timeout, would take 6 x 2 s.
+/// Sends six keyed requests at once and waits (at most 30 s) for each to
+/// be refused 503 because the store cannot be reached; returns how long
+/// that took.
+async fn six_concurrent_requests_get_503(f: &Fixture) -> Duration {
     let started = std::time::Instant::now();
     let requests: Vec<_> = (0..6)
         .map(|i| tokio::spawn(f.post("/orders").key(&format!("k{i}")).send()))
@@ -451,7 +445,20 @@ async fn with_redis_black_holed_concurrent_first_requests_all_get_503_within_the
             "idempotency_store_unavailable",
         );
     }
-    let elapsed = started.elapsed();
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_black_holed_concurrent_first_requests_all_get_503_within_the_connect_timeout() {
+    // A loopback port that takes connections and never answers: a Redis
+    // whose packets vanish. Nothing else is ever dialled.
+    let black_hole = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = black_hole.local_addr().expect("its address").port();
+    let f = fixture(&format!("redis://127.0.0.1:{port}"), &unique_prefix());
+
+    // The documented connect timeout is 2 s. One connection attempt at a
+    // time, each spending the whole timeout, would take 6 x 2 s.
+    let elapsed = six_concurrent_requests_get_503(&f).await;
     assert!(
         elapsed < Duration::from_secs(4),
         "every request answered within twice the 2 s connect timeout, took {elapsed:?}"
@@ -472,23 +479,9 @@ async fn with_redis_black_holed_after_it_was_reached_requests_get_503_within_the
     server.stop();
     let black_hole = std::net::TcpListener::bind(("127.0.0.1", server.port()))
         .expect("Redis's port, free again");
-    let started = std::time::Instant::now();
-    let requests: Vec<_> = (0..6)
-        .map(|i| tokio::spawn(f.post("/orders").key(&format!("k{i}")).send()))
-        .collect();
-    for request in requests {
-        let answer = tokio::time::timeout(Duration::from_secs(30), request)
-            .await
-            .expect("an answer within 30 s")
-            .expect("the request");
-        answer.assert_problem(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "idempotency_store_unavailable",
-        );
-    }
+    let elapsed = six_concurrent_requests_get_503(&f).await;
     // One reconnection attempt of 2 s, shared; retrying it inside the
     // connection manager would double that.
-    let elapsed = started.elapsed();
     assert!(
         elapsed < Duration::from_millis(3_500),
         "every request answered within the 2 s connect timeout and some slack, took {elapsed:?}"

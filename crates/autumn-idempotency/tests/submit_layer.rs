@@ -466,8 +466,8 @@ async fn a_response_over_the_record_limit_is_sent_whole_and_releases_the_token()
     assert_eq!(metrics.snapshot().unrecorded_too_large, 2);
 }
 
-#[tokio::test]
-async fn a_claim_that_locks_then_fails_leaves_the_token_free() {
+/// A memory store whose operations fail when its `Faults` say so.
+fn faulty_memory() -> (Arc<FaultyStore>, Arc<Faults>) {
     let faults = Arc::new(Faults::default());
     let store = Arc::new(FaultyStore {
         inner: Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600))),
@@ -475,6 +475,12 @@ async fn a_claim_that_locks_then_fails_leaves_the_token_free() {
         on_lock: Box::new(|| {}),
         renew_gate: None,
     });
+    (store, faults)
+}
+
+#[tokio::test]
+async fn a_claim_that_locks_then_fails_leaves_the_token_free() {
+    let (store, faults) = faulty_memory();
     let (app, runs) = form_app(store, 0, |layer| layer);
     let token = mint(&app).await;
     // The store took the lock but its reply was lost.
@@ -626,13 +632,7 @@ async fn a_waiting_duplicate_gives_up_on_the_layers_clock() {
 
 #[tokio::test]
 async fn a_store_that_cannot_be_asked_answers_503_with_retry_after_and_runs_nothing() {
-    let faults = Arc::new(Faults::default());
-    let store = Arc::new(FaultyStore {
-        inner: Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600))),
-        faults: faults.clone(),
-        on_lock: Box::new(|| {}),
-        renew_gate: None,
-    });
+    let (store, faults) = faulty_memory();
     let (app, runs) = form_app(store, 0, |layer| layer);
     let token = mint(&app).await;
     faults.get.store(true, Ordering::SeqCst);
