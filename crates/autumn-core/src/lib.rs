@@ -11,6 +11,7 @@ pub mod db;
 mod error;
 mod route;
 mod scope;
+pub mod session;
 pub mod telemetry;
 
 pub use app::{AppBuilder, LaunchError, app};

@@ -1,0 +1,118 @@
+//! [`MemorySessionStore`]: sessions in this process's memory.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::id::SessionId;
+use super::store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
+
+/// Sessions kept in this process: for development, tests and single-instance
+/// apps. Every replica has its own, so a visitor who reaches another replica
+/// is signed out there; a production profile refuses it unless
+/// `[session] allow_memory_in_production = true`.
+///
+/// Bounded by `max_entries`: when a new session does not fit after expired
+/// ones are dropped, saving it fails (the request answers 503) rather than
+/// evicting someone's live session.
+///
+/// ```
+/// use autumn_core::session::{MemorySessionStore, SessionId, SessionRecord, SessionStore};
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let store = MemorySessionStore::new(10_000);
+/// let id = SessionId::generate();
+/// store.save(&id, &SessionRecord::new(Default::default(), 2_000), 1_000).await.unwrap();
+/// assert!(store.load(&id, 1_500).await.unwrap().is_some());
+/// assert!(store.load(&id, 2_000).await.unwrap().is_none(), "expired");
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct MemorySessionStore {
+    records: Mutex<HashMap<String, SessionRecord>>,
+    max_entries: usize,
+}
+
+impl MemorySessionStore {
+    /// A store holding at most `max_entries` sessions.
+    #[must_use]
+    pub fn new(max_entries: usize) -> Self {
+        Self {
+            records: Mutex::new(HashMap::new()),
+            max_entries,
+        }
+    }
+
+    fn records(
+        &self,
+    ) -> Result<std::sync::MutexGuard<'_, HashMap<String, SessionRecord>>, SessionStoreError> {
+        self.records
+            .lock()
+            .map_err(|_| SessionStoreError::new("the memory session store was poisoned by a panic"))
+    }
+}
+
+impl SessionStore for MemorySessionStore {
+    fn load<'a>(
+        &'a self,
+        id: &'a SessionId,
+        now_millis: u64,
+    ) -> SessionFuture<'a, Option<SessionRecord>> {
+        let found = self.records().map(|records| {
+            records
+                .get(&id.storage_key())
+                .filter(|record| record.expires_at_millis > now_millis)
+                .cloned()
+        });
+        Box::pin(std::future::ready(found))
+    }
+
+    fn save<'a>(
+        &'a self,
+        id: &'a SessionId,
+        record: &'a SessionRecord,
+        now_millis: u64,
+    ) -> SessionFuture<'a, ()> {
+        let saved = self.records().and_then(|mut records| {
+            let key = id.storage_key();
+            if !records.contains_key(&key) && records.len() >= self.max_entries {
+                records.retain(|_, record| record.expires_at_millis > now_millis);
+                if records.len() >= self.max_entries {
+                    return Err(SessionStoreError::full(format!(
+                        "the memory session store holds its maximum of {} sessions",
+                        self.max_entries
+                    )));
+                }
+            }
+            records.insert(key, record.clone());
+            Ok(())
+        });
+        Box::pin(std::future::ready(saved))
+    }
+
+    fn delete<'a>(&'a self, id: &'a SessionId) -> SessionFuture<'a, ()> {
+        let deleted = self.records().map(|mut records| {
+            records.remove(&id.storage_key());
+        });
+        Box::pin(std::future::ready(deleted))
+    }
+
+    fn delete_expired(&self, now_millis: u64, limit: u64) -> SessionFuture<'_, u64> {
+        let deleted = self.records().map(|mut records| {
+            let expired: Vec<String> = records
+                .iter()
+                .filter(|(_, record)| record.expires_at_millis <= now_millis)
+                .map(|(key, _)| key.clone())
+                .take(usize::try_from(limit).unwrap_or(usize::MAX))
+                .collect();
+            for key in &expired {
+                records.remove(key);
+            }
+            expired.len() as u64
+        });
+        Box::pin(std::future::ready(deleted))
+    }
+
+    fn len(&self) -> Option<u64> {
+        self.records().ok().map(|records| records.len() as u64)
+    }
+}
