@@ -153,7 +153,17 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     fn from(error: E) -> Self {
-        Self::internal(error)
+        let mut error = Self::internal(error);
+        // A session store that is down is an outage to retry, not a bug.
+        if error
+            .source
+            .as_deref()
+            .and_then(|source| source.downcast_ref::<crate::session::SessionError>())
+            .is_some_and(|source| matches!(source, crate::session::SessionError::Store(_)))
+        {
+            error.kind = ErrorKind::Unavailable;
+        }
+        error
     }
 }
 

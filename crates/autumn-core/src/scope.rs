@@ -1,19 +1,23 @@
-//! Who is asking: the [`IdempotencyScope`] every request carries into the
-//! idempotency layer.
+//! Who is asking: the [`IdempotencyScope`] every mutating request carries
+//! into the guards.
 //!
-//! For now the scope is the raw session cookie, the tenant header (when
-//! `[tenancy] enabled`) and the raw `Authorization` header. The session and
-//! tenancy layers will replace these with the session id and the resolved
-//! tenant; an `IdempotencyScope` already in the extensions is left alone.
+//! The session part is the session the session layer resolved: `session`
+//! with the id when the store knows it, `browser` with the cookie's id when
+//! it does not (forged, expired, or an id given to a visitor in the cookie
+//! alone), so an unknown id never shares records with a stored session. With
+//! sessions off it is the raw session cookie. Then the tenant header (when
+//! `[tenancy] enabled`) and the raw `Authorization` header. An
+//! `IdempotencyScope` already in the extensions is left alone.
 
 use autumn_idempotency::IdempotencyScope;
 use autumn_idempotency::key::is_guarded_method;
 use axum::extract::Request;
-use http::{HeaderMap, HeaderName, header};
+use http::{Extensions, HeaderMap, HeaderName, header};
 use tower::util::MapRequestLayer;
 
 use crate::app::LaunchError;
 use crate::config::AutumnConfig;
+use crate::session::{Session, SessionIdentity};
 
 pub(crate) fn layer(
     config: &AutumnConfig,
@@ -35,7 +39,12 @@ pub(crate) fn layer(
         if is_guarded_method(request.method())
             && request.extensions().get::<IdempotencyScope>().is_none()
         {
-            let scope = request_scope(request.headers(), &cookie_name, tenant_header.as_ref());
+            let scope = request_scope(
+                request.extensions(),
+                request.headers(),
+                &cookie_name,
+                tenant_header.as_ref(),
+            );
             request.extensions_mut().insert(scope);
         }
         request
@@ -43,13 +52,26 @@ pub(crate) fn layer(
 }
 
 fn request_scope(
+    extensions: &Extensions,
     headers: &HeaderMap,
     cookie_name: &str,
     tenant_header: Option<&HeaderName>,
 ) -> IdempotencyScope {
     let mut scope = IdempotencyScope::default();
-    if let Some(session) = cookie(headers, cookie_name) {
-        scope = scope.with_part("session", session);
+    match extensions.get::<SessionIdentity>() {
+        Some(SessionIdentity { id, known: true }) => {
+            scope = scope.with_part("session", id.as_str())
+        }
+        Some(SessionIdentity { id, known: false }) => {
+            scope = scope.with_part("browser", id.as_str());
+        }
+        // The session layer found no cookie worth resolving.
+        None if extensions.get::<Session>().is_some() => {}
+        None => {
+            if let Some(session) = cookie(headers, cookie_name) {
+                scope = scope.with_part("session", session);
+            }
+        }
     }
     if let Some(tenant) = tenant_header.and_then(|name| headers.get(name)) {
         scope = scope.with_part("tenant", tenant.as_bytes());
@@ -98,19 +120,19 @@ mod tests {
         let b = headers(&[("cookie", "autumn_session=abc; theme=light")]);
         let other = headers(&[("cookie", "autumn_session=xyz")]);
         assert_eq!(
-            request_scope(&a, "autumn_session", None),
-            request_scope(&b, "autumn_session", None)
+            request_scope(&Extensions::new(), &a, "autumn_session", None),
+            request_scope(&Extensions::new(), &b, "autumn_session", None)
         );
         assert_ne!(
-            request_scope(&a, "autumn_session", None),
-            request_scope(&other, "autumn_session", None)
+            request_scope(&Extensions::new(), &a, "autumn_session", None),
+            request_scope(&Extensions::new(), &other, "autumn_session", None)
         );
 
         let bearer1 = headers(&[("authorization", "Bearer one")]);
         let bearer2 = headers(&[("authorization", "Bearer two")]);
         assert_ne!(
-            request_scope(&bearer1, "autumn_session", None),
-            request_scope(&bearer2, "autumn_session", None)
+            request_scope(&Extensions::new(), &bearer1, "autumn_session", None),
+            request_scope(&Extensions::new(), &bearer2, "autumn_session", None)
         );
     }
 
@@ -120,12 +142,12 @@ mod tests {
         let acme = headers(&[("x-tenant-id", "acme")]);
         let globex = headers(&[("x-tenant-id", "globex")]);
         assert_eq!(
-            request_scope(&acme, "s", None),
-            request_scope(&globex, "s", None)
+            request_scope(&Extensions::new(), &acme, "s", None),
+            request_scope(&Extensions::new(), &globex, "s", None)
         );
         assert_ne!(
-            request_scope(&acme, "s", Some(&tenant)),
-            request_scope(&globex, "s", Some(&tenant))
+            request_scope(&Extensions::new(), &acme, "s", Some(&tenant)),
+            request_scope(&Extensions::new(), &globex, "s", Some(&tenant))
         );
     }
 
@@ -141,12 +163,12 @@ mod tests {
         let anonymous = headers(&[]);
         assert_eq!(cookie(&mixed, "autumn_session"), Some(&b"abc"[..]));
         assert_eq!(
-            request_scope(&mixed, "autumn_session", None),
-            request_scope(&clean, "autumn_session", None)
+            request_scope(&Extensions::new(), &mixed, "autumn_session", None),
+            request_scope(&Extensions::new(), &clean, "autumn_session", None)
         );
         assert_ne!(
-            request_scope(&mixed, "autumn_session", None),
-            request_scope(&anonymous, "autumn_session", None)
+            request_scope(&Extensions::new(), &mixed, "autumn_session", None),
+            request_scope(&Extensions::new(), &anonymous, "autumn_session", None)
         );
     }
 

@@ -20,6 +20,7 @@ use futures_util::FutureExt as _;
 use tower::Service;
 
 use crate::body::{Capped, read_capped};
+use crate::finalize::FinalizeHook;
 use crate::metrics::IdempotencyMetrics;
 use crate::problem::{IdempotencyRejection, SubmitTokenRejection};
 use crate::record::IdempotencyRecord;
@@ -30,7 +31,7 @@ pub(crate) struct Held {
     pub(crate) store: Arc<dyn IdempotencyStore>,
     pub(crate) storage_key: String,
     pub(crate) owner: String,
-    pub(crate) fingerprint: [u8; 32],
+    pub(crate) fingerprint: Vec<u8>,
     /// How long the record is kept.
     pub(crate) ttl: Duration,
     /// How long the lock lasts without renewal; the run renews it every
@@ -44,6 +45,9 @@ pub(crate) struct Held {
     /// Which guard holds the lock: it decides the rejection a failed run
     /// answers with.
     pub(crate) guard: Guard,
+    /// An outer layer's work on the response before it is final (the
+    /// session's Set-Cookie), taken from the request.
+    pub(crate) finalize: Option<FinalizeHook>,
 }
 
 /// The guard a run belongs to, so its failures answer with that guard's
@@ -70,6 +74,14 @@ impl Guard {
         match self {
             Self::Key => IdempotencyRejection::ResponseLost.into_response(),
             Self::Token => SubmitTokenRejection::ResponseLost.into_response(),
+        }
+    }
+
+    /// 500: the handler ran but its response could not be made final.
+    fn not_finalized(self) -> Response {
+        match self {
+            Self::Key => IdempotencyRejection::ResponseNotFinal.into_response(),
+            Self::Token => SubmitTokenRejection::ResponseNotFinal.into_response(),
         }
     }
 }
@@ -255,6 +267,12 @@ where
             }
             Ran::Whole(parts, body) => (parts, body),
         };
+        let mut parts = parts;
+        if let Some(hook) = held.finalize.as_ref().filter(|hook| hook.pending())
+            && let Err(response) = finalize(held, hook, &mut parts.headers).await
+        {
+            return response;
+        }
         let record = IdempotencyRecord::from_parts(&parts, body.clone())
             .with_replay_through_inner(replays_through_inner(&parts));
         let finished = held
@@ -263,7 +281,7 @@ where
                 &held.storage_key,
                 &held.owner,
                 record,
-                held.fingerprint.to_vec(),
+                held.fingerprint.clone(),
                 held.ttl,
             )
             .await;
@@ -283,6 +301,44 @@ where
         }
         Response::from_parts(parts, Body::from(body))
     }
+}
+
+/// Runs an outer layer's `hook` on a response about to be recorded, after
+/// keeping the lock for as long as the record would live: a hook that
+/// fails, or a process that dies while it runs, then leaves retries a 409
+/// until then, never a second run nor a replay that lacks the hook's work.
+/// `Err` is the response to answer instead; the lock is kept.
+async fn finalize(
+    held: &Held,
+    hook: &FinalizeHook,
+    headers: &mut http::HeaderMap,
+) -> Result<(), Response> {
+    match held
+        .store
+        .renew_lock(&held.storage_key, &held.owner, held.ttl)
+        .await
+    {
+        Ok(true) => {}
+        // Lost or unknown: the hook still runs (its work is the client's,
+        // and the record stays owner-checked), but say so.
+        Ok(false) => tracing::warn!(
+            storage_key = %held.storage_key,
+            "the lock was lost before the response was finished; it will not be recorded"
+        ),
+        Err(error) => tracing::warn!(
+            storage_key = %held.storage_key,
+            %error,
+            "could not keep the lock while the response is finished; it lapses after its in-flight TTL"
+        ),
+    }
+    hook.finalize(headers).await.map_err(|error| {
+        tracing::error!(
+            storage_key = %held.storage_key,
+            %error,
+            "the response could not be finished (the session was not saved); not recorded, and the key stays locked until the record's TTL ends"
+        );
+        held.guard.not_finalized()
+    })
 }
 
 /// Runs `work` while renewing `held`'s lock every third of its in-flight

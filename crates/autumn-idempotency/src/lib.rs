@@ -20,6 +20,7 @@ mod context;
 #[cfg(feature = "database")]
 pub mod database;
 mod detach;
+pub mod finalize;
 mod first_run;
 pub mod key;
 pub mod layer;

@@ -191,6 +191,14 @@ pub enum IdempotencyRejection {
         "the request was processed but its response could not be sent or recorded; a retry with the same Idempotency-Key gets 409 until the in-flight lock expires"
     )]
     ResponseLost,
+    /// 500 `response_not_final`: the handler ran, but the work that makes
+    /// its response final (saving the session the handler changed) failed;
+    /// nothing was recorded and the key stays locked until the record's TTL
+    /// ends, so a retry never runs it again.
+    #[error(
+        "the request was processed but its session could not be saved, so its response was not recorded; a retry with the same Idempotency-Key gets 409 until the key expires"
+    )]
+    ResponseNotFinal,
 }
 
 impl IdempotencyRejection {
@@ -204,7 +212,9 @@ impl IdempotencyRejection {
                 StatusCode::CONFLICT
             }
             Self::StoreUnavailable | Self::StoreFull => StatusCode::SERVICE_UNAVAILABLE,
-            Self::HandlerPanicked | Self::ResponseLost => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::HandlerPanicked | Self::ResponseLost | Self::ResponseNotFinal => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 
@@ -222,6 +232,7 @@ impl IdempotencyRejection {
             Self::StoreFull => "idempotency_store_full",
             Self::HandlerPanicked => "internal_error",
             Self::ResponseLost => "response_lost",
+            Self::ResponseNotFinal => "response_not_final",
         }
     }
 
@@ -328,6 +339,20 @@ pub enum SubmitTokenRejection {
         "the request was processed but its response could not be sent or recorded; submitting the form again gets 409 until the in-flight lock expires"
     )]
     ResponseLost,
+    /// 500 `response_not_final`: the handler ran, but saving the session it
+    /// changed failed; nothing was recorded and the token stays locked until
+    /// its TTL ends.
+    #[error(
+        "the form was processed but its session could not be saved, so its response was not recorded; submitting the form again gets 409 until the token expires"
+    )]
+    ResponseNotFinal,
+    /// 409 `submit_token_other_session`: the token was submitted before from
+    /// another session (a copied page, a leaked token); its response belongs
+    /// to that session and nothing ran.
+    #[error(
+        "this form was already submitted from another session; reload the form to get a fresh one"
+    )]
+    OtherSession,
 }
 
 impl SubmitTokenRejection {
@@ -339,10 +364,12 @@ impl SubmitTokenRejection {
             | Self::TokenRepeated { .. }
             | Self::TokenMalformed { .. }
             | Self::TokenLate { .. } => StatusCode::BAD_REQUEST,
-            Self::InFlight => StatusCode::CONFLICT,
+            Self::InFlight | Self::OtherSession => StatusCode::CONFLICT,
             Self::TokenReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::StoreUnavailable | Self::StoreFull => StatusCode::SERVICE_UNAVAILABLE,
-            Self::HandlerPanicked | Self::ResponseLost => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::HandlerPanicked | Self::ResponseLost | Self::ResponseNotFinal => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 
@@ -360,6 +387,8 @@ impl SubmitTokenRejection {
             Self::StoreFull => "submit_token_store_full",
             Self::HandlerPanicked => "internal_error",
             Self::ResponseLost => "response_lost",
+            Self::ResponseNotFinal => "response_not_final",
+            Self::OtherSession => "submit_token_other_session",
         }
     }
 

@@ -54,6 +54,12 @@ pub mod idempotency {
 
 pub mod security;
 
+/// Sessions: the [`Session`](session::Session) extractor, the layer and the
+/// stores.
+pub mod session {
+    pub use autumn_core::session::*;
+}
+
 /// Testing an app in-process: [`TestApp`](test::TestApp).
 pub mod test {
     pub use autumn_test::*;
@@ -76,6 +82,7 @@ pub mod reexports {
 pub mod prelude {
     #[cfg(feature = "database")]
     pub use crate::db::Db;
+    pub use crate::session::Session;
     pub use crate::{
         AutumnError, AutumnResult, Route, RouteIdempotency, delete, get, patch, post, put, routes,
     };

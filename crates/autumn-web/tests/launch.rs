@@ -47,9 +47,30 @@ fn memory_store_in_production_is_refused_unless_allowed() {
         );
         assert!(message.contains(profile), "{message}");
     }
-    let allowed = config("[idempotency]\nallow_memory_in_production = true\n", "prod");
+    let allowed = config(
+        "[idempotency]\nallow_memory_in_production = true\n[session]\nallow_memory_in_production = true\n",
+        "prod",
+    );
     assert!(configured(allowed).try_build().is_ok());
     assert!(configured(config("", "dev")).try_build().is_ok());
+}
+
+#[test]
+fn memory_sessions_in_production_are_refused_unless_allowed() {
+    let idempotency_allowed = "[idempotency]\nallow_memory_in_production = true\n";
+    let message = launch_error(configured(config(idempotency_allowed, "prod")));
+    assert!(
+        message.contains("session.allow_memory_in_production"),
+        "{message}"
+    );
+    assert!(message.contains("AUTUMN_SESSION__BACKEND"), "{message}");
+    assert!(!message.contains('\n'), "one line: {message}");
+    let sessions_off = format!("{idempotency_allowed}[session]\nenabled = false\n");
+    assert!(
+        configured(config(&sessions_off, "prod"))
+            .try_build()
+            .is_ok()
+    );
 }
 
 #[test]

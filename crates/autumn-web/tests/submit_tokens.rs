@@ -341,5 +341,6 @@ fn an_explicit_memory_store_for_tokens_is_refused_in_production() {
     // Unset, it inherits the idempotency backend and starts.
     let mut inherited = AutumnConfig::default();
     inherited.profile = Profile::new("prod");
+    inherited.session.allow_memory_in_production = true;
     assert!(TestApp::new().with_config(inherited).try_build().is_ok());
 }

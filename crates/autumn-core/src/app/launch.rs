@@ -43,6 +43,22 @@ pub enum LaunchError {
         /// The active profile.
         profile: String,
     },
+    /// The memory backend was chosen for sessions in a production profile.
+    #[error(
+        "session.backend = \"memory\" is refused in production profile `{profile}`: every replica would have its own sessions; set session.backend (or idempotency.backend) to \"redis\" or \"database\" (AUTUMN_SESSION__BACKEND), or session.allow_memory_in_production = true for a single instance"
+    )]
+    SessionMemoryInProduction {
+        /// The active profile.
+        profile: String,
+    },
+    /// The session backend is not part of this build.
+    #[error(
+        "session.backend = \"{backend}\" is not available in this build of autumn-web; set session.backend = \"memory\" or enable the backend's feature"
+    )]
+    SessionBackendUnavailable {
+        /// The backend that was asked for.
+        backend: String,
+    },
     /// The Redis backend was chosen without a URL.
     #[error(
         "idempotency.backend = \"redis\" needs idempotency.redis.url (or AUTUMN_IDEMPOTENCY__REDIS__URL)"
@@ -428,20 +444,24 @@ impl AppBuilder {
             &mut startup,
         )?;
         router = router.merge(actuator::routes(metrics.clone()));
+        let sessions = session_layer(&config, database.as_ref(), &clock, &mut startup)?;
 
-        // Innermost first: the scope is read after the app's own layers (an
-        // API-token layer puts the principal there), then the app's layers,
-        // then timeout and trace outermost.
+        // Innermost first: the guards, the app's own layers, then the scope
+        // and the session outside them (an idempotency layer the app adds
+        // gets the same scope as Autumn's), then timeout and trace outermost.
         if let Some(submit) = submit {
             router = router.layer(submit);
         }
-        router = router.layer(scope::layer(&config)?);
         #[cfg(feature = "database")]
         if let Some(pool) = database {
             router = router.layer(axum::Extension(pool));
         }
         for layer in self.layers {
             router = layer(router);
+        }
+        router = router.layer(scope::layer(&config)?);
+        if let Some(sessions) = sessions {
+            router = router.layer(sessions);
         }
         if let Some(timeout) = config.server.request_timeout() {
             router = router.layer(TimeoutLayer::with_status_code(
@@ -612,6 +632,57 @@ fn submit_token_layer(
             .with_metrics(metrics.submit_token.clone()),
     ))
 }
+
+/// The most sessions the memory backend keeps.
+const MEMORY_SESSIONS: usize = 100_000;
+
+/// The session layer `[session]` describes, on the backend it names (or
+/// `idempotency.backend`'s), sharing the app's connections.
+fn session_layer(
+    config: &AutumnConfig,
+    database: Option<&Database>,
+    clock: &autumn_idempotency::clock::SharedClock,
+    startup: &mut Startup,
+) -> Result<Option<crate::session::SessionLayer>, LaunchError> {
+    use crate::session::{MemorySessionStore, SessionLayer, SessionStore};
+    let sessions = &config.session;
+    if !sessions.enabled {
+        return Ok(None);
+    }
+    let backend = sessions.effective_backend(&config.idempotency);
+    let store: Arc<dyn SessionStore> = match backend {
+        Backend::Memory => {
+            if config.profile.is_production() && !sessions.allow_memory_in_production {
+                return Err(LaunchError::SessionMemoryInProduction {
+                    profile: config.profile.name().to_owned(),
+                });
+            }
+            Arc::new(MemorySessionStore::new(MEMORY_SESSIONS))
+        }
+        #[allow(unreachable_patterns)]
+        backend => {
+            let _ = (database, startup);
+            return Err(LaunchError::SessionBackendUnavailable {
+                backend: backend.as_str().to_owned(),
+            });
+        }
+    };
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let _guard = runtime.enter();
+        crate::session::spawn_sweeper(store.clone(), clock.clone(), SESSION_SWEEP_EVERY);
+    }
+    Ok(Some(
+        SessionLayer::new(store)
+            .with_cookie_name(sessions.cookie_name.as_str())
+            .with_ttl(sessions.ttl())
+            .with_same_site(sessions.same_site)
+            .with_secure(sessions.secure.unwrap_or(config.profile.is_production()))
+            .with_clock(clock.clone()),
+    ))
+}
+
+/// How often expired sessions are removed from stores that keep them.
+const SESSION_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A memory store within `[idempotency.memory]`'s limits.
 pub(crate) fn memory_store(

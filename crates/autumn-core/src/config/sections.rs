@@ -360,20 +360,52 @@ impl SubmitTokenConfig {
     }
 }
 
-/// `[session]`: the session cookie.
+/// `[session]`: server-side sessions and their cookie.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct SessionConfig {
+    /// Whether the session layer is installed (a `Session` extractor works only then).
+    pub enabled: bool,
     /// Name of the session cookie.
     pub cookie_name: String,
+    /// Where sessions are kept; unset means the same as `idempotency.backend`.
+    pub backend: Option<Backend>,
+    /// Seconds a session lives after the visitor was last seen.
+    pub ttl_secs: u64,
+    /// The cookie's `SameSite` attribute: `"lax"`, `"strict"` or `"none"`.
+    pub same_site: crate::session::SameSite,
+    /// Whether the cookie is `Secure` (HTTPS only); unset means yes in production profiles.
+    pub secure: Option<bool>,
+    /// Allow the memory backend in a production profile (one instance only).
+    pub allow_memory_in_production: bool,
 }
 
 impl Default for SessionConfig {
     fn default() -> Self {
         Self {
+            enabled: true,
             cookie_name: "autumn_session".to_owned(),
+            backend: None,
+            ttl_secs: 1_209_600,
+            same_site: crate::session::SameSite::Lax,
+            secure: None,
+            allow_memory_in_production: false,
         }
+    }
+}
+
+impl SessionConfig {
+    /// The backend sessions are kept in: `backend` if set, else `idempotency.backend`.
+    #[must_use]
+    pub fn effective_backend(&self, idempotency: &IdempotencyConfig) -> Backend {
+        self.backend.unwrap_or(idempotency.backend)
+    }
+
+    /// How long a session lives after the visitor was last seen.
+    #[must_use]
+    pub fn ttl(&self) -> Duration {
+        Duration::from_secs(self.ttl_secs)
     }
 }
 

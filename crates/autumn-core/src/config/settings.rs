@@ -137,8 +137,25 @@ impl AutumnConfig {
         out.plain("security.submit_token.max_record_bytes", max_record_bytes);
         out.plain("security.submit_token.in_flight_wait_ms", in_flight_wait_ms);
 
-        let SessionConfig { cookie_name } = session;
+        let SessionConfig {
+            enabled,
+            cookie_name,
+            backend,
+            ttl_secs,
+            same_site,
+            secure,
+            allow_memory_in_production,
+        } = session;
+        out.plain("session.enabled", enabled);
         out.string("session.cookie_name", cookie_name);
+        out.optional_string("session.backend", backend.map(|backend| backend.as_str()));
+        out.plain("session.ttl_secs", ttl_secs);
+        out.string("session.same_site", same_site.as_str());
+        out.optional("session.secure", *secure);
+        out.plain(
+            "session.allow_memory_in_production",
+            allow_memory_in_production,
+        );
 
         let TenancyConfig { enabled, header } = tenancy;
         out.plain("tenancy.enabled", enabled);

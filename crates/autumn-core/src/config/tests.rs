@@ -123,7 +123,13 @@ fn defaults_without_files_or_env() {
             },
         },
         session: SessionConfig {
+            enabled: true,
             cookie_name: "autumn_session".to_owned(),
+            backend: None,
+            ttl_secs: 1_209_600,
+            same_site: crate::session::SameSite::Lax,
+            secure: None,
+            allow_memory_in_production: false,
         },
         tenancy: TenancyConfig {
             enabled: false,
@@ -807,7 +813,13 @@ fn effective_settings_cover_every_key() {
         max_record_bytes = 13
         in_flight_wait_ms = 11
         [session]
+        enabled = false
         cookie_name = "c"
+        backend = "redis"
+        ttl_secs = 14
+        same_site = "strict"
+        secure = true
+        allow_memory_in_production = true
         [tenancy]
         enabled = true
         header = "t"
@@ -816,7 +828,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 35);
+    assert_eq!(settings.len(), 41);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

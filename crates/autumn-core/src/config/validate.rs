@@ -25,7 +25,7 @@ impl AutumnConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         const LOCK: &str = "must be at least 1: a lock that lapses at once lets two overlapping duplicates both run the handler";
         const RECORD: &str = "must be at least 1: a record that expires at once is never replayed";
-        let checks: [(&'static str, bool, &str); 7] = [
+        let checks: [(&'static str, bool, &str); 10] = [
             (
                 "idempotency.ttl_secs",
                 self.idempotency.ttl_secs >= 1,
@@ -45,6 +45,22 @@ impl AutumnConfig {
                 "security.submit_token.in_flight_ttl_secs",
                 self.security.submit_token.in_flight_ttl_secs >= 1,
                 LOCK,
+            ),
+            (
+                "session.ttl_secs",
+                self.session.ttl_secs >= 1,
+                "must be at least 1: a session that expires at once signs nobody in",
+            ),
+            (
+                "session.cookie_name",
+                is_cookie_name(&self.session.cookie_name),
+                "must be a cookie name: 1 to 64 letters, digits, `-`, `_` or `.`",
+            ),
+            (
+                "session.same_site",
+                self.session.same_site != crate::session::SameSite::None
+                    || self.session.secure == Some(true),
+                "\"none\" needs session.secure = true: browsers drop a SameSite=None cookie that is not Secure",
             ),
             (
                 "server.max_connections",
@@ -77,4 +93,12 @@ impl AutumnConfig {
     fn source(&self, key: &str) -> Source {
         self.provenance.0.get(key).cloned().unwrap_or(Source::Code)
     }
+}
+
+/// Whether `name` is a cookie name Autumn writes as is.
+fn is_cookie_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'))
 }

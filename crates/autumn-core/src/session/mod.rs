@@ -7,10 +7,21 @@
 //! A request that never touches its session costs no store call and sets no
 //! cookie.
 
+mod cookie;
+mod handle;
 mod id;
+mod layer;
 mod memory;
+mod service;
 mod store;
+mod sweep;
 
+pub use cookie::SameSite;
+pub use handle::{Session, SessionError, SessionRejection};
 pub use id::SessionId;
+pub use layer::{DEFAULT_COOKIE_NAME, DEFAULT_TTL, SessionLayer};
 pub use memory::MemorySessionStore;
+pub(crate) use service::SessionIdentity;
+pub use service::SessionService;
 pub use store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
+pub use sweep::spawn_sweeper;

@@ -50,6 +50,7 @@ use crate::context::{
     PendingReplay, ReplayRefused, Replayed,
 };
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
+use crate::finalize::FinalizeHook;
 use crate::first_run::{Guard, Held, HoldsLock as _, RouteLabel, call_boxed, run_and_record};
 use crate::key::{IDEMPOTENT_REPLAYED, fingerprint_digest, key_str, parse_key_value, storage_key};
 use crate::problem::IdempotencyRejection;
@@ -252,13 +253,14 @@ where
             store: settings.store.clone(),
             storage_key,
             owner,
-            fingerprint,
+            fingerprint: fingerprint.to_vec(),
             ttl: settings.ttl,
             in_flight_ttl: settings.in_flight_ttl,
             max_record_bytes: settings.max_record_bytes,
             metrics: settings.metrics.clone(),
             route: RouteLabel::of(&parts.method, &parts.uri, &parts.extensions),
             guard: Guard::Key,
+            finalize: parts.extensions.get::<FinalizeHook>().cloned(),
         };
         let context = IdempotencyContext::new(key, held);
         let aged = lock_aged(&settings, locked_at);

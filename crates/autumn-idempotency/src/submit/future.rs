@@ -73,6 +73,7 @@ where
         // a shared cache.
         if this.mint.was_used() {
             keep_private(response.headers_mut());
+            response.extensions_mut().insert(super::TokenMinted);
         }
         Poll::Ready(Ok(response))
     }

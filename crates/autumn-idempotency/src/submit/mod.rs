@@ -76,5 +76,13 @@ pub use service::SubmitTokenService;
 /// `X-Submit-Token-Replayed: true`.
 pub const SUBMIT_TOKEN_REPLAYED: http::HeaderName =
     http::HeaderName::from_static("x-submit-token-replayed");
+/// Response extension: the handler rendered a submit token.
+///
+/// Autumn's session layer reads it to give a visitor without a session one,
+/// so the token is bound to that browser when it is submitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TokenMinted;
+
 /// The default name of the hidden form field.
 pub const DEFAULT_FIELD_NAME: &str = "_submit_token";

@@ -40,8 +40,10 @@ use super::extract::{Mint, MintSlot};
 use super::future::ResponseFuture;
 use super::layer::Settings;
 use super::scan::{self, FormKind, MultipartScanner, ScanError};
+use crate::IdempotencyScope;
 use crate::clock::deadline;
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
+use crate::finalize::FinalizeHook;
 use crate::first_run::{Guard, Held, RouteLabel, call_boxed, run_and_record};
 use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
@@ -123,6 +125,18 @@ where
         let lookup = guard(self.settings.clone(), inner, request, kind);
         ResponseFuture::guarded(Guarded::new(Box::pin(lookup)), mint)
     }
+}
+
+/// Why a recorded submission may not be replayed to this one: another form
+/// (422), or another session (409). A record from before submissions were
+/// bound to their session holds the form's hash alone.
+fn mismatch(recorded: &[u8], form: &[u8; 32], binding: &[u8; 32]) -> Option<SubmitTokenRejection> {
+    let (recorded_form, recorded_binding) = recorded.split_at(recorded.len().min(32));
+    if recorded_form != form {
+        return Some(SubmitTokenRejection::TokenReused);
+    }
+    (!recorded_binding.is_empty() && recorded_binding != binding)
+        .then_some(SubmitTokenRejection::OtherSession)
 }
 
 /// Whether `path` is `prefix` or below it, by whole segments: `/api`
@@ -260,10 +274,19 @@ where
     );
     // A token belongs to one form: reused for another one, it is refused.
     let path = request.uri().path();
-    let fingerprint = hash_parts(
+    let form = hash_parts(
         "autumn.submit-token.form.v1",
         &[request.method().as_str().as_bytes(), path.as_bytes()],
     );
+    // ...and to the session that submitted it: another one posting the same
+    // token (a copied page, a leaked token) gets no replay of its answer.
+    let who = request
+        .extensions()
+        .get::<IdempotencyScope>()
+        .map(IdempotencyScope::as_bytes)
+        .unwrap_or_default();
+    let binding = hash_parts("autumn.submit-token.scope.v1", &[who]);
+    let fingerprint = [form, binding].concat();
     let owner = new_owner();
     let route = RouteLabel::of(request.method(), request.uri(), request.extensions());
     let waiting_until = deadline(settings.clock.now_millis(), settings.in_flight_wait);
@@ -296,8 +319,8 @@ where
                 record,
                 fingerprint: recorded,
             }) => {
-                if recorded[..] != fingerprint[..] {
-                    return Step::Respond(SubmitTokenRejection::TokenReused.into_response());
+                if let Some(rejection) = mismatch(&recorded, &form, &binding) {
+                    return Step::Respond(rejection.into_response());
                 }
                 settings.metrics.hit();
                 tracing::debug!(
@@ -342,6 +365,7 @@ where
         metrics: settings.metrics.clone(),
         route,
         guard: Guard::Token,
+        finalize: request.extensions().get::<FinalizeHook>().cloned(),
     };
     let response = call_boxed(inner, request);
     Step::Run(Box::pin(run_and_record(held, response, |_| false)))

@@ -1,0 +1,467 @@
+//! [`Session`]: a request's session, loaded on first use and saved by the
+//! session layer on the way out.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use autumn_idempotency::clock::SharedClock;
+use axum::extract::FromRequestParts;
+use axum::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use tokio::sync::Mutex;
+
+use super::cookie::CookieSettings;
+use super::id::SessionId;
+use super::store::{SessionRecord, SessionStore, SessionStoreError};
+
+/// A request's session: typed values kept server-side between requests.
+///
+/// Take it as an extractor. Nothing is read from the store until a method
+/// needs it, and nothing is written unless a value changed (or the session
+/// is due to have its expiry slid forward); the session layer then saves it
+/// and sets the cookie after the handler returns.
+///
+/// ```
+/// use autumn_core::session::Session;
+///
+/// async fn count_visits(session: Session) -> Result<String, autumn_core::session::SessionError> {
+///     let visits: u64 = session.get("visits").await?.unwrap_or(0) + 1;
+///     session.insert("visits", visits).await?;
+///     Ok(format!("visit number {visits}"))
+/// }
+/// # let _ = count_visits;
+/// ```
+///
+/// Rotate the id when the visitor signs in ([`cycle_id`](Self::cycle_id)),
+/// so an id planted before sign-in grants nothing after it; forget the
+/// session when they sign out ([`flush`](Self::flush)).
+#[derive(Clone)]
+pub struct Session {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").finish_non_exhaustive()
+    }
+}
+
+pub(super) struct Inner {
+    pub(super) store: Arc<dyn SessionStore>,
+    pub(super) clock: SharedClock,
+    pub(super) cookie: Arc<CookieSettings>,
+    /// The id the request's cookie named, if it can be one.
+    pub(super) sent: Option<SessionId>,
+    /// Set by every change: the guards ask it, without a lock, whether the
+    /// response will get a Set-Cookie.
+    pub(super) changed: AtomicBool,
+    pub(super) state: Mutex<State>,
+}
+
+/// What the store said about the cookie's id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Known {
+    /// No cookie, or one naming no session in the store (forged, expired, or
+    /// never saved): such an id is never written to.
+    Unknown,
+    /// A live session, expiring at the given time.
+    Live { expires_at_millis: u64 },
+    /// An id that was rotated away or logged out.
+    Retired,
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    /// `None` until the store was asked (or there was no cookie to ask about).
+    pub(super) known: Option<Known>,
+    /// The id now in effect, once the session was saved under a new one.
+    pub(super) current: Option<SessionId>,
+    pub(super) data: Map<String, Value>,
+    pub(super) modified: bool,
+    pub(super) cycle: bool,
+    pub(super) flushed: bool,
+}
+
+impl Session {
+    pub(super) fn new(
+        store: Arc<dyn SessionStore>,
+        clock: SharedClock,
+        cookie: Arc<CookieSettings>,
+        sent: Option<SessionId>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                cookie,
+                sent,
+                changed: AtomicBool::new(false),
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// The value stored under `key`, if there is one of type `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Store`] when the session could not be read;
+    /// [`SessionError::Value`] when the stored value is not a `T`.
+    pub async fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, SessionError> {
+        let mut state = self.loaded().await?;
+        match state.data.get(key) {
+            None => Ok(None),
+            Some(value) => serde_json::from_value(value.clone())
+                .map(Some)
+                .map_err(|error| {
+                    // A value the app can no longer read is dropped, not an
+                    // outage for this visitor forever.
+                    state.data.remove(key);
+                    self.changed(&mut state);
+                    SessionError::Value(error.to_string())
+                }),
+        }
+    }
+
+    /// Stores `value` under `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Store`] when the session could not be read;
+    /// [`SessionError::Value`] when `value` does not serialize to JSON.
+    pub async fn insert<T: Serialize>(&self, key: &str, value: T) -> Result<(), SessionError> {
+        let value =
+            serde_json::to_value(value).map_err(|error| SessionError::Value(error.to_string()))?;
+        let mut state = self.loaded().await?;
+        state.data.insert(key.to_owned(), value);
+        self.changed(&mut state);
+        Ok(())
+    }
+
+    /// Removes the value under `key`, returning it if it was a `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Store`] when the session could not be read.
+    pub async fn remove<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, SessionError> {
+        let mut state = self.loaded().await?;
+        let Some(value) = state.data.remove(key) else {
+            return Ok(None);
+        };
+        self.changed(&mut state);
+        Ok(serde_json::from_value(value).ok())
+    }
+
+    /// Removes every value; the session (and its id) stays.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Store`] when the session could not be read.
+    pub async fn clear(&self) -> Result<(), SessionError> {
+        let mut state = self.loaded().await?;
+        state.data.clear();
+        self.changed(&mut state);
+        Ok(())
+    }
+
+    /// Gives the session a new id when it is saved, keeping its values; the
+    /// old id is retired. Call it when the visitor signs in, so an id an
+    /// attacker planted before sign-in is worthless after it.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Store`] when the session could not be read.
+    pub async fn cycle_id(&self) -> Result<(), SessionError> {
+        let mut state = self.loaded().await?;
+        state.cycle = true;
+        self.changed(&mut state);
+        Ok(())
+    }
+
+    /// Forgets the session: its values are dropped, its id retired and the
+    /// cookie removed. Call it when the visitor signs out.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Store`] when the session could not be read.
+    pub async fn flush(&self) -> Result<(), SessionError> {
+        let mut state = self.loaded().await?;
+        state.data.clear();
+        state.flushed = true;
+        self.changed(&mut state);
+        Ok(())
+    }
+
+    /// The id of the stored session this request belongs to, if any: `None`
+    /// for a visitor without one (no cookie, or a cookie naming no live
+    /// session). After a save under a new id, that id.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Store`] when the session could not be read.
+    pub async fn id(&self) -> Result<Option<SessionId>, SessionError> {
+        let state = self.loaded().await?;
+        if state.current.is_some() {
+            return Ok(state.current.clone());
+        }
+        Ok(match state.known {
+            Some(Known::Live { .. }) => self.inner.sent.clone(),
+            _ => None,
+        })
+    }
+
+    /// Who the request is, for the idempotency scope: the cookie's id when
+    /// the store knows it (live or retired), with whether it does. Loads the
+    /// session when it was not loaded yet.
+    pub(super) async fn identity(&self) -> Result<Option<(SessionId, bool)>, SessionError> {
+        let Some(sent) = self.inner.sent.clone() else {
+            return Ok(None);
+        };
+        let state = self.loaded().await?;
+        let known = !matches!(state.known, Some(Known::Unknown) | None);
+        Ok(Some((sent, known)))
+    }
+
+    fn changed(&self, state: &mut State) {
+        state.modified = true;
+        self.inner.changed.store(true, Ordering::Release);
+    }
+
+    /// The state, loaded from the store first when it was not yet.
+    async fn loaded(&self) -> Result<tokio::sync::MutexGuard<'_, State>, SessionError> {
+        let mut state = self.inner.state.lock().await;
+        if state.known.is_none() {
+            state.known = Some(match &self.inner.sent {
+                None => Known::Unknown,
+                Some(id) => {
+                    let now = self.inner.clock.now_millis();
+                    match self.inner.store.load(id, now).await? {
+                        None => Known::Unknown,
+                        Some(record) if record.retired => Known::Retired,
+                        Some(record) => {
+                            state.data = record.data;
+                            Known::Live {
+                                expires_at_millis: record.expires_at_millis,
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        Ok(state)
+    }
+
+    /// Whether saving would write anything: something changed.
+    pub(super) fn pending(&self) -> bool {
+        self.inner.changed.load(Ordering::Acquire)
+    }
+
+    /// Saves what changed (and slides a live session's expiry when due) and
+    /// appends the cookie to `headers`. Safe to call twice: the second call
+    /// finds nothing to do. Nothing is read from the store here: a session
+    /// nobody touched was never loaded and is left alone.
+    pub(super) async fn save(&self, headers: &mut HeaderMap) -> Result<(), SessionError> {
+        let mut state = self.inner.state.lock().await;
+        let Some(known) = state.known.clone() else {
+            return Ok(());
+        };
+        let now = self.inner.clock.now_millis();
+        let ttl = self.inner.cookie.ttl;
+        let expires_at = now.saturating_add(millis(ttl));
+        if !state.modified {
+            // Sliding expiry: rewrite a live session once a tenth of its
+            // lifetime has passed since it was last written, not on every
+            // request.
+            if let Known::Live { expires_at_millis } = known
+                && state.current.is_none()
+                && expires_at.saturating_sub(expires_at_millis) >= millis(ttl) / 10
+                && let Some(id) = &self.inner.sent
+            {
+                let record = SessionRecord::new(state.data.clone(), expires_at);
+                self.inner.store.save(id, &record, now).await?;
+                state.known = Some(Known::Live {
+                    expires_at_millis: expires_at,
+                });
+                append(headers, self.inner.cookie.set(id));
+            }
+            return Ok(());
+        }
+        let live_sent = match (&known, &self.inner.sent) {
+            (Known::Live { .. }, Some(id)) if state.current.is_none() => Some(id.clone()),
+            _ => None,
+        };
+        if state.flushed {
+            if let Some(old) = &live_sent {
+                self.inner
+                    .store
+                    .save(old, &SessionRecord::retired(expires_at), now)
+                    .await?;
+            } else if let Some(current) = &state.current {
+                self.inner.store.delete(current).await?;
+            }
+            if self.inner.sent.is_some() || state.current.is_some() {
+                append(headers, self.inner.cookie.remove());
+            }
+            state.current = None;
+            state.known = Some(Known::Unknown);
+        } else if live_sent.is_none() && state.current.is_none() && state.data.is_empty() {
+            // Nothing to keep for a visitor without a session.
+        } else {
+            // A live session keeps its id unless it is rotated; anything else
+            // (no cookie, an unknown or retired id) gets a fresh one: an id
+            // Autumn did not issue is never adopted.
+            let target = match (&live_sent, &state.current, state.cycle) {
+                (Some(id), _, false) => id.clone(),
+                (None, Some(id), false) => id.clone(),
+                _ => SessionId::generate(),
+            };
+            let record = SessionRecord::new(state.data.clone(), expires_at);
+            self.inner.store.save(&target, &record, now).await?;
+            if state.cycle
+                && let Some(old) = live_sent.as_ref().or(state.current.as_ref())
+                && *old != target
+            {
+                self.inner
+                    .store
+                    .save(old, &SessionRecord::retired(expires_at), now)
+                    .await?;
+            }
+            append(headers, self.inner.cookie.set(&target));
+            state.current = Some(target);
+            state.known = Some(Known::Live {
+                expires_at_millis: expires_at,
+            });
+        }
+        state.modified = false;
+        state.cycle = false;
+        state.flushed = false;
+        self.inner.changed.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// Gives a visitor without a session cookie an id of its own, in the
+    /// cookie only: a form rendered for them binds its submit token to this
+    /// browser, while nothing is stored.
+    pub(super) fn issue_cookie_only(&self, headers: &mut HeaderMap) {
+        if self.inner.sent.is_some() || headers.contains_key(header::SET_COOKIE) {
+            return;
+        }
+        append(headers, self.inner.cookie.set(&SessionId::generate()));
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn append(headers: &mut HeaderMap, cookie: Option<HeaderValue>) {
+    if let Some(cookie) = cookie {
+        headers.append(header::SET_COOKIE, cookie);
+    }
+}
+
+/// Why a session operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The session store failed; answered 503 with `Retry-After`.
+    #[error(transparent)]
+    Store(#[from] SessionStoreError),
+    /// A value did not (de)serialize as the type asked for; answered 500.
+    #[error("a session value could not be converted: {0}")]
+    Value(String),
+}
+
+impl SessionError {
+    /// The status this error answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Value(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable machine-readable code in the problem document.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Store(error) if error.is_full() => "session_store_full",
+            Self::Store(_) => "session_store_unavailable",
+            Self::Value(_) => "session_value_invalid",
+        }
+    }
+}
+
+impl IntoResponse for SessionError {
+    fn into_response(self) -> Response {
+        let detail = match &self {
+            Self::Store(error) => {
+                tracing::error!(%error, "session store failed");
+                "the session store is unavailable, so the request was not completed; retry later"
+                    .to_owned()
+            }
+            Self::Value(error) => {
+                tracing::error!(%error, "a session value could not be converted");
+                "the server could not read this session".to_owned()
+            }
+        };
+        let mut response =
+            autumn_idempotency::problem_response(self.status(), Some(self.code()), &detail);
+        if matches!(self, Self::Store(_)) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+/// Why the [`Session`] extractor failed: the session layer is not installed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionRejection {
+    /// 500 `session_layer_missing`: sessions are off (`[session] enabled =
+    /// false`) or the handler runs outside the app's router.
+    #[error(
+        "this handler takes a Session, but sessions are not enabled; set session.enabled = true"
+    )]
+    LayerMissing,
+}
+
+impl IntoResponse for SessionRejection {
+    fn into_response(self) -> Response {
+        tracing::error!(error = %self, "session extractor rejected");
+        autumn_idempotency::problem_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Some("session_layer_missing"),
+            &self.to_string(),
+        )
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Session {
+    type Rejection = SessionRejection;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Session>()
+            .cloned()
+            .ok_or(SessionRejection::LayerMissing)
+    }
+}
+
+impl<S: Send + Sync> axum::extract::OptionalFromRequestParts<S> for Session {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        Ok(parts.extensions.get::<Session>().cloned())
+    }
+}

@@ -1,0 +1,160 @@
+//! The session service: one [`Session`] per request, saved on the way out.
+//!
+//! ```text
+//! request -> cookie id (no store call) -> Session in the extensions
+//!         -> mutating request with an Idempotency-Key or a form body and a cookie?
+//!              load the session, so the idempotency scope and a submit token's
+//!              binding name the session the store knows (a forged, expired or
+//!              unknown id is scoped apart from every stored session); 503 when
+//!              the store fails
+//!         -> handler (the guards save the session before recording, through the
+//!            FinalizeHook, so a replay carries the Set-Cookie)
+//!         -> save what is still unsaved, Set-Cookie; a form page for a visitor
+//!            without a cookie gets an id in the cookie alone
+//! ```
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use autumn_idempotency::finalize::{Finalize, FinalizeError, FinalizeFuture, FinalizeHook};
+use autumn_idempotency::key::{IDEMPOTENCY_KEY, is_guarded_method};
+use autumn_idempotency::submit::TokenMinted;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, StatusCode, header};
+use tower::Service;
+
+use super::handle::Session;
+use super::id::SessionId;
+use super::layer::SessionLayer;
+
+/// Request extension: who the session layer found the request to be, for
+/// the idempotency scope. Present only on requests a guard may look at.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionIdentity {
+    pub(crate) id: SessionId,
+    /// Whether the store knows the id (a live or retired session).
+    pub(crate) known: bool,
+}
+
+/// The service made by [`SessionLayer`].
+#[derive(Clone)]
+pub struct SessionService<S> {
+    inner: S,
+    layer: SessionLayer,
+}
+
+impl<S> std::fmt::Debug for SessionService<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionService").finish_non_exhaustive()
+    }
+}
+
+impl<S> SessionService<S> {
+    pub(super) fn new(inner: S, layer: SessionLayer) -> Self {
+        Self { inner, layer }
+    }
+}
+
+impl<S> Service<Request> for SessionService<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let sent = crate::scope::cookie(request.headers(), &self.layer.cookie.name)
+            .and_then(SessionId::from_cookie);
+        let session = Session::new(
+            self.layer.store.clone(),
+            self.layer.clock.clone(),
+            self.layer.cookie.clone(),
+            sent,
+        );
+        let guarded = is_guarded_method(request.method());
+        let identify = guarded && session.inner.sent.is_some() && may_be_guarded(request.headers());
+        request.extensions_mut().insert(session.clone());
+        if guarded {
+            request
+                .extensions_mut()
+                .insert(FinalizeHook::new(SaveBeforeRecording(session.clone())));
+        }
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(async move {
+            if identify {
+                match session.identity().await {
+                    Ok(Some((id, known))) => {
+                        request
+                            .extensions_mut()
+                            .insert(SessionIdentity { id, known });
+                    }
+                    Ok(None) => {}
+                    Err(error) => return Ok(error.into_response()),
+                }
+            }
+            let mut response = inner.call(request).await?;
+            if let Err(error) = session.save(response.headers_mut()).await {
+                return Ok(not_saved(&error));
+            }
+            if response.extensions().get::<TokenMinted>().is_some() {
+                session.issue_cookie_only(response.headers_mut());
+            }
+            Ok(response)
+        })
+    }
+}
+
+/// Whether a guard may act on this request: it carries an `Idempotency-Key`
+/// or a form body (which may carry a submit token).
+fn may_be_guarded(headers: &HeaderMap) -> bool {
+    if headers.contains_key(IDEMPOTENCY_KEY) {
+        return true;
+    }
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .map(|value| value.trim_start().to_ascii_lowercase())
+        .is_some_and(|value| {
+            value.starts_with("application/x-www-form-urlencoded")
+                || value.starts_with("multipart/form-data")
+        })
+}
+
+/// The guards' hook: save the session and add its cookie before the
+/// response is recorded.
+struct SaveBeforeRecording(Session);
+
+impl Finalize for SaveBeforeRecording {
+    fn pending(&self) -> bool {
+        self.0.pending()
+    }
+
+    fn finalize<'a>(&'a self, headers: &'a mut HeaderMap) -> FinalizeFuture<'a> {
+        Box::pin(async move {
+            self.0
+                .save(headers)
+                .await
+                .map_err(|error| FinalizeError::new(error.to_string()))
+        })
+    }
+}
+
+/// 500: the handler ran but its session could not be saved.
+fn not_saved(error: &super::SessionError) -> Response {
+    tracing::error!(%error, "the session could not be saved after the handler ran");
+    autumn_idempotency::problem_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Some("session_not_saved"),
+        "the request was processed but the session could not be saved; changes to the session were lost",
+    )
+}
