@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 
+use autumn_idempotency::ReplayGuardLayer;
 use axum::routing::MethodRouter;
 use http::Method;
 
@@ -26,6 +27,9 @@ pub enum RouteIdempotency {
     Off,
 }
 
+/// A route-local layer, applied when the app mounts the route.
+type RouteLayer = Box<dyn FnOnce(MethodRouter) -> MethodRouter + Send + Sync>;
+
 /// One handler, at one method and path.
 ///
 /// The route macros (`#[post("/orders")]`) make these; a hand-built one is
@@ -40,23 +44,45 @@ pub enum RouteIdempotency {
 ///     .with_idempotency(RouteIdempotency::Off);
 /// assert_eq!(route.idempotency, RouteIdempotency::Off);
 /// ```
-#[derive(Debug)]
+///
+/// Layers added with [`Route::layer`] are kept apart from the handler until
+/// the app mounts the route, so the app can put its replay guard directly in
+/// front of the handler, beneath them.
 pub struct Route {
     /// The method the handler answers.
     pub method: Method,
     /// The path, in axum's syntax (`/orders/{id}`).
     pub path: Cow<'static, str>,
-    /// The handler (with any route-local layers).
+    /// The handler, without the layers added with [`Route::layer`].
     pub handler: MethodRouter,
     /// A name for logs and errors: the handler function's name for macro routes.
     pub name: Cow<'static, str>,
     /// How `.idempotent()` treats this route.
     pub idempotency: RouteIdempotency,
+    /// Added with [`Route::layer`], innermost first.
+    layers: Vec<RouteLayer>,
+}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Route")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("handler", &self.handler)
+            .field("name", &self.name)
+            .field("idempotency", &self.idempotency)
+            .field("layers", &self.layers.len())
+            .finish()
+    }
 }
 
 impl Route {
     /// A hand-built route: opaque to the idempotency layer (see
     /// [`RouteIdempotency::Opaque`]).
+    ///
+    /// `handler` should be the bare handler: add the route's own layers with
+    /// [`Route::layer`]. A layer already on `handler` sits beneath the app's
+    /// replay guard, so an `IdempotencyReplayLayer` there is not used.
     pub fn new(method: Method, path: impl Into<Cow<'static, str>>, handler: MethodRouter) -> Self {
         let path = path.into();
         Self {
@@ -65,6 +91,7 @@ impl Route {
             path,
             handler,
             idempotency: RouteIdempotency::Opaque,
+            layers: Vec::new(),
         }
     }
 
@@ -76,7 +103,31 @@ impl Route {
     }
 
     /// The same route with a route-local layer around its handler (inside the
-    /// idempotency layer).
+    /// idempotency layer). The first layer added is the innermost.
+    ///
+    /// A [`RouteIdempotency::ReplayThroughInner`] route installs its
+    /// `IdempotencyReplayLayer` here, before (so beneath) the checks that
+    /// must run on every retry:
+    ///
+    /// ```
+    /// use autumn_core::{Route, RouteIdempotency};
+    /// use autumn_idempotency::IdempotencyReplayLayer;
+    /// use axum::extract::Request;
+    /// use axum::middleware::{self, Next};
+    /// use axum::response::Response;
+    /// use axum::routing::post;
+    /// use http::Method;
+    ///
+    /// async fn authenticate(request: Request, next: Next) -> Response {
+    ///     next.run(request).await
+    /// }
+    ///
+    /// let route = Route::new(Method::POST, "/transfers", post(|| async { "done" }))
+    ///     .layer(IdempotencyReplayLayer::new())
+    ///     .layer(middleware::from_fn(authenticate))
+    ///     .with_idempotency(RouteIdempotency::ReplayThroughInner);
+    /// assert_eq!(route.layer_count(), 2);
+    /// ```
     #[must_use]
     pub fn layer<L>(mut self, layer: L) -> Self
     where
@@ -88,8 +139,22 @@ impl Route {
             Into<std::convert::Infallible> + 'static,
         <L::Service as tower::Service<axum::extract::Request>>::Future: Send + 'static,
     {
-        self.handler = self.handler.layer(layer);
+        self.layers
+            .push(Box::new(move |handler: MethodRouter| handler.layer(layer)));
         self
+    }
+
+    /// How many layers were added with [`Route::layer`].
+    pub fn layer_count(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// The handler with `guard` directly in front of it, then the layers
+    /// added with [`Route::layer`] in the order they were added.
+    pub(crate) fn into_layered(self, guard: ReplayGuardLayer) -> MethodRouter {
+        self.layers
+            .into_iter()
+            .fold(self.handler.layer(guard), |handler, layer| layer(handler))
     }
 
     #[doc(hidden)]
@@ -105,6 +170,7 @@ impl Route {
             path: Cow::Borrowed(path),
             handler,
             name: Cow::Borrowed(name),
+            layers: Vec::new(),
             idempotency: if idempotent {
                 RouteIdempotency::Managed
             } else {

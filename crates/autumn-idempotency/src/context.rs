@@ -1,7 +1,9 @@
 //! What the layer tells the handler (and what the app tells the layer) through
 //! request extensions.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::extract::{FromRequestParts, OptionalFromRequestParts};
@@ -215,6 +217,71 @@ impl<S: Send + Sync> OptionalFromRequestParts<S> for IdempotencyContext {
 /// [`IdempotencyReplayLayer`](crate::IdempotencyReplayLayer).
 #[derive(Debug, Clone)]
 pub(crate) struct PendingReplay(pub(crate) Arc<crate::IdempotencyRecord>);
+
+tokio::task_local! {
+    /// The replay the key layer forwarded, visible to everything its inner
+    /// call runs on this task: a route-local middleware may rebuild the request
+    /// and drop [`PendingReplay`] on the way.
+    static FORWARDED: Arc<ForwardedReplay>;
+}
+
+/// A forwarded replay as the task-local holds it: the record, and whether an
+/// [`IdempotencyReplayLayer`](crate::IdempotencyReplayLayer) answered it.
+#[derive(Debug)]
+pub(crate) struct ForwardedReplay {
+    record: Arc<crate::IdempotencyRecord>,
+    consumed: AtomicBool,
+}
+
+impl ForwardedReplay {
+    pub(crate) fn new(record: Arc<crate::IdempotencyRecord>) -> Arc<Self> {
+        Arc::new(Self {
+            record,
+            consumed: AtomicBool::new(false),
+        })
+    }
+
+    /// Runs `call` with `forwarded` visible to [`take_forwarded`] and
+    /// [`forwarded_pending`]; the future it returns keeps it visible.
+    pub(crate) fn scope<F: Future>(
+        forwarded: Arc<Self>,
+        call: impl FnOnce() -> F,
+    ) -> impl Future<Output = F::Output> {
+        // `call` may reach the replay layer or the guard before it returns
+        // (a service that answers in `call`), and the future after.
+        let future = FORWARDED.sync_scope(forwarded.clone(), call);
+        FORWARDED.scope(forwarded, future)
+    }
+}
+
+/// The forwarded replay still waiting for an answer, marked answered.
+pub(crate) fn take_forwarded() -> Option<Arc<crate::IdempotencyRecord>> {
+    FORWARDED
+        .try_with(|forwarded| {
+            (!forwarded.consumed.swap(true, Ordering::AcqRel)).then(|| forwarded.record.clone())
+        })
+        .ok()
+        .flatten()
+}
+
+/// Marks the forwarded replay answered (from the request's [`PendingReplay`]).
+pub(crate) fn consume_forwarded() {
+    let _outside_a_forward = FORWARDED.try_with(|forwarded| {
+        forwarded.consumed.store(true, Ordering::Release);
+    });
+}
+
+/// Whether a replay forwarded on this task is still waiting for an answer.
+pub(crate) fn forwarded_pending() -> bool {
+    FORWARDED
+        .try_with(|forwarded| !forwarded.consumed.load(Ordering::Acquire))
+        .unwrap_or(false)
+}
+
+/// Whether `extensions` or the task carry a forwarded replay nothing answered.
+pub(crate) fn carries_forwarded(extensions: &http::Extensions) -> bool {
+    extensions.get::<PendingReplay>().is_some() || forwarded_pending()
+}
 
 /// Response markers that travel back out to the recording layer.
 #[derive(Debug, Clone, Copy)]

@@ -4,11 +4,16 @@
 //! must run again on every retry (authentication, tenant, audit). The outer
 //! [`IdempotencyLayer`](crate::IdempotencyLayer) records as usual; on a retry
 //! it forwards the request into the route, and this layer answers it from the
-//! record once those checks have passed.
+//! record once those checks have passed. The forwarded replay travels in the
+//! request's extensions and, for a middleware that rebuilds the request, in a
+//! task-local held for the route's run. [`ReplayGuardLayer`], directly in
+//! front of the handler, refuses one that nothing answered.
 //!
 //! ```
 //! use std::{sync::Arc, time::Duration};
-//! use autumn_idempotency::{IdempotencyLayer, IdempotencyReplayLayer, MemoryIdempotencyStore};
+//! use autumn_idempotency::{
+//!     IdempotencyLayer, IdempotencyReplayLayer, MemoryIdempotencyStore, ReplayGuardLayer,
+//! };
 //! use axum::{Router, routing::post};
 //!
 //! let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(3600)));
@@ -16,6 +21,7 @@
 //!     .route(
 //!         "/transfers",
 //!         post(|| async { "done" })
+//!             .layer(ReplayGuardLayer::new())
 //!             .layer(IdempotencyReplayLayer::new())
 //!             // route-local checks go here, outside the replay layer
 //!             ,
@@ -23,9 +29,12 @@
 //!     .layer(IdempotencyLayer::new(store).replay_through_inner());
 //! ```
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use axum::extract::Request;
@@ -33,9 +42,13 @@ use axum::response::Response;
 use tower::{Layer, Service};
 
 use axum::response::IntoResponse as _;
-use futures_util::future::{Either, Ready, ready};
+use pin_project_lite::pin_project;
 
-use crate::context::{PassedReplayLayer, PendingReplay, ReplayRefused};
+use crate::context::{
+    PassedReplayLayer, PendingReplay, ReplayRefused, carries_forwarded, consume_forwarded,
+    take_forwarded,
+};
+use crate::detach::is_mutating;
 use crate::layer::service_replay_response;
 use crate::problem::IdempotencyRejection;
 
@@ -99,6 +112,12 @@ where
 
     fn call(&mut self, mut request: Request) -> Self::Future {
         if let Some(PendingReplay(record)) = request.extensions_mut().remove::<PendingReplay>() {
+            consume_forwarded();
+            return Box::pin(std::future::ready(Ok(service_replay_response(&record))));
+        }
+        // A middleware above rebuilt the request and dropped the marker: the
+        // replay is still on the task.
+        if let Some(record) = take_forwarded() {
             return Box::pin(std::future::ready(Ok(service_replay_response(&record))));
         }
         let future = self.inner.call(request);
@@ -117,24 +136,45 @@ where
 /// through one), a retry is forwarded into the route for an
 /// [`IdempotencyReplayLayer`] to answer. If none does (the route changed
 /// since the key was recorded), the retry would run the handler again,
-/// without a lock. Placed in front of a handler, this layer answers such a
-/// request 409 `idempotency_replay_unavailable` instead. Autumn's app
-/// builder puts it in front of every route that is not marked
-/// `ReplayThroughInner`; requests that carry no forwarded replay pass
-/// through untouched.
+/// without a lock. Placed directly in front of a handler, this layer answers
+/// such a request 409 `idempotency_replay_unavailable` instead, without
+/// calling the handler. It sees the forwarded replay even when a middleware
+/// above it rebuilt the request and dropped its extensions. Requests that
+/// carry no forwarded replay pass through.
+///
+/// Autumn's app builder puts it directly in front of every handler it
+/// mounts, beneath the route's own layers. A router you build yourself (one
+/// passed to `merge` or `nest`) that replays through an inner layer should
+/// put it directly on its handlers, beneath the replay layer:
 ///
 /// ```
-/// use autumn_idempotency::replay::ReplayGuardLayer;
+/// use autumn_idempotency::replay::{IdempotencyReplayLayer, ReplayGuardLayer};
 /// use axum::{Router, routing::post};
 ///
 /// let app: Router = Router::new().route(
 ///     "/orders",
-///     post(|| async { "created" }).layer(ReplayGuardLayer::new()),
+///     post(|| async { "created" })
+///         .layer(ReplayGuardLayer::new())
+///         .layer(IdempotencyReplayLayer::new()),
+///         // route-local checks go here, outside the replay layer
 /// );
 /// ```
-#[derive(Debug, Clone, Copy, Default)]
+///
+/// A replay layer beneath the guard cannot be protected by it, so it is made
+/// harmless: the guard hides it from the recording layer (records made
+/// through it are not replayed; retries get 409) and logs one warning.
+#[derive(Debug, Clone, Default)]
 pub struct ReplayGuardLayer {
-    _private: (),
+    state: Arc<GuardState>,
+}
+
+/// What the services of one [`ReplayGuardLayer`] share.
+#[derive(Debug, Default)]
+struct GuardState {
+    /// The route, for the warning.
+    route: Option<Cow<'static, str>>,
+    /// Whether the warning about a replay layer beneath it was logged.
+    warned: AtomicBool,
 }
 
 impl ReplayGuardLayer {
@@ -142,13 +182,33 @@ impl ReplayGuardLayer {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// The layer, naming `route` (its path) in its warning.
+    ///
+    /// ```
+    /// use autumn_idempotency::ReplayGuardLayer;
+    ///
+    /// let guard = ReplayGuardLayer::for_route("/orders/{id}");
+    /// # let _ = guard;
+    /// ```
+    pub fn for_route(route: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            state: Arc::new(GuardState {
+                route: Some(route.into()),
+                warned: AtomicBool::new(false),
+            }),
+        }
+    }
 }
 
 impl<S> Layer<S> for ReplayGuardLayer {
     type Service = ReplayGuard<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        ReplayGuard { inner }
+        ReplayGuard {
+            inner,
+            state: self.state.clone(),
+        }
     }
 }
 
@@ -156,6 +216,7 @@ impl<S> Layer<S> for ReplayGuardLayer {
 #[derive(Debug, Clone)]
 pub struct ReplayGuard<S> {
     inner: S,
+    state: Arc<GuardState>,
 }
 
 impl<S> ReplayGuard<S> {
@@ -181,17 +242,97 @@ where
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Either<Ready<Result<Response, Infallible>>, S::Future>;
+    type Future = ReplayGuardFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        if request.extensions().get::<PendingReplay>().is_some() {
-            return Either::Left(ready(Ok(refuse_unanswered_replay())));
+        if carries_forwarded(request.extensions()) {
+            return ReplayGuardFuture {
+                kind: GuardKind::Refused {
+                    response: Some(refuse_unanswered_replay()),
+                },
+            };
         }
-        Either::Right(self.inner.call(request))
+        // Only a mutating request is recorded, so only its response can
+        // carry a marker that matters.
+        let state = is_mutating(request.method()).then(|| self.state.clone());
+        ReplayGuardFuture {
+            kind: GuardKind::Inner {
+                future: self.inner.call(request),
+                state,
+            },
+        }
+    }
+}
+
+pin_project! {
+    /// Response future for [`ReplayGuard`].
+    pub struct ReplayGuardFuture<F> {
+        #[pin]
+        kind: GuardKind<F>,
+    }
+}
+
+pin_project! {
+    #[project = GuardKindProjection]
+    enum GuardKind<F> {
+        Refused { response: Option<Response> },
+        Inner {
+            #[pin]
+            future: F,
+            state: Option<Arc<GuardState>>,
+        },
+    }
+}
+
+impl<F> Future for ReplayGuardFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            // Polled again after completion: a caller bug, made loud.
+            GuardKindProjection::Refused { response } => Poll::Ready(Ok(response
+                .take()
+                .expect("`ReplayGuardFuture` polled after completion"))),
+            GuardKindProjection::Inner { future, state } => {
+                let mut response = std::task::ready!(future.poll(cx))?;
+                if let Some(state) = state
+                    && response
+                        .extensions_mut()
+                        .remove::<PassedReplayLayer>()
+                        .is_some()
+                {
+                    state.warn_replay_layer_beneath();
+                }
+                Poll::Ready(Ok(response))
+            }
+        }
+    }
+}
+
+impl<F> std::fmt::Debug for ReplayGuardFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplayGuardFuture").finish_non_exhaustive()
+    }
+}
+
+impl GuardState {
+    /// Once per guard: a replay layer sits beneath it, where a retry that
+    /// lost its marker would run the handler again.
+    fn warn_replay_layer_beneath(&self) {
+        if self.warned.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let route = self.route.as_deref().unwrap_or("(unnamed)");
+        tracing::warn!(
+            "route {route}: an IdempotencyReplayLayer sits beneath the replay guard, which cannot protect it, so its records are not replayed (retries get 409); in an Autumn app, add it with Route::layer on a route marked ReplayThroughInner, not on the handler given to Route::new"
+        );
     }
 }
 

@@ -789,6 +789,77 @@ async fn a_forwarded_replay_that_nothing_answers_is_409_never_a_second_run() {
     assert_eq!(other.text(), "run 2");
 }
 
+/// A middleware that rebuilds the request from its method, URI and headers,
+/// dropping every extension.
+async fn rebuild_request(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let (parts, body) = request.into_parts();
+    let mut rebuilt = axum::extract::Request::new(body);
+    *rebuilt.method_mut() = parts.method;
+    *rebuilt.uri_mut() = parts.uri;
+    *rebuilt.headers_mut() = parts.headers;
+    next.run(rebuilt).await
+}
+
+#[tokio::test]
+async fn a_forwarded_replay_survives_a_middleware_that_drops_the_extensions() {
+    use std::sync::atomic::AtomicUsize;
+
+    use autumn_idempotency::{IdempotencyLayer, IdempotencyReplayLayer, ReplayGuardLayer};
+    use axum::Router;
+    use axum::middleware::from_fn;
+    use axum::routing::{MethodRouter, post};
+
+    let store = Arc::new(MemoryIdempotencyStore::new(RECORD_TTL));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler = || -> MethodRouter {
+        let runs = runs.clone();
+        post(move || async move { format!("run {}", runs.fetch_add(1, Ordering::SeqCst) + 1) })
+            .layer(ReplayGuardLayer::new())
+    };
+    // Each deploy nests a fresh layer of its own, in replay-through-inner
+    // mode, behind the rebuilding middleware: it must defer to the outer
+    // layer's forwarded replay rather than claim the key in its empty store.
+    let nested = || {
+        IdempotencyLayer::new(Arc::new(MemoryIdempotencyStore::new(RECORD_TTL)))
+            .replay_through_inner()
+    };
+    let outer = || IdempotencyLayer::new(store.clone()).replay_through_inner();
+    let send = |app: Router| Call::new(app, "POST", "/x").key("k").send();
+
+    let with_replay_layer = || {
+        Router::new()
+            .route("/x", handler().layer(IdempotencyReplayLayer::new()))
+            .layer(nested())
+            .layer(from_fn(rebuild_request))
+            .layer(outer())
+    };
+    assert_eq!(send(with_replay_layer()).await.text(), "run 1");
+    let retry = send(with_replay_layer()).await;
+    assert!(retry.replayed(), "answered from the task: {}", retry.text());
+    assert_eq!(retry.text(), "run 1");
+
+    // Without the replay layer, the guard refuses it from the task.
+    let without = Router::new()
+        .route("/x", handler())
+        .layer(nested())
+        .layer(from_fn(rebuild_request))
+        .layer(outer());
+    send(without)
+        .await
+        .assert_problem(StatusCode::CONFLICT, "idempotency_replay_unavailable");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "never a second run");
+
+    // Outside a forwarded replay, the guard passes everything through.
+    let other = Call::new(with_replay_layer(), "POST", "/x")
+        .key("other")
+        .send()
+        .await;
+    assert_eq!(other.text(), "run 2");
+}
+
 /// Polls `service`'s response future for `request` to completion, then once
 /// more: a future polled after completion must say so, not hang.
 async fn poll_after_completion<S>(mut service: S, request: http::Request<axum::body::Body>)

@@ -7,11 +7,18 @@ use std::time::Duration;
 
 use autumn_web::config::AutumnConfig;
 use autumn_web::idempotency::clock::ManualClock;
-use autumn_web::idempotency::{IdempotencyLayer, IdempotencyReplayLayer, MemoryIdempotencyStore};
+use autumn_web::idempotency::{
+    IdempotencyLayer, IdempotencyReplayLayer, IdempotencyStore, MemoryIdempotencyStore,
+    ReplayGuardLayer,
+};
 use autumn_web::prelude::*;
 use autumn_web::test::{TestApp, TestClient};
 use axum::middleware::{self, Next};
 use axum::routing::post as axum_post;
+
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../autumn-idempotency/tests/support/logs.rs"]
+mod logs;
 
 static MACRO_RUNS: AtomicUsize = AtomicUsize::new(0);
 static OPT_OUT_RUNS: AtomicUsize = AtomicUsize::new(0);
@@ -148,14 +155,10 @@ async fn hand_built_routes_are_opaque_unless_they_opt_in() {
 #[tokio::test]
 async fn replay_through_inner_runs_the_route_checks_before_replaying() {
     let (runs, handler) = counter();
-    let route = Route::new(
-        http::Method::POST,
-        "/guarded",
-        handler
-            .layer(IdempotencyReplayLayer::new())
-            .layer(middleware::from_fn(require_token)),
-    )
-    .with_idempotency(RouteIdempotency::ReplayThroughInner);
+    let route = Route::new(http::Method::POST, "/guarded", handler)
+        .layer(IdempotencyReplayLayer::new())
+        .layer(middleware::from_fn(require_token))
+        .with_idempotency(RouteIdempotency::ReplayThroughInner);
     let client = TestApp::new().routes(vec![route]).idempotent().build();
 
     let send = |token: &'static str| {
@@ -201,12 +204,9 @@ async fn a_route_that_lost_its_replay_layer_refuses_the_forwarded_retry() {
     // Deploy 1: the route replays through its own replay layer, so the
     // record is marked to be replayed inside the route.
     let before = deploy(
-        Route::new(
-            http::Method::POST,
-            "/moved",
-            handler.clone().layer(IdempotencyReplayLayer::new()),
-        )
-        .with_idempotency(RouteIdempotency::ReplayThroughInner),
+        Route::new(http::Method::POST, "/moved", handler.clone())
+            .layer(IdempotencyReplayLayer::new())
+            .with_idempotency(RouteIdempotency::ReplayThroughInner),
     );
     let [first, replay] = post_twice(&before, "/moved", "k").await;
     first.assert_ok();
@@ -222,6 +222,199 @@ async fn a_route_that_lost_its_replay_layer_refuses_the_forwarded_retry() {
         .await;
     retry.assert_status(409);
     assert!(retry.text().contains("idempotency_replay_unavailable"));
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "never a second run");
+}
+
+/// Two deploys of one app sharing `store`: what a retry meets after the
+/// route changed.
+fn deploy_on(store: &Arc<dyn IdempotencyStore>, route: Route) -> TestClient {
+    TestApp::from_builder(
+        autumn_web::app()
+            .routes(vec![route])
+            .idempotent()
+            .with_idempotency_store(store.clone()),
+    )
+    .build()
+}
+
+fn shared_store() -> Arc<dyn IdempotencyStore> {
+    Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(60)))
+}
+
+fn assert_replay_refused(response: &autumn_web::test::TestResponse) {
+    response.assert_status(409);
+    response.assert_header("content-type", "application/problem+json");
+    let problem: serde_json::Value = response.json();
+    assert_eq!(
+        problem["code"], "idempotency_replay_unavailable",
+        "{problem}"
+    );
+}
+
+/// A route-local middleware that rebuilds the request from its method, URI
+/// and headers, dropping every extension on the way.
+async fn rebuild_request(request: axum::extract::Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let mut rebuilt = axum::extract::Request::new(body);
+    *rebuilt.method_mut() = parts.method;
+    *rebuilt.uri_mut() = parts.uri;
+    *rebuilt.headers_mut() = parts.headers;
+    next.run(rebuilt).await
+}
+
+#[tokio::test]
+async fn a_replay_through_inner_route_that_lost_its_replay_layer_refuses_the_retry() {
+    let store = shared_store();
+    let (runs, handler) = counter();
+    // Deploy 1: the route replays through its own replay layer.
+    let before = deploy_on(
+        &store,
+        Route::new(http::Method::POST, "/kept", handler.clone())
+            .layer(IdempotencyReplayLayer::new())
+            .layer(middleware::from_fn(require_token))
+            .with_idempotency(RouteIdempotency::ReplayThroughInner),
+    );
+    let send = |client: &TestClient| {
+        client
+            .post("/kept")
+            .header("idempotency-key", "k")
+            .header("x-token", "secret")
+            .send()
+    };
+    send(&before).await.assert_ok();
+    send(&before)
+        .await
+        .assert_header("x-idempotent-replayed", "true");
+
+    // Deploy 2: still ReplayThroughInner, but the replay layer is gone. The
+    // retry is forwarded into the route, past its check, to the guard.
+    let after = deploy_on(
+        &store,
+        Route::new(http::Method::POST, "/kept", handler)
+            .layer(middleware::from_fn(require_token))
+            .with_idempotency(RouteIdempotency::ReplayThroughInner),
+    );
+    assert_replay_refused(&send(&after).await);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "never a second run");
+}
+
+#[tokio::test]
+async fn a_middleware_that_rebuilds_the_request_does_not_hide_the_forwarded_replay() {
+    let store = shared_store();
+    let (runs, handler) = counter();
+    let with_replay_layer = deploy_on(
+        &store,
+        Route::new(http::Method::POST, "/rebuilt", handler.clone())
+            .layer(IdempotencyReplayLayer::new())
+            .layer(middleware::from_fn(rebuild_request))
+            .with_idempotency(RouteIdempotency::ReplayThroughInner),
+    );
+    let [first, retry] = post_twice(&with_replay_layer, "/rebuilt", "k").await;
+    first.assert_ok();
+    retry.assert_header("x-idempotent-replayed", "true");
+    assert_eq!(retry.text(), "run 1");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "replayed, not run again");
+
+    // The replay layer removed: the guard still sees the replay the
+    // middleware hid from it.
+    let without = deploy_on(
+        &store,
+        Route::new(http::Method::POST, "/rebuilt", handler)
+            .layer(middleware::from_fn(rebuild_request))
+            .with_idempotency(RouteIdempotency::ReplayThroughInner),
+    );
+    let retry = without
+        .post("/rebuilt")
+        .header("idempotency-key", "k")
+        .send()
+        .await;
+    assert_replay_refused(&retry);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "never a second run");
+}
+
+#[tokio::test]
+async fn a_replay_layer_inside_the_handler_fails_closed_and_warns_once() {
+    let (_logging, logs) = logs::capture();
+    let (runs, handler) = counter();
+    let client = TestApp::new()
+        .routes(vec![
+            Route::new(
+                http::Method::POST,
+                "/baked",
+                handler.layer(IdempotencyReplayLayer::new()),
+            )
+            .with_idempotency(RouteIdempotency::ReplayThroughInner),
+        ])
+        .idempotent()
+        .build();
+    for key in ["k1", "k2"] {
+        let [first, retry] = post_twice(&client, "/baked", key).await;
+        first.assert_ok();
+        assert_replay_refused(&retry);
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "one run per key");
+    let warnings = logs.lines_with("beneath the replay guard");
+    assert_eq!(warnings.len(), 1, "{}", logs.text());
+    assert!(
+        warnings[0].contains("WARN") && warnings[0].contains("route /baked"),
+        "{warnings:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_raw_router_guard_holds_when_a_middleware_rebuilds_the_request() {
+    let store = shared_store();
+    let (runs, handler) = counter();
+    let own = || {
+        IdempotencyLayer::new(Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(
+            60,
+        ))))
+        .replay_through_inner()
+    };
+    let deploy = |raw: axum::Router| {
+        TestApp::from_builder(
+            autumn_web::app()
+                .merge(raw)
+                .idempotent()
+                .with_idempotency_store(store.clone()),
+        )
+        .build()
+    };
+    // Deploy 1: guard, replay layer, then a middleware that rebuilds the
+    // request; the replay layer answers from the task's forwarded replay.
+    let before = deploy(
+        axum::Router::new()
+            .route(
+                "/raw",
+                handler
+                    .clone()
+                    .layer(ReplayGuardLayer::new())
+                    .layer(IdempotencyReplayLayer::new())
+                    .layer(middleware::from_fn(rebuild_request)),
+            )
+            .layer(own()),
+    );
+    let [first, retry] = post_twice(&before, "/raw", "k").await;
+    first.assert_ok();
+    retry.assert_header("x-idempotent-replayed", "true");
+
+    // Deploy 2: the replay layer removed; the guard refuses the retry.
+    let after = deploy(
+        axum::Router::new()
+            .route(
+                "/raw",
+                handler
+                    .layer(ReplayGuardLayer::new())
+                    .layer(middleware::from_fn(rebuild_request)),
+            )
+            .layer(own()),
+    );
+    let retry = after
+        .post("/raw")
+        .header("idempotency-key", "k")
+        .send()
+        .await;
+    assert_replay_refused(&retry);
     assert_eq!(runs.load(Ordering::SeqCst), 1, "never a second run");
 }
 

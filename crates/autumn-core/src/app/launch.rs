@@ -404,26 +404,31 @@ impl AppBuilder {
 
         let mut router = Router::new();
         for route in routes {
-            let handler = match (&idempotency, route.idempotency) {
-                (None, _) | (_, RouteIdempotency::Off) => route.handler,
-                (Some(layer), RouteIdempotency::Managed) => route
-                    .handler
-                    .layer(layer.clone().with_replay_mode(ReplayMode::Direct)),
-                // The route's own IdempotencyReplayLayer answers forwarded
-                // retries; nothing can be placed beneath it from here.
-                (Some(layer), RouteIdempotency::ReplayThroughInner) => route
-                    .handler
-                    .layer(layer.clone().with_replay_mode(ReplayMode::ThroughInner)),
+            let path = route.path.clone();
+            let kind = route.idempotency;
+            // Innermost first: the handler, the replay guard (so a forwarded
+            // retry that nothing answered never reaches the handler, even
+            // when a route-local layer rebuilt the request), the route's own
+            // layers (a ReplayThroughInner route's replay layer among them),
+            // then the idempotency layer.
+            let layered = route.into_layered(ReplayGuardLayer::for_route(path.clone()));
+            let handler = match (&idempotency, kind) {
+                (None, _) | (_, RouteIdempotency::Off) => layered,
+                (Some(layer), RouteIdempotency::Managed) => {
+                    layered.layer(layer.clone().with_replay_mode(ReplayMode::Direct))
+                }
+                (Some(layer), RouteIdempotency::ReplayThroughInner) => {
+                    layered.layer(layer.clone().with_replay_mode(ReplayMode::ThroughInner))
+                }
                 // Opaque: a record marked for replay inside the route (made
                 // before the route changed) would be forwarded into it with
-                // nothing there to answer; the guard refuses it (409) before
-                // it reaches the route's layers or its handler.
-                (Some(layer), _) => route
-                    .handler
-                    .layer(ReplayGuardLayer::new())
+                // nothing there to answer. A second guard refuses it (409)
+                // before the route's own layers run, too.
+                (Some(layer), _) => layered
+                    .layer(ReplayGuardLayer::for_route(path.clone()))
                     .layer(layer.clone().with_replay_mode(ReplayMode::FailClosed)),
             };
-            router = router.route(&route.path, handler);
+            router = router.route(&path, handler);
         }
         for raw in self.raw {
             let opaque = |raw: Router| match &idempotency {

@@ -46,8 +46,8 @@ use super::future::ResponseFuture;
 use super::layer::{ReplayMode, Settings};
 use crate::body::{ReadError, read_whole};
 use crate::context::{
-    IdempotencyContext, IdempotencyScope, OptedIntoReplayThroughInner, PassedReplayLayer,
-    PendingReplay, ReplayRefused, Replayed,
+    ForwardedReplay, IdempotencyContext, IdempotencyScope, OptedIntoReplayThroughInner,
+    PassedReplayLayer, PendingReplay, ReplayRefused, Replayed, carries_forwarded,
 };
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
 use crate::finalize::FinalizeHook;
@@ -116,7 +116,9 @@ where
         // lock and the record. Say so if this route replays through an inner
         // layer.
         let extensions = request.extensions();
-        let forwarded = extensions.get::<PendingReplay>().is_some();
+        // A middleware between the two layers may have rebuilt the request
+        // and dropped the marker; the task still knows.
+        let forwarded = carries_forwarded(extensions);
         // A replay forwarded into a route whose layer here does not replay
         // through an inner one: nothing below answers it, and passing it on
         // would run the handler again.
@@ -366,11 +368,15 @@ where
             Step::Respond(replay_response(&record))
         }
         _ if record.replays_through_inner() => {
+            let record = Arc::new(record);
             let mut request = Request::from_parts(parts, Body::from(body));
             request
                 .extensions_mut()
-                .insert(PendingReplay(Arc::new(record)));
-            let response = inner.call(request);
+                .insert(PendingReplay(record.clone()));
+            // The task-local survives a route-local middleware that rebuilds
+            // the request, so the replay layer or the guard still sees it.
+            let response =
+                ForwardedReplay::scope(ForwardedReplay::new(record), move || inner.call(request));
             let settings = settings.clone();
             Step::Forward(Box::pin(async move {
                 let response = settle(response).await;
