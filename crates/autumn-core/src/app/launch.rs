@@ -16,6 +16,7 @@ use tower_http::trace::TraceLayer;
 use super::{AppBuilder, RawRouter};
 use crate::actuator::{self, AppMetrics};
 use crate::config::{AutumnConfig, Backend, ConfigError, redact};
+use crate::cross_origin::CrossOriginLayer;
 use crate::route::{Route, RouteIdempotency};
 use crate::scope;
 
@@ -431,7 +432,8 @@ impl AppBuilder {
 
         // Innermost first: the scope is read after the app's own layers (an
         // API-token layer puts the principal there), then the app's layers,
-        // then timeout and trace outermost.
+        // then the cross-origin check, so that a forged request reaches none
+        // of the app's code, then timeout and trace outermost.
         if let Some(submit) = submit {
             router = router.layer(submit);
         }
@@ -442,6 +444,9 @@ impl AppBuilder {
         }
         for layer in self.layers {
             router = layer(router);
+        }
+        if let Some(cross_origin) = cross_origin_layer(&config)? {
+            router = router.layer(cross_origin);
         }
         if let Some(timeout) = config.server.request_timeout() {
             router = router.layer(TimeoutLayer::with_status_code(
@@ -610,6 +615,19 @@ fn submit_token_layer(
             .with_max_record_bytes(tokens.max_record_bytes)
             .with_in_flight_wait(std::time::Duration::from_millis(tokens.in_flight_wait_ms))
             .with_metrics(metrics.submit_token.clone()),
+    ))
+}
+
+/// The cross-origin check `[security.cross_origin]` describes.
+fn cross_origin_layer(config: &AutumnConfig) -> Result<Option<CrossOriginLayer>, LaunchError> {
+    let settings = &config.security.cross_origin;
+    if !settings.enabled {
+        return Ok(None);
+    }
+    Ok(Some(
+        CrossOriginLayer::new()
+            .with_trusted_origins(config.trusted_origins()?)
+            .with_exempt_paths(settings.exempt_paths.clone()),
     ))
 }
 
