@@ -6,6 +6,7 @@
 mod actuator;
 pub mod app;
 pub mod config;
+pub mod cross_origin;
 #[cfg(feature = "database")]
 pub mod db;
 mod error;

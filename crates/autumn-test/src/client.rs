@@ -3,13 +3,17 @@ use std::sync::{Arc, Mutex};
 use axum::Router;
 use axum::body::Body;
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, COOKIE};
+use http::header::{CONTENT_TYPE, COOKIE, HOST};
 use http::{HeaderName, HeaderValue, Method, Request};
 use http_body_util::BodyExt as _;
 use tower::ServiceExt as _;
 
 use crate::cookies::CookieJar;
 use crate::response::TestResponse;
+
+/// The `Host` a request carries unless it sets one: the app is reached as
+/// `http://localhost`, and a page of its own sends `Origin: http://localhost`.
+pub const DEFAULT_HOST: &str = "localhost";
 
 /// A client for an app built by [`TestApp`](crate::TestApp). Clones share the
 /// app and the cookie jar, so concurrent requests can be sent from tasks.
@@ -141,6 +145,9 @@ impl TestRequest {
 
     /// Sends the request through the app and reads the whole response.
     ///
+    /// A request without a `Host` header gets `Host: localhost`
+    /// ([`DEFAULT_HOST`]), like a request to `run()` on a socket has one.
+    ///
     /// # Panics
     ///
     /// When the request was built with an invalid header, path or body.
@@ -159,6 +166,11 @@ impl TestRequest {
         let headers = request.headers_mut();
         for (name, value) in self.headers {
             headers.append(name, value);
+        }
+        // What a client on a socket always sends, so that an `Origin` of
+        // `http://localhost` is this app's own, as it is behind `run()`.
+        if !headers.contains_key(HOST) {
+            headers.insert(HOST, HeaderValue::from_static(DEFAULT_HOST));
         }
         if !headers.contains_key(COOKIE)
             && let Some(cookies) = self.client.jar().header()

@@ -27,6 +27,6 @@ mod process;
 mod response;
 
 pub use app::TestApp;
-pub use client::{TestClient, TestRequest};
+pub use client::{DEFAULT_HOST, TestClient, TestRequest};
 pub use process::ServerProcess;
 pub use response::TestResponse;

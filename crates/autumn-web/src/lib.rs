@@ -26,7 +26,9 @@
 //! The guides: [idempotency keys](docs::idempotency),
 //! [configuration](docs::configuration), [testing](docs::testing),
 //! [middleware](docs::middleware),
-//! [running several replicas](docs::cloud_native).
+//! [running several replicas](docs::cloud_native),
+//! [submit tokens](docs::submit_tokens),
+//! [cross-origin requests](docs::security).
 
 pub use autumn_core::{
     AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, Route,
@@ -107,6 +109,8 @@ pub mod docs {
     pub mod cloud_native {}
     #[doc = include_str!("../../../docs/submit-tokens.md")]
     pub mod submit_tokens {}
+    #[doc = include_str!("../../../docs/security.md")]
+    pub mod security {}
 }
 
 #[doc(hidden)]

@@ -1,4 +1,12 @@
-//! Request security: one-time submit tokens for HTML forms.
+//! Request security: cross-origin protection, and one-time submit tokens
+//! for HTML forms.
+//!
+//! A mutating request that a browser sends on behalf of another site is
+//! refused with 403 `cross_origin_request_refused` by [`CrossOriginLayer`]
+//! (installed by the app builder while `[security.cross_origin] enabled =
+//! true`, the default), before any of the app's code runs. Requests from
+//! clients that are not browsers pass. The rules, and how to trust another
+//! origin of yours, are in the [security guide](crate::docs::security).
 //!
 //! A form that carries a fresh [`SubmitToken`] in a hidden field is posted
 //! at most once: the submit-token layer (installed by the app builder while
@@ -36,6 +44,9 @@
 
 use maud::{Markup, PreEscaped, html};
 
+pub use autumn_core::cross_origin::{
+    self, CrossOrigin, CrossOriginLayer, CrossOriginRejection, InvalidOrigin, TrustedOrigin,
+};
 pub use autumn_idempotency::submit::{
     SUBMIT_TOKEN_REPLAYED, SubmitFormField, SubmitToken, SubmitTokenLayer,
 };

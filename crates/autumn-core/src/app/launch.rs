@@ -16,6 +16,7 @@ use tower_http::trace::TraceLayer;
 use super::{AppBuilder, RawRouter};
 use crate::actuator::{self, AppMetrics};
 use crate::config::{AutumnConfig, Backend, ConfigError, redact};
+use crate::cross_origin::CrossOriginLayer;
 use crate::route::{Route, RouteIdempotency};
 use crate::scope;
 
@@ -453,7 +454,9 @@ impl AppBuilder {
 
         // Innermost first: the guards, the app's own layers, then the scope
         // and the session outside them (an idempotency layer the app adds
-        // gets the same scope as Autumn's), then timeout and trace outermost.
+        // gets the same scope as Autumn's), then the cross-origin check, so
+        // a forged request reaches none of the app's code and no store, then
+        // timeout and trace outermost.
         if let Some(submit) = submit {
             router = router.layer(submit);
         }
@@ -467,6 +470,9 @@ impl AppBuilder {
         router = router.layer(scope::layer(&config)?);
         if let Some(sessions) = sessions {
             router = router.layer(sessions);
+        }
+        if let Some(cross_origin) = cross_origin_layer(&config)? {
+            router = router.layer(cross_origin);
         }
         if let Some(timeout) = config.server.request_timeout() {
             router = router.layer(TimeoutLayer::with_status_code(
@@ -688,6 +694,19 @@ fn session_layer(
 
 /// How often expired sessions are removed from stores that keep them.
 const SESSION_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The cross-origin check `[security.cross_origin]` describes.
+fn cross_origin_layer(config: &AutumnConfig) -> Result<Option<CrossOriginLayer>, LaunchError> {
+    let settings = &config.security.cross_origin;
+    if !settings.enabled {
+        return Ok(None);
+    }
+    Ok(Some(
+        CrossOriginLayer::new()
+            .with_trusted_origins(config.trusted_origins()?)
+            .with_exempt_paths(settings.exempt_paths.clone()),
+    ))
+}
 
 /// A memory store within `[idempotency.memory]`'s limits.
 pub(crate) fn memory_store(

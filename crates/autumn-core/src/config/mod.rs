@@ -55,9 +55,9 @@ mod tests;
 
 pub use error::ConfigError;
 pub use sections::{
-    Backend, DatabaseConfig, IdempotencyConfig, LogConfig, MIN_HEADER_BYTES, MemoryConfig,
-    RedisConfig, SecurityConfig, ServerConfig, SessionConfig, SubmitTokenConfig, TenancyConfig,
-    TimeoutsConfig,
+    Backend, CrossOriginConfig, DatabaseConfig, IdempotencyConfig, LogConfig, MIN_HEADER_BYTES,
+    MemoryConfig, RedisConfig, SecurityConfig, ServerConfig, SessionConfig, SubmitTokenConfig,
+    TenancyConfig, TimeoutsConfig,
 };
 
 use load::Layers;

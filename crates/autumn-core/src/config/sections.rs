@@ -306,8 +306,36 @@ impl Default for RedisConfig {
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct SecurityConfig {
+    /// `[security.cross_origin]`: refusing mutating requests sent by other sites' pages.
+    pub cross_origin: CrossOriginConfig,
     /// `[security.submit_token]`: one-time tokens embedded in HTML forms.
     pub submit_token: SubmitTokenConfig,
+}
+
+/// `[security.cross_origin]`: refusing mutating requests that a browser sends on behalf of
+/// another site (`Sec-Fetch-Site`, else `Origin` against `Host`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct CrossOriginConfig {
+    /// Whether the cross-origin check is installed.
+    pub enabled: bool,
+    /// Other origins whose pages may send mutating requests, exactly as a browser writes them
+    /// in `Origin`: `scheme://host[:port]`, e.g. `https://admin.example.com`.
+    pub trusted_origins: Vec<String>,
+    /// Path prefixes that are not checked, by whole segments (`/api` covers `/api/x`, not
+    /// `/apiary`).
+    pub exempt_paths: Vec<String>,
+}
+
+impl Default for CrossOriginConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            trusted_origins: Vec::new(),
+            exempt_paths: Vec::new(),
+        }
+    }
 }
 
 /// `[security.submit_token]`: one-time tokens embedded in HTML forms.

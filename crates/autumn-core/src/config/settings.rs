@@ -5,9 +5,9 @@ use std::fmt::Display;
 use toml::Value;
 
 use super::{
-    AutumnConfig, DatabaseConfig, IdempotencyConfig, LogConfig, MemoryConfig, RedisConfig,
-    SecurityConfig, ServerConfig, SessionConfig, Setting, Source, SubmitTokenConfig, TenancyConfig,
-    TimeoutsConfig,
+    AutumnConfig, CrossOriginConfig, DatabaseConfig, IdempotencyConfig, LogConfig, MemoryConfig,
+    RedisConfig, SecurityConfig, ServerConfig, SessionConfig, Setting, Source, SubmitTokenConfig,
+    TenancyConfig, TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -109,7 +109,18 @@ impl AutumnConfig {
         out.optional_string("idempotency.redis.url", url.as_deref());
         out.string("idempotency.redis.key_prefix", key_prefix);
 
-        let SecurityConfig { submit_token } = security;
+        let SecurityConfig {
+            cross_origin,
+            submit_token,
+        } = security;
+        let CrossOriginConfig {
+            enabled,
+            trusted_origins,
+            exempt_paths,
+        } = cross_origin;
+        out.plain("security.cross_origin.enabled", enabled);
+        out.strings("security.cross_origin.trusted_origins", trusted_origins);
+        out.strings("security.cross_origin.exempt_paths", exempt_paths);
         let SubmitTokenConfig {
             enabled,
             field_name,

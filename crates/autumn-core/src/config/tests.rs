@@ -110,6 +110,11 @@ fn defaults_without_files_or_env() {
             },
         },
         security: SecurityConfig {
+            cross_origin: CrossOriginConfig {
+                enabled: true,
+                trusted_origins: Vec::new(),
+                exempt_paths: Vec::new(),
+            },
             submit_token: SubmitTokenConfig {
                 enabled: true,
                 field_name: "_submit_token".to_owned(),
@@ -329,6 +334,70 @@ fn env_array_value() {
         )],
     );
     assert_eq!(config.security.submit_token.exempt_paths, ["/a", "/b"]);
+}
+
+#[test]
+fn env_sets_the_cross_origin_keys() {
+    let dir = dir_with(&[]);
+    let config = load_ok(
+        &dir,
+        &[
+            ("AUTUMN_SECURITY__CROSS_ORIGIN__ENABLED", "false"),
+            (
+                "AUTUMN_SECURITY__CROSS_ORIGIN__TRUSTED_ORIGINS",
+                r#"["https://admin.example.com", "http://localhost:5173"]"#,
+            ),
+            (
+                "AUTUMN_SECURITY__CROSS_ORIGIN__EXEMPT_PATHS",
+                r#"["/hooks"]"#,
+            ),
+        ],
+    );
+    let cross_origin = &config.security.cross_origin;
+    assert!(!cross_origin.enabled);
+    assert_eq!(
+        cross_origin.trusted_origins,
+        ["https://admin.example.com", "http://localhost:5173"]
+    );
+    assert_eq!(cross_origin.exempt_paths, ["/hooks"]);
+}
+
+#[test]
+fn a_trusted_origin_that_is_not_one_is_refused_naming_the_key_and_its_source() {
+    let key = "security.cross_origin.trusted_origins";
+    let variable = "AUTUMN_SECURITY__CROSS_ORIGIN__TRUSTED_ORIGINS";
+    let error = load_err(
+        &dir_with(&[]),
+        &[(variable, r#"["https://ok.example", "ok.example"]"#)],
+    );
+    assert_eq!(error.key(), Some(key));
+    assert_eq!(error.origin(), Some(Source::Env(variable.to_owned())));
+    let message = one_line(&error);
+    assert!(
+        message.contains("`ok.example` is not an origin"),
+        "{message}"
+    );
+
+    let dir = dir_with(&[(
+        "autumn.toml",
+        "[security.cross_origin]\ntrusted_origins = [\"https://Admin.example.com:443/\"]\n",
+    )]);
+    let error = load_err(&dir, &[]);
+    assert_eq!(error.key(), Some(key));
+    assert_eq!(
+        error.origin(),
+        Some(Source::File(file(&dir, "autumn.toml")))
+    );
+    assert!(
+        one_line(&error).contains("write `https://admin.example.com`"),
+        "{error}"
+    );
+
+    let mut config = AutumnConfig::default();
+    config.security.cross_origin.trusted_origins = vec!["https://ok.example/path".to_owned()];
+    let error = config.validate().expect_err("a path is no origin");
+    assert_eq!(error.key(), Some(key));
+    assert_eq!(error.origin(), Some(Source::Code));
 }
 
 #[test]
@@ -802,6 +871,10 @@ fn effective_settings_cover_every_key() {
         [idempotency.redis]
         url = "redis://r"
         key_prefix = "p"
+        [security.cross_origin]
+        enabled = false
+        trusted_origins = ["https://a.example"]
+        exempt_paths = ["/y"]
         [security.submit_token]
         enabled = false
         field_name = "f"
@@ -828,7 +901,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 41);
+    assert_eq!(settings.len(), 44);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

@@ -3,6 +3,7 @@
 
 use super::sections::MIN_HEADER_BYTES;
 use super::{AutumnConfig, ConfigError, Source};
+use crate::cross_origin::TrustedOrigin;
 
 impl AutumnConfig {
     /// Checks values that parse but cannot work, such as a zero TTL, which would record nothing
@@ -21,7 +22,9 @@ impl AutumnConfig {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::InvalidValue`] naming the first offending key and its source.
+    /// [`ConfigError::InvalidValue`] naming the first offending key and its source; among them
+    /// an entry of `security.cross_origin.trusted_origins` that is not an origin as a browser
+    /// writes it (`scheme://host[:port]`).
     pub fn validate(&self) -> Result<(), ConfigError> {
         const LOCK: &str = "must be at least 1: a lock that lapses at once lets two overlapping duplicates both run the handler";
         const RECORD: &str = "must be at least 1: a record that expires at once is never replayed";
@@ -78,14 +81,34 @@ impl AutumnConfig {
                 "must be at least 1: every connection would be closed before its first request",
             ),
         ];
-        match checks.into_iter().find(|(_, ok, _)| !ok) {
-            None => Ok(()),
-            Some((key, _, message)) => Err(ConfigError::InvalidValue {
+        if let Some((key, _, message)) = checks.into_iter().find(|(_, ok, _)| !ok) {
+            return Err(ConfigError::InvalidValue {
                 key: key.to_owned(),
                 origin: self.source(key),
                 message: message.to_owned(),
-            }),
+            });
         }
+        self.trusted_origins().map(drop)
+    }
+
+    /// `security.cross_origin.trusted_origins`, parsed: an origin that a browser would never
+    /// send as written would silently never match, so it is refused.
+    pub(crate) fn trusted_origins(&self) -> Result<Vec<TrustedOrigin>, ConfigError> {
+        const KEY: &str = "security.cross_origin.trusted_origins";
+        self.security
+            .cross_origin
+            .trusted_origins
+            .iter()
+            .map(|origin| {
+                origin
+                    .parse::<TrustedOrigin>()
+                    .map_err(|error| ConfigError::InvalidValue {
+                        key: KEY.to_owned(),
+                        origin: self.source(KEY),
+                        message: error.to_string(),
+                    })
+            })
+            .collect()
     }
 
     /// Where `key` was set. Every default passes [`validate`](Self::validate), so a refused

@@ -10,6 +10,7 @@ use super::service::SubmitTokenService;
 use crate::clock::{SharedClock, SystemClock};
 use crate::layer::DEFAULT_MAX_RECORD_BYTES;
 use crate::metrics::IdempotencyMetrics;
+use crate::paths::ExemptPaths;
 use crate::store::IdempotencyStore;
 
 /// Mints submit tokens and guards the form posts that carry one. See the
@@ -37,7 +38,7 @@ pub(crate) struct Settings {
     pub(crate) field_name: Arc<str>,
     pub(crate) ttl: Duration,
     pub(crate) in_flight_ttl: Duration,
-    pub(crate) exempt_paths: Vec<String>,
+    pub(crate) exempt_paths: ExemptPaths,
     pub(crate) max_form_bytes: usize,
     pub(crate) max_record_bytes: usize,
     pub(crate) in_flight_wait: Duration,
@@ -63,7 +64,7 @@ impl std::fmt::Debug for SubmitTokenLayer {
             .field("field_name", &self.settings.field_name)
             .field("ttl", &self.settings.ttl)
             .field("in_flight_ttl", &self.settings.in_flight_ttl)
-            .field("exempt_paths", &self.settings.exempt_paths)
+            .field("exempt_paths", &self.settings.exempt_paths.prefixes())
             .finish_non_exhaustive()
     }
 }
@@ -83,7 +84,7 @@ impl SubmitTokenLayer {
                 field_name: DEFAULT_FIELD_NAME.into(),
                 ttl: DEFAULT_TTL,
                 in_flight_ttl: DEFAULT_IN_FLIGHT_TTL,
-                exempt_paths: Vec::new(),
+                exempt_paths: ExemptPaths::default(),
                 max_form_bytes: DEFAULT_MAX_FORM_BYTES,
                 max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
                 in_flight_wait: DEFAULT_IN_FLIGHT_WAIT,
@@ -153,7 +154,7 @@ impl SubmitTokenLayer {
     /// `/apiary`.
     #[must_use]
     pub fn with_exempt_paths(self, prefixes: Vec<String>) -> Self {
-        self.map(|s| s.exempt_paths = prefixes)
+        self.map(|s| s.exempt_paths = ExemptPaths::from(prefixes))
     }
 
     /// The largest form body scanned for the field; larger urlencoded forms
