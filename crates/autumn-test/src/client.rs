@@ -68,6 +68,12 @@ impl TestClient {
         self.request(Method::DELETE, path)
     }
 
+    /// Another client of the same app with a cookie jar of its own: a second
+    /// browser, with no session until the app gives it one.
+    pub fn new_browser(&self) -> TestClient {
+        Self::new(self.router.clone())
+    }
+
     /// The value of a cookie the client holds.
     pub fn cookie(&self, name: &str) -> Option<String> {
         self.jar().get(name).map(str::to_owned)

@@ -450,7 +450,13 @@ impl AppBuilder {
             &mut startup,
         )?;
         router = router.merge(actuator::routes(metrics.clone()));
-        let sessions = session_layer(&config, database.as_ref(), &clock, &mut startup)?;
+        let sessions = session_layer(
+            &config,
+            self.session_store,
+            database.as_ref(),
+            &clock,
+            &mut startup,
+        )?;
 
         // Innermost first: the guards, the app's own layers, then the scope
         // and the session outside them (an idempotency layer the app adds
@@ -651,6 +657,7 @@ const MEMORY_SESSIONS: usize = 100_000;
 /// `idempotency.backend`'s), sharing the app's connections.
 fn session_layer(
     config: &AutumnConfig,
+    given: Option<Arc<dyn crate::session::SessionStore>>,
     database: Option<&Database>,
     clock: &autumn_idempotency::clock::SharedClock,
     startup: &mut Startup,
@@ -660,23 +667,25 @@ fn session_layer(
     if !sessions.enabled {
         return Ok(None);
     }
-    let backend = sessions.effective_backend(&config.idempotency);
-    let store: Arc<dyn SessionStore> = match backend {
-        Backend::Memory => {
-            if config.profile.is_production() && !sessions.allow_memory_in_production {
-                return Err(LaunchError::SessionMemoryInProduction {
-                    profile: config.profile.name().to_owned(),
+    let store: Arc<dyn SessionStore> = match given {
+        Some(store) => store,
+        None => match sessions.effective_backend(&config.idempotency) {
+            Backend::Memory => {
+                if config.profile.is_production() && !sessions.allow_memory_in_production {
+                    return Err(LaunchError::SessionMemoryInProduction {
+                        profile: config.profile.name().to_owned(),
+                    });
+                }
+                Arc::new(MemorySessionStore::new(MEMORY_SESSIONS))
+            }
+            #[allow(unreachable_patterns)]
+            backend => {
+                let _ = (database, startup);
+                return Err(LaunchError::SessionBackendUnavailable {
+                    backend: backend.as_str().to_owned(),
                 });
             }
-            Arc::new(MemorySessionStore::new(MEMORY_SESSIONS))
-        }
-        #[allow(unreachable_patterns)]
-        backend => {
-            let _ = (database, startup);
-            return Err(LaunchError::SessionBackendUnavailable {
-                backend: backend.as_str().to_owned(),
-            });
-        }
+        },
     };
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         let _guard = runtime.enter();

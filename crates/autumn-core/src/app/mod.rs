@@ -49,6 +49,7 @@ pub struct AppBuilder {
     pub(crate) idempotent: bool,
     pub(crate) config: Option<AutumnConfig>,
     pub(crate) store: Option<Arc<dyn IdempotencyStore>>,
+    pub(crate) session_store: Option<Arc<dyn crate::session::SessionStore>>,
     pub(crate) clock: Option<SharedClock>,
 }
 
@@ -96,7 +97,9 @@ impl AppBuilder {
     }
 
     /// Wraps the whole app in a tower layer. Layers added this way run after
-    /// sessions and tenancy, and before submit tokens and idempotency, so a
+    /// the cross-origin check, sessions and tenancy (the request's
+    /// idempotency scope is set by then, so an `IdempotencyLayer` added here
+    /// scopes like Autumn's), and before submit tokens and idempotency, so a
     /// retry passes through them again before it is replayed.
     pub fn layer<L>(mut self, layer: L) -> Self
     where
@@ -129,6 +132,13 @@ impl AppBuilder {
     /// `[idempotency] backend` names.
     pub fn with_idempotency_store(mut self, store: Arc<dyn IdempotencyStore>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Keeps sessions in this store instead of the one `[session] backend`
+    /// names (when `[session] enabled`).
+    pub fn with_session_store(mut self, store: Arc<dyn crate::session::SessionStore>) -> Self {
+        self.session_store = Some(store);
         self
     }
 

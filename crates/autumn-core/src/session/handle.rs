@@ -267,6 +267,18 @@ impl Session {
     /// nobody touched was never loaded and is left alone.
     pub(super) async fn save(&self, headers: &mut HeaderMap) -> Result<(), SessionError> {
         let mut state = self.inner.state.lock().await;
+        let saved = self.write(&mut state, headers).await;
+        if saved.is_err() {
+            // Tried once: the failure is answered (by a guard, or by the
+            // session layer), and a second attempt on the way out would
+            // answer over it.
+            state.modified = false;
+            self.inner.changed.store(false, Ordering::Release);
+        }
+        saved
+    }
+
+    async fn write(&self, state: &mut State, headers: &mut HeaderMap) -> Result<(), SessionError> {
         let Some(known) = state.known.clone() else {
             return Ok(());
         };
