@@ -7,10 +7,18 @@
 //! A request that never touches its session costs no store call and sets no
 //! cookie.
 
+#[cfg(feature = "database")]
+mod database;
 mod id;
 mod memory;
+#[cfg(feature = "redis")]
+mod redis;
 mod store;
 
+#[cfg(feature = "database")]
+pub use database::DbSessionStore;
 pub use id::SessionId;
 pub use memory::MemorySessionStore;
+#[cfg(feature = "redis")]
+pub use redis::RedisSessionStore;
 pub use store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
