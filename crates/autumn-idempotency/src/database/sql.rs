@@ -4,8 +4,11 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "postgres")]
 use diesel::QueryableByName;
-use diesel::sql_types::{BigInt, Bool};
+use diesel::sql_types::BigInt;
+#[cfg(feature = "postgres")]
+use diesel::sql_types::Bool;
 use diesel_async::RunQueryDsl as _;
 
 use super::{DbConnection, DbError, DbPool};

@@ -16,7 +16,9 @@ use diesel_async::RunQueryDsl as _;
 
 #[cfg(feature = "sqlite")]
 use super::SqliteConnection;
-use super::sql::{CachedExt as _, ExpiringTable, sqlite_params as sqlite};
+#[cfg(feature = "sqlite")]
+use super::sql::sqlite_params as sqlite;
+use super::sql::{CachedExt as _, ExpiringTable};
 use super::{DbConnection, DbError, DbPool};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
