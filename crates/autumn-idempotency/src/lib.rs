@@ -44,9 +44,9 @@ pub use problem::{IdempotencyContextRejection, IdempotencyRejection, Problem, pr
 pub use record::{IdempotencyEntry, IdempotencyRecord, RecordDecodeError};
 pub use redact::redact_passwords;
 pub use replay::{IdempotencyReplayLayer, ReplayGuardLayer};
-#[cfg(feature = "redis")]
-pub use store::RedisIdempotencyStore;
 pub use store::{
     Claim, IdempotencyFuture, IdempotencyStore, MemoryIdempotencyStore, StoreError, StoreErrorKind,
     StoreOperation,
 };
+#[cfg(feature = "redis")]
+pub use store::{RedisConnection, RedisIdempotencyStore};

@@ -676,21 +676,28 @@ fn session_layer(
                         profile: config.profile.name().to_owned(),
                     });
                 }
-                Arc::new(MemorySessionStore::new(MEMORY_SESSIONS))
+                let store: Arc<dyn SessionStore> =
+                    Arc::new(MemorySessionStore::new(MEMORY_SESSIONS));
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    let _guard = runtime.enter();
+                    crate::session::spawn_sweeper(
+                        store.clone(),
+                        clock.clone(),
+                        SESSION_SWEEP_EVERY,
+                    );
+                }
+                store
             }
+            Backend::Redis => redis_sessions(config, startup)?,
+            Backend::Database => database_sessions(database, clock)?,
             #[allow(unreachable_patterns)]
             backend => {
-                let _ = (database, startup);
                 return Err(LaunchError::SessionBackendUnavailable {
                     backend: backend.as_str().to_owned(),
                 });
             }
         },
     };
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        let _guard = runtime.enter();
-        crate::session::spawn_sweeper(store.clone(), clock.clone(), SESSION_SWEEP_EVERY);
-    }
     Ok(Some(
         SessionLayer::new(store)
             .with_cookie_name(sessions.cookie_name.as_str())
@@ -699,6 +706,70 @@ fn session_layer(
             .with_secure(sessions.secure.unwrap_or(config.profile.is_production()))
             .with_clock(clock.clone()),
     ))
+}
+
+/// Sessions in Redis, on the connection the idempotency or submit-token
+/// store already has when there is one, under
+/// `{idempotency.redis.key_prefix}:session`.
+fn redis_sessions(
+    config: &AutumnConfig,
+    startup: &mut Startup,
+) -> Result<Arc<dyn crate::session::SessionStore>, LaunchError> {
+    let redis = &config.idempotency.redis;
+    let Some(url) = &redis.url else {
+        return Err(LaunchError::RedisUrlMissing);
+    };
+    #[cfg(feature = "redis")]
+    {
+        let connection = match startup.live_redis.first() {
+            Some(store) => store.connection().clone(),
+            None => autumn_idempotency::RedisConnection::new(url).map_err(|e| {
+                LaunchError::Redis {
+                    url: redact(url),
+                    message: e.to_string(),
+                }
+            })?,
+        };
+        if startup.redis.is_none() {
+            startup.redis = Some((url.clone(), redis.key_prefix.clone()));
+        }
+        let prefix = format!("{}:session", redis.key_prefix);
+        Ok(Arc::new(crate::session::RedisSessionStore::new(
+            connection, &prefix,
+        )))
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = (url, startup);
+        Err(LaunchError::SessionBackendUnavailable {
+            backend: "redis".to_owned(),
+        })
+    }
+}
+
+/// Sessions in the app database's `autumn_sessions` table, swept by one
+/// replica at a time.
+fn database_sessions(
+    database: Option<&Database>,
+    clock: &autumn_idempotency::clock::SharedClock,
+) -> Result<Arc<dyn crate::session::SessionStore>, LaunchError> {
+    let Some(pool) = database else {
+        return Err(LaunchError::DatabaseMissing);
+    };
+    #[cfg(feature = "database")]
+    {
+        let store = crate::session::DbSessionStore::new(pool.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let _guard = runtime.enter();
+            store.spawn_sweeper(SESSION_SWEEP_EVERY, clock.clone());
+        }
+        Ok(Arc::new(store))
+    }
+    #[cfg(not(feature = "database"))]
+    {
+        let _ = clock;
+        match *pool {}
+    }
 }
 
 /// How often expired sessions are removed from stores that keep them.

@@ -20,6 +20,10 @@ pub type SessionFuture<'a, T> =
 ///
 /// Implementations are called concurrently from many requests (and, for
 /// shared backends, many processes) and must not block the runtime thread.
+#[expect(
+    clippy::len_without_is_empty,
+    reason = "`len` is an optional metric, not a collection's size"
+)]
 pub trait SessionStore: Send + Sync + 'static {
     /// The record under `id`, if there is one that has not expired at
     /// `now_millis` (the app clock).

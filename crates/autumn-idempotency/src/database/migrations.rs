@@ -21,7 +21,8 @@ pub struct FrameworkMigrations {
     _private: (),
 }
 
-/// The framework's own migrations (today: the `autumn_idempotency_keys` table).
+/// The framework's own migrations: the `autumn_idempotency_keys` and
+/// `autumn_sessions` tables.
 pub const FRAMEWORK_MIGRATIONS: FrameworkMigrations = FrameworkMigrations { _private: () };
 
 impl FrameworkMigrations {

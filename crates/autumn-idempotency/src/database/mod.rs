@@ -7,6 +7,7 @@
 
 mod migrations;
 mod pooled;
+mod sql;
 mod store;
 
 use std::time::Duration;
@@ -18,6 +19,7 @@ use diesel_async::pooled_connection::deadpool::{Object, Pool};
 
 pub use migrations::{FRAMEWORK_MIGRATIONS, FrameworkMigrations};
 pub use pooled::PooledConnection;
+pub use sql::{Cacheable, CachedExt, ExpiringTable, spawn_sweeper, sqlite_params};
 pub use store::DbIdempotencyStore;
 
 /// A pooled PostgreSQL connection.

@@ -16,6 +16,9 @@ use diesel_async::RunQueryDsl as _;
 
 #[cfg(feature = "sqlite")]
 use super::SqliteConnection;
+#[cfg(feature = "sqlite")]
+use super::sql::sqlite_params as sqlite;
+use super::sql::{CachedExt as _, ExpiringTable};
 use super::{DbConnection, DbError, DbPool};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
@@ -74,13 +77,6 @@ struct Acquired {
     acquired: i64,
 }
 
-#[cfg(feature = "postgres")]
-#[derive(QueryableByName)]
-struct SweepLock {
-    #[diesel(sql_type = Bool)]
-    acquired: bool,
-}
-
 const GET: &str = "SELECT lock_expires_at, record, body_hash, record_expires_at \
      FROM autumn_idempotency_keys WHERE storage_key = $1";
 
@@ -129,7 +125,6 @@ const RENEW: &str = "UPDATE autumn_idempotency_keys SET lock_expires_at = $4 \
 /// the migration), so each batch is an index range scan; rows another
 /// transaction holds (a claim re-taking an expired key) are skipped, and the
 /// outer condition re-checks each row at delete time.
-#[cfg(feature = "postgres")]
 const PG_SWEEP_BATCH: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key IN ( \
        SELECT storage_key FROM autumn_idempotency_keys \
        WHERE GREATEST(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)) <= $1 \
@@ -138,24 +133,18 @@ const PG_SWEEP_BATCH: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_
 
 /// [`PG_SWEEP_BATCH`] in SQLite's words (its expression index uses the
 /// two-argument `MAX`); SQLite runs one writer at a time, so nothing to skip.
-#[cfg(feature = "sqlite")]
 const SQLITE_SWEEP_BATCH: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key IN ( \
        SELECT storage_key FROM autumn_idempotency_keys \
        WHERE MAX(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)) <= ?1 \
        LIMIT ?2) \
      AND MAX(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)) <= ?1";
 
-/// One sweeper at a time per table: a session-level advisory lock keyed by
-/// "autu" and the table's oid, so apps in other schemas of the same database
-/// sweep independently. `pg_try_`: a replica that finds it taken skips its
-/// turn instead of queueing behind the other.
-#[cfg(feature = "postgres")]
-const PG_SWEEP_LOCK: &str = "SELECT pg_try_advisory_lock((1635087477::bigint << 32) \
-     | 'autumn_idempotency_keys'::regclass::oid::bigint) AS acquired";
-
-#[cfg(feature = "postgres")]
-const PG_SWEEP_UNLOCK: &str = "SELECT pg_advisory_unlock((1635087477::bigint << 32) \
-     | 'autumn_idempotency_keys'::regclass::oid::bigint)";
+/// The table, swept one replica at a time (see [`ExpiringTable::sweep`]).
+const KEYS_TABLE: ExpiringTable = ExpiringTable {
+    table: "autumn_idempotency_keys",
+    delete_batch: PG_SWEEP_BATCH,
+    delete_batch_sqlite: Some(SQLITE_SWEEP_BATCH),
+};
 
 /// PostgreSQL claims in one statement that reads first and writes only when
 /// nothing live is there. `prior` is the row as the statement's snapshot
@@ -182,56 +171,6 @@ const PG_CLAIM: &str = "WITH prior AS ( \
      SELECT (SELECT count(*) FROM claimed) AS acquired, \
        p.lock_expires_at, p.record, p.body_hash, p.record_expires_at \
      FROM (SELECT 1) AS one LEFT JOIN prior p ON true";
-
-/// A raw statement the connection may prepare once and reuse.
-///
-/// diesel marks every raw SQL statement as unsafe to cache, since it cannot
-/// know the text is fixed; ours is (parameters are bound, never spliced),
-/// so caching it by its text saves a prepare round trip per statement.
-#[derive(Debug, Clone, Copy)]
-struct Cacheable<Q>(Q);
-
-impl<Q, DB> diesel::query_builder::QueryFragment<DB> for Cacheable<Q>
-where
-    Q: diesel::query_builder::QueryFragment<DB>,
-    DB: diesel::backend::Backend,
-{
-    fn walk_ast<'b>(
-        &'b self,
-        pass: diesel::query_builder::AstPass<'_, 'b, DB>,
-    ) -> diesel::QueryResult<()> {
-        self.0.walk_ast(pass)
-    }
-
-    fn is_safe_to_cache_prepared(&self, _backend: &DB) -> diesel::QueryResult<bool> {
-        Ok(true)
-    }
-}
-
-impl<Q> diesel::query_builder::QueryId for Cacheable<Q> {
-    type QueryId = ();
-    // No type to key the cache by: it is keyed by the SQL text instead.
-    const HAS_STATIC_QUERY_ID: bool = false;
-}
-
-impl<Q: diesel::query_builder::Query> diesel::query_builder::Query for Cacheable<Q> {
-    type SqlType = Q::SqlType;
-}
-
-/// `.cached()` on a bound raw statement.
-trait CachedExt: Sized {
-    fn cached(self) -> Cacheable<Self> {
-        Cacheable(self)
-    }
-}
-
-impl<Q> CachedExt for Q {}
-
-/// SQLite numbers its parameters `?N`.
-#[cfg(feature = "sqlite")]
-fn sqlite(sql: &str) -> String {
-    sql.replace('$', "?")
-}
 
 fn millis(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
@@ -260,28 +199,6 @@ macro_rules! on_backend {
             }
         }
     };
-}
-
-/// Runs `$statement` (a batched delete: $1 now, $2 batch) on `$conn` until
-/// a batch comes back short; evaluates to the rows deleted.
-macro_rules! sweep_batches {
-    ($conn:expr, $statement:expr, $now:expr, $batch:expr) => {{
-        let conn = $conn;
-        let mut swept = 0;
-        loop {
-            let deleted = diesel::sql_query($statement)
-                .bind::<BigInt, _>($now)
-                .bind::<BigInt, _>($batch)
-                .cached()
-                .execute(&mut *conn)
-                .await
-                .map_err(query_error)?;
-            swept += deleted;
-            if i64::try_from(deleted).unwrap_or(i64::MAX) < $batch {
-                break Ok(swept);
-            }
-        }
-    }};
 }
 
 impl DbIdempotencyStore {
@@ -340,57 +257,21 @@ impl DbIdempotencyStore {
     ///
     /// [`StoreError`] when the database fails.
     pub async fn sweep_expired_in_batches(&self, batch: usize) -> Result<usize, StoreError> {
-        let now = self.now();
-        let batch = i64::try_from(batch.max(1)).unwrap_or(i64::MAX);
-        match self.conn().await? {
-            #[cfg(feature = "postgres")]
-            DbConnection::Postgres(object) => {
-                // The sweep's session lock must never go back to the pool
-                // with the connection (a cancelled sweep would leave it
-                // held): the connection leaves the pool and closes after,
-                // which also releases the lock if anything below fails.
-                let mut conn = diesel_async::pooled_connection::deadpool::Object::take(object);
-                let locked: Vec<SweepLock> = diesel::sql_query(PG_SWEEP_LOCK)
-                    .load(&mut conn)
-                    .await
-                    .map_err(query_error)?;
-                if !locked.iter().any(|row| row.acquired) {
-                    return Ok(0);
-                }
-                let swept: Result<usize, StoreError> =
-                    sweep_batches!(&mut conn, PG_SWEEP_BATCH, now, batch);
-                // Released now rather than when the server notices the
-                // closed connection, so the next sweep need not skip.
-                diesel::sql_query(PG_SWEEP_UNLOCK)
-                    .execute(&mut conn)
-                    .await
-                    .map_err(query_error)?;
-                swept
-            }
-            #[cfg(feature = "sqlite")]
-            DbConnection::Sqlite(mut object) => {
-                sweep_batches!(&mut *object, SQLITE_SWEEP_BATCH, now, batch)
-            }
-        }
+        let batch = u64::try_from(batch).unwrap_or(u64::MAX);
+        let swept = KEYS_TABLE
+            .sweep(&self.pool, self.clock.now_millis(), batch)
+            .await
+            .map_err(StoreError::new)?;
+        Ok(usize::try_from(swept).unwrap_or(usize::MAX))
     }
 
     /// Sweeps expired rows every `every` on a background task, for as long
     /// as the runtime lives. Call it from within a tokio runtime.
     pub fn spawn_sweeper(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let store = self.clone();
-        tokio::spawn(async move {
-            // The first sweep waits a whole period: at launch the startup
-            // check may still be creating the table.
-            let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                interval.tick().await;
-                match store.sweep_expired().await {
-                    Ok(0) => {}
-                    Ok(swept) => tracing::debug!(swept, "swept expired idempotency rows"),
-                    Err(error) => tracing::warn!(%error, "sweeping idempotency rows failed"),
-                }
-            }
+        super::sql::spawn_sweeper(every, "idempotency rows", move || {
+            let store = store.clone();
+            async move { store.sweep_expired().await.map(|swept| swept as u64) }
         })
     }
 

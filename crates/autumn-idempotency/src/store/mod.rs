@@ -8,6 +8,8 @@
 
 mod memory;
 #[cfg(feature = "redis")]
+mod redis_connection;
+#[cfg(feature = "redis")]
 mod redis_store;
 
 use std::future::Future;
@@ -15,6 +17,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 pub use memory::MemoryIdempotencyStore;
+#[cfg(feature = "redis")]
+pub use redis_connection::RedisConnection;
 #[cfg(feature = "redis")]
 pub use redis_store::RedisIdempotencyStore;
 

@@ -21,27 +21,14 @@
 //! `EVALSHA` of a script that touches only its own key (cluster-safe).
 
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
-use tokio::sync::OnceCell;
 
+use super::redis_connection::RedisConnection;
 use super::{Claim, IdempotencyFuture, IdempotencyStore, StoreError, StoreOperation};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
-use crate::redact::redact_passwords as redact;
-
-/// How long connecting to Redis may take before the store gives up.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long one command may wait for its answer.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Reconnection attempts after the first one fails, per connection: none,
-/// so that a request waiting on a reconnect waits [`CONNECT_TIMEOUT`] at
-/// most, as documented; the next command after a failed attempt makes
-/// another.
-const CONNECT_RETRIES: usize = 0;
 /// No lock or record outlives this (100 years): it keeps every deadline
 /// exactly representable in Lua's doubles.
 const MAX_TTL_MILLIS: u64 = 100 * 365 * 24 * 3600 * 1000;
@@ -182,7 +169,9 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
 /// Building the store does not connect: the connection is made on first use
 /// (see [`ping`](Self::ping) for a launch check) and re-made whenever Redis
 /// comes back after an outage. While Redis is unreachable every operation
-/// fails fast with a [`StoreError`], and the middleware fails closed.
+/// fails fast with a [`StoreError`], and the middleware fails closed. The
+/// connection is a [`RedisConnection`], which other stores of the app (the
+/// session store) can share: see [`from_connection`](Self::from_connection).
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -198,17 +187,9 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
 /// # }
 /// ```
 pub struct RedisIdempotencyStore {
-    client: redis::Client,
-    /// The URL with any password masked: safe to log.
-    url: String,
+    connection: RedisConnection,
     prefix: String,
     clock: SharedClock,
-    connection: OnceCell<ConnectionManager>,
-    /// Held while a first connection is attempted; holds the last failed
-    /// attempt's error.
-    connecting: tokio::sync::Mutex<String>,
-    /// How many first-connection attempts have failed.
-    connect_failures: AtomicU64,
 }
 
 impl RedisIdempotencyStore {
@@ -229,18 +210,39 @@ impl RedisIdempotencyStore {
     /// A [`StoreError`] naming the URL (its password masked) when it is not a
     /// Redis URL.
     pub fn new(url: &str, key_prefix: &str) -> Result<Self, StoreError> {
-        let redacted = redact(url);
-        let client = redis::Client::open(url)
-            .map_err(|error| StoreError::new(format!("invalid Redis URL {redacted:?}: {error}")))?;
-        Ok(Self {
-            client,
-            url: redacted,
+        Ok(Self::from_connection(
+            RedisConnection::new(url)?,
+            key_prefix,
+        ))
+    }
+
+    /// A store on `connection`, shared with whatever else uses it, keeping
+    /// its keys under `key_prefix:`. Its scripts are loaded when the
+    /// connection is made (or on first use, when it already was). Does not
+    /// connect.
+    ///
+    /// ```
+    /// use autumn_idempotency::{RedisConnection, RedisIdempotencyStore};
+    ///
+    /// # fn main() -> Result<(), autumn_idempotency::StoreError> {
+    /// let redis = RedisConnection::new("redis://127.0.0.1:6379")?;
+    /// let store = RedisIdempotencyStore::from_connection(redis.clone(), "myapp:idem");
+    /// assert_eq!(store.connection().url(), redis.url());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn from_connection(connection: RedisConnection, key_prefix: &str) -> Self {
+        connection.load_on_connect(&[CLAIM, SET, TRY_LOCK, UNLOCK, RENEW_LOCK]);
+        Self {
+            connection,
             prefix: key_prefix.to_owned(),
             clock: std::sync::Arc::new(SystemClock),
-            connection: OnceCell::new(),
-            connecting: tokio::sync::Mutex::new(String::new()),
-            connect_failures: AtomicU64::new(0),
-        })
+        }
+    }
+
+    /// The connection the store uses: clone it to share it.
+    pub fn connection(&self) -> &RedisConnection {
+        &self.connection
     }
 
     /// The same store reading time from `clock`: tests pass a
@@ -284,26 +286,7 @@ impl RedisIdempotencyStore {
     ///
     /// A [`StoreError`] when Redis cannot be reached or does not answer.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let pong: String = self
-            .run(|| async {
-                let mut connection = self.connection().await?;
-                redis::cmd("PING").query_async(&mut connection).await
-            })
-            .await
-            .map_err(|error| {
-                StoreError::new(format!(
-                    "Redis at {} did not answer PING: {error}",
-                    self.url
-                ))
-            })?;
-        if pong == "PONG" {
-            Ok(())
-        } else {
-            Err(StoreError::new(format!(
-                "Redis at {} answered PING with {pong:?}",
-                self.url
-            )))
-        }
+        self.connection.ping().await
     }
 
     /// How far this store's clock (the app clock, see
@@ -332,96 +315,23 @@ impl RedisIdempotencyStore {
     /// A [`StoreError`] when Redis cannot be reached or does not answer.
     pub async fn clock_offset_millis(&self) -> Result<i64, StoreError> {
         let before = self.now();
-        let (secs, micros): (u64, u64) = self
-            .run(|| async {
-                let mut connection = self.connection().await?;
-                redis::cmd("TIME").query_async(&mut connection).await
-            })
-            .await
-            .map_err(|error| {
-                StoreError::new(format!(
-                    "Redis at {} did not answer TIME: {error}",
-                    self.url
-                ))
-            })?;
+        let (secs, micros): (u64, u64) =
+            self.connection
+                .run(|mut connection| async move {
+                    redis::cmd("TIME").query_async(&mut connection).await
+                })
+                .await
+                .map_err(|error| {
+                    StoreError::new(format!(
+                        "Redis at {} did not answer TIME: {error}",
+                        self.connection.url()
+                    ))
+                })?;
         let after = self.now();
         let app = before / 2 + after / 2;
         let redis = secs.saturating_mul(1000).saturating_add(micros / 1000);
         let offset = i128::from(app) - i128::from(redis);
         Ok(i64::try_from(offset).unwrap_or(if offset < 0 { i64::MIN } else { i64::MAX }))
-    }
-
-    /// The connection, made on first use: a reconnecting manager, with the
-    /// scripts loaded so that every later call is one `EVALSHA`.
-    ///
-    /// One attempt at a time, and every caller that waited for an attempt
-    /// shares its outcome: with Redis unreachable, requests queued behind a
-    /// failing attempt fail with it rather than each spending a whole
-    /// [`CONNECT_TIMEOUT`] in turn. The attempt as a whole (connecting,
-    /// retrying, loading the scripts) is bounded by that timeout.
-    async fn connection(&self) -> Result<ConnectionManager, RedisError> {
-        if let Some(manager) = self.connection.get() {
-            return Ok(manager.clone());
-        }
-        let failures_before = self.connect_failures.load(Ordering::Acquire);
-        let mut last_failure = self.connecting.lock().await;
-        if let Some(manager) = self.connection.get() {
-            return Ok(manager.clone());
-        }
-        if self.connect_failures.load(Ordering::Acquire) != failures_before {
-            // An attempt ended while we waited for it: its answer is ours.
-            return Err(shared_failure(&last_failure));
-        }
-        let attempt = match tokio::time::timeout(CONNECT_TIMEOUT, self.connect()).await {
-            Ok(attempt) => attempt,
-            Err(_elapsed) => Err(RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("no connection to Redis within {CONNECT_TIMEOUT:?}"),
-            ))),
-        };
-        match attempt {
-            Ok(manager) => {
-                // Only this task sets it, under the lock: it cannot be set.
-                let _ = self.connection.set(manager.clone());
-                Ok(manager)
-            }
-            Err(error) => {
-                *last_failure = error.to_string();
-                self.connect_failures.fetch_add(1, Ordering::Release);
-                Err(error)
-            }
-        }
-    }
-
-    /// One connection attempt: the manager, then the scripts.
-    async fn connect(&self) -> Result<ConnectionManager, RedisError> {
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(CONNECT_RETRIES)
-            .set_min_delay(Duration::from_millis(20))
-            .set_max_delay(Duration::from_millis(200));
-        let mut manager = ConnectionManager::new_with_config(self.client.clone(), config).await?;
-        let mut load = redis::pipe();
-        for code in [CLAIM, SET, TRY_LOCK, UNLOCK, RENEW_LOCK] {
-            load.cmd("SCRIPT").arg("LOAD").arg(code);
-        }
-        let _hashes: Vec<String> = load.query_async(&mut manager).await?;
-        Ok(manager)
-    }
-
-    /// Runs `attempt`, once more when the first try could not even connect
-    /// (nothing reached Redis, so nothing ran twice): the reconnecting
-    /// manager hands out its last failed attempt once after Redis is back.
-    async fn run<T, F, Fut>(&self, attempt: F) -> Result<T, RedisError>
-    where
-        F: Fn() -> Fut,
-        Fut: Future<Output = Result<T, RedisError>>,
-    {
-        match attempt().await {
-            Err(error) if error.is_connection_refusal() => attempt().await,
-            result => result,
-        }
     }
 
     /// Runs one script: one `EVALSHA`. When Redis lost its scripts
@@ -432,12 +342,11 @@ impl RedisIdempotencyStore {
         operation: StoreOperation,
         invocation: ScriptInvocation<'_>,
     ) -> Result<T, StoreError> {
-        self.run(|| async {
-            let mut connection = self.connection().await?;
-            invocation.invoke_async(&mut connection).await
-        })
-        .await
-        .map_err(|error| StoreError::new(error).during(operation))
+        let invocation = &invocation;
+        self.connection
+            .run(|mut connection| async move { invocation.invoke_async(&mut connection).await })
+            .await
+            .map_err(|error| StoreError::new(error).during(operation))
     }
 
     /// [`invoke`](Self::invoke) for a write that is safe to send twice (it
@@ -455,14 +364,13 @@ impl RedisIdempotencyStore {
         operation: StoreOperation,
         invocation: ScriptInvocation<'_>,
     ) -> Result<T, StoreError> {
-        let attempt = || async {
-            let mut connection = self.connection().await?;
-            invocation.invoke_async(&mut connection).await
-        };
-        match self.run(attempt).await {
+        let invocation = &invocation;
+        let attempt =
+            |mut connection| async move { invocation.invoke_async(&mut connection).await };
+        match self.connection.run(attempt).await {
             Err(error) if is_connection_level(&error) => {
                 tracing::debug!(%error, ?operation, "Redis connection failed; sending the write again");
-                self.run(attempt).await
+                self.connection.run(attempt).await
             }
             result => result,
         }
@@ -480,15 +388,6 @@ impl RedisIdempotencyStore {
 
 /// What `get` reads: lock deadline, record deadline, record, fingerprint.
 type Fields = (Option<u64>, Option<u64>, Option<Vec<u8>>, Option<Vec<u8>>);
-
-/// The error of a connection attempt another caller made, for those that
-/// waited on it. Not a refusal, so nobody tries again at once.
-fn shared_failure(message: &str) -> RedisError {
-    RedisError::from(std::io::Error::new(
-        std::io::ErrorKind::NotConnected,
-        format!("connecting to Redis failed: {message}"),
-    ))
-}
 
 /// Whether `error` came from the connection (dropped, reset, timed out,
 /// refused) rather than from Redis answering.
@@ -519,9 +418,9 @@ fn decode(
 impl std::fmt::Debug for RedisIdempotencyStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisIdempotencyStore")
-            .field("url", &self.url)
+            .field("url", &self.connection.url())
             .field("key_prefix", &self.prefix)
-            .field("connected", &self.connection.initialized())
+            .field("connected", &self.connection.is_connected())
             .finish_non_exhaustive()
     }
 }
@@ -530,11 +429,12 @@ impl IdempotencyStore for RedisIdempotencyStore {
     fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
         Box::pin(async move {
             let redis_key = self.redis_key(key);
+            let redis_key = &redis_key;
             let (lock_deadline, record_deadline, record, fingerprint): Fields = self
-                .run(|| async {
-                    let mut connection = self.connection().await?;
+                .connection
+                .run(|mut connection| async move {
                     redis::cmd("HMGET")
-                        .arg(&redis_key)
+                        .arg(redis_key)
                         .arg(&["le", "re", "r", "h"])
                         .query_async(&mut connection)
                         .await

@@ -1,0 +1,277 @@
+//! [`DbSessionStore`]: sessions in the app database's `autumn_sessions`
+//! table, on PostgreSQL or SQLite.
+
+use std::time::Duration;
+
+use autumn_idempotency::clock::SharedClock;
+#[cfg(feature = "sqlite")]
+use autumn_idempotency::database::sqlite_params;
+use autumn_idempotency::database::{CachedExt as _, DbConnection, DbError, DbPool, ExpiringTable};
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Binary, Text};
+use diesel_async::RunQueryDsl as _;
+
+use super::id::SessionId;
+use super::store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
+
+/// $1 storage key, $2 now.
+const LOAD: &str = "SELECT record FROM autumn_sessions WHERE storage_key = $1 AND expires_at > $2";
+
+/// $1 storage key, $2 record, $3 expiry.
+const SAVE: &str = "INSERT INTO autumn_sessions (storage_key, record, expires_at) \
+     VALUES ($1, $2, $3) \
+     ON CONFLICT (storage_key) DO UPDATE SET record = excluded.record, \
+       expires_at = excluded.expires_at";
+
+/// $1 storage key.
+const DELETE: &str = "DELETE FROM autumn_sessions WHERE storage_key = $1";
+
+/// The table and its batched delete ($1 now, $2 batch): an index range scan
+/// on `autumn_sessions_expiry`; rows a request holds are skipped, and each
+/// row is checked again at delete time (a session saved meanwhile stays).
+const SESSIONS: ExpiringTable = ExpiringTable {
+    table: "autumn_sessions",
+    delete_batch: "DELETE FROM autumn_sessions WHERE storage_key IN ( \
+           SELECT storage_key FROM autumn_sessions WHERE expires_at <= $1 \
+           LIMIT $2 FOR UPDATE SKIP LOCKED) \
+         AND expires_at <= $1",
+    // SQLite runs one writer at a time: nothing to skip.
+    delete_batch_sqlite: Some(
+        "DELETE FROM autumn_sessions WHERE storage_key IN ( \
+           SELECT storage_key FROM autumn_sessions WHERE expires_at <= ?1 LIMIT ?2) \
+         AND expires_at <= ?1",
+    ),
+};
+
+#[derive(QueryableByName)]
+struct Row {
+    #[diesel(sql_type = Binary)]
+    record: Vec<u8>,
+}
+
+/// Sessions in the app database (`[database] url`), shared by every replica
+/// on that database.
+///
+/// Each session is one row of `autumn_sessions`, keyed by
+/// [`SessionId::storage_key`] (a hash, never the id itself), holding the
+/// [`SessionRecord::encode`]d record and its expiry on the app clock. The
+/// table comes from the framework migrations
+/// ([`FRAMEWORK_MIGRATIONS`](autumn_idempotency::FRAMEWORK_MIGRATIONS)),
+/// which launch runs. Every operation is one statement, prepared once per
+/// connection. Expired rows are never loaded, and are deleted by
+/// [`sweep_expired`](Self::sweep_expired), which
+/// [`spawn_sweeper`](Self::spawn_sweeper) runs in the background.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use autumn_core::session::{DbSessionStore, SessionId, SessionRecord, SessionStore};
+/// use autumn_idempotency::database::DbPool;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = DbPool::new("postgres://postgres@127.0.0.1/app", 8, Duration::from_secs(5))?;
+/// autumn_idempotency::FRAMEWORK_MIGRATIONS.run(&pool).await?;
+/// let store = DbSessionStore::new(pool);
+/// let id = SessionId::generate();
+/// store.save(&id, &SessionRecord::new(Default::default(), 61_000), 1_000).await?;
+/// assert!(store.load(&id, 1_000).await?.is_some());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct DbSessionStore {
+    pool: DbPool,
+}
+
+/// Runs `$body` with `$conn` bound to the backend's connection and `$sql`
+/// the statement in the backend's dialect.
+macro_rules! on_backend {
+    ($connection:expr, $statement:expr, |$conn:ident, $sql:ident| $body:expr) => {
+        match $connection {
+            #[cfg(feature = "postgres")]
+            DbConnection::Postgres(mut object) => {
+                let $conn = &mut *object;
+                let $sql = $statement;
+                $body
+            }
+            #[cfg(feature = "sqlite")]
+            DbConnection::Sqlite(mut object) => {
+                let $conn = &mut *object;
+                let $sql = sqlite_params($statement);
+                $body
+            }
+            // A backend enabled in autumn-idempotency by another crate but
+            // not in this one.
+            _ => return Err(unsupported_backend()),
+        }
+    };
+}
+
+impl DbSessionStore {
+    /// Rows deleted per statement by [`sweep_expired`](Self::sweep_expired).
+    pub const SWEEP_BATCH: u64 = ExpiringTable::SWEEP_BATCH;
+
+    /// A store on `pool`. Run the framework migrations first (launch does).
+    #[must_use]
+    pub fn new(pool: DbPool) -> Self {
+        Self { pool }
+    }
+
+    /// The pool the store uses.
+    pub fn pool(&self) -> &DbPool {
+        &self.pool
+    }
+
+    /// Deletes every session expired at `now_millis`, in batches of
+    /// [`SWEEP_BATCH`](Self::SWEEP_BATCH); returns how many went.
+    ///
+    /// On PostgreSQL one replica sweeps the table at a time: a replica that
+    /// finds another sweeping returns `Ok(0)` and leaves the work to it.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionStoreError`] when the database fails.
+    pub async fn sweep_expired(&self, now_millis: u64) -> Result<u64, SessionStoreError> {
+        SESSIONS
+            .sweep(&self.pool, now_millis, Self::SWEEP_BATCH)
+            .await
+            .map_err(|error| failed("sweep", &error))
+    }
+
+    /// Sweeps expired sessions every `every`, by `clock`, on a background
+    /// task, for as long as the runtime lives. Call it from within a tokio
+    /// runtime.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use autumn_core::session::DbSessionStore;
+    /// use autumn_idempotency::clock::SystemClock;
+    /// use autumn_idempotency::database::DbPool;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pool = DbPool::new("sqlite://app.db", 4, Duration::from_secs(5))?;
+    /// let sweeper = DbSessionStore::new(pool)
+    ///     .spawn_sweeper(Duration::from_secs(60), Arc::new(SystemClock));
+    /// # let _ = sweeper;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn spawn_sweeper(
+        &self,
+        every: Duration,
+        clock: SharedClock,
+    ) -> tokio::task::JoinHandle<()> {
+        let store = self.clone();
+        autumn_idempotency::database::spawn_sweeper(every, "sessions", move || {
+            let (store, now) = (store.clone(), clock.now_millis());
+            async move { store.sweep_expired(now).await }
+        })
+    }
+
+    async fn conn(&self, operation: &str) -> Result<DbConnection, SessionStoreError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|error| failed(operation, &error))
+    }
+}
+
+/// A database failure during `operation`; passwords in the message masked.
+fn failed(operation: &str, error: &DbError) -> SessionStoreError {
+    SessionStoreError::new(autumn_idempotency::redact_passwords(&format!(
+        "the database failed to {operation} a session: {error}"
+    )))
+}
+
+fn unsupported_backend() -> SessionStoreError {
+    SessionStoreError::new(
+        "the database pool's backend is not enabled for sessions (enable autumn-core's `postgres` or `sqlite` feature)",
+    )
+}
+
+fn query_failed(operation: &str) -> impl Fn(diesel::result::Error) -> SessionStoreError + '_ {
+    move |error| failed(operation, &DbError::from(error))
+}
+
+fn as_i64(millis: u64) -> i64 {
+    i64::try_from(millis).unwrap_or(i64::MAX)
+}
+
+impl SessionStore for DbSessionStore {
+    fn load<'a>(
+        &'a self,
+        id: &'a SessionId,
+        now_millis: u64,
+    ) -> SessionFuture<'a, Option<SessionRecord>> {
+        Box::pin(async move {
+            let key = id.storage_key();
+            let rows: Vec<Row> = on_backend!(self.conn("load").await?, LOAD, |conn, sql| {
+                diesel::sql_query(sql)
+                    .bind::<Text, _>(&key)
+                    .bind::<BigInt, _>(as_i64(now_millis))
+                    .cached()
+                    .load(conn)
+                    .await
+                    .map_err(query_failed("load"))?
+            });
+            match rows.into_iter().next() {
+                Some(row) => {
+                    let record = SessionRecord::decode(&row.record)?;
+                    // The row's expiry decided; the record's own agrees
+                    // unless the row was written by hand.
+                    Ok((record.expires_at_millis > now_millis).then_some(record))
+                }
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn save<'a>(
+        &'a self,
+        id: &'a SessionId,
+        record: &'a SessionRecord,
+        _now_millis: u64,
+    ) -> SessionFuture<'a, ()> {
+        Box::pin(async move {
+            let key = id.storage_key();
+            let bytes = record.encode();
+            on_backend!(self.conn("save").await?, SAVE, |conn, sql| {
+                diesel::sql_query(sql)
+                    .bind::<Text, _>(&key)
+                    .bind::<Binary, _>(&bytes)
+                    .bind::<BigInt, _>(as_i64(record.expires_at_millis))
+                    .cached()
+                    .execute(conn)
+                    .await
+                    .map_err(query_failed("save"))?
+            });
+            Ok(())
+        })
+    }
+
+    fn delete<'a>(&'a self, id: &'a SessionId) -> SessionFuture<'a, ()> {
+        Box::pin(async move {
+            let key = id.storage_key();
+            on_backend!(self.conn("delete").await?, DELETE, |conn, sql| {
+                diesel::sql_query(sql)
+                    .bind::<Text, _>(&key)
+                    .cached()
+                    .execute(conn)
+                    .await
+                    .map_err(query_failed("delete"))?
+            });
+            Ok(())
+        })
+    }
+
+    /// One batch of at most `limit` rows, through the expiry index; no
+    /// sweep lock (batches from several replicas skip each other's rows).
+    fn delete_expired(&self, now_millis: u64, limit: u64) -> SessionFuture<'_, u64> {
+        Box::pin(async move {
+            SESSIONS
+                .delete_batch(&self.pool, now_millis, limit)
+                .await
+                .map_err(|error| failed("sweep", &error))
+        })
+    }
+}

@@ -1,0 +1,152 @@
+//! [`RedisSessionStore`]: sessions in Redis, one key each.
+
+use autumn_idempotency::RedisConnection;
+
+use super::id::SessionId;
+use super::store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
+
+/// Sessions in Redis, shared by every replica of an app.
+///
+/// Each session is one Redis string, `{key_prefix}:{storage_key}` (the
+/// [`SessionId::storage_key`] hash, never the id itself), holding the
+/// [`SessionRecord::encode`]d record and set to expire in Redis when the
+/// record does; a load also checks the record's expiry against the app
+/// clock, so a record Redis has not dropped yet is never returned late.
+/// Every operation is one command (`GET`, `SET .. PX`, `DEL`).
+///
+/// The store works on a [`RedisConnection`], normally the one the
+/// idempotency store already uses: building it does not connect, and while
+/// Redis is unreachable every operation fails fast with a
+/// [`SessionStoreError`] naming the Redis (its password masked).
+///
+/// ```no_run
+/// use autumn_core::session::{RedisSessionStore, SessionId, SessionRecord, SessionStore};
+/// use autumn_idempotency::RedisConnection;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let redis = RedisConnection::new("redis://127.0.0.1:6379")?;
+/// let store = RedisSessionStore::new(redis, "myapp:session");
+/// let id = SessionId::generate();
+/// let now = 1_000;
+/// store.save(&id, &SessionRecord::new(Default::default(), now + 60_000), now).await?;
+/// assert!(store.load(&id, now).await?.is_some());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisSessionStore {
+    connection: RedisConnection,
+    prefix: String,
+}
+
+impl RedisSessionStore {
+    /// A store on `connection` keeping its keys under `key_prefix:`. Does
+    /// not connect.
+    #[must_use]
+    pub fn new(connection: RedisConnection, key_prefix: &str) -> Self {
+        Self {
+            connection,
+            prefix: key_prefix.to_owned(),
+        }
+    }
+
+    /// The connection the store uses.
+    pub fn connection(&self) -> &RedisConnection {
+        &self.connection
+    }
+
+    /// The Redis key `id`'s record lives under.
+    fn redis_key(&self, id: &SessionId) -> String {
+        format!("{}:{}", self.prefix, id.storage_key())
+    }
+
+    /// A Redis failure during `operation`, naming the Redis.
+    fn error(&self, operation: &str, error: &redis::RedisError) -> SessionStoreError {
+        // The URL is already masked; the error's own text may quote the
+        // URL it failed on, so it is masked too.
+        SessionStoreError::new(autumn_idempotency::redact_passwords(&format!(
+            "Redis at {} failed to {operation} a session: {error}",
+            self.connection.url()
+        )))
+    }
+}
+
+impl std::fmt::Debug for RedisSessionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSessionStore")
+            .field("url", &self.connection.url())
+            .field("key_prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionStore for RedisSessionStore {
+    fn load<'a>(
+        &'a self,
+        id: &'a SessionId,
+        now_millis: u64,
+    ) -> SessionFuture<'a, Option<SessionRecord>> {
+        Box::pin(async move {
+            let key = &self.redis_key(id);
+            let bytes: Option<Vec<u8>> = self
+                .connection
+                .run(|mut connection| async move {
+                    redis::cmd("GET")
+                        .arg(key)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await
+                .map_err(|error| self.error("load", &error))?;
+            match bytes {
+                Some(bytes) => {
+                    let record = SessionRecord::decode(&bytes)?;
+                    Ok((record.expires_at_millis > now_millis).then_some(record))
+                }
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn save<'a>(
+        &'a self,
+        id: &'a SessionId,
+        record: &'a SessionRecord,
+        now_millis: u64,
+    ) -> SessionFuture<'a, ()> {
+        Box::pin(async move {
+            let key = &self.redis_key(id);
+            let bytes = &record.encode();
+            // At least 1 ms: PX refuses 0, and a record already expired is
+            // never loaded anyway (load checks the app clock).
+            let ttl = record.expires_at_millis.saturating_sub(now_millis).max(1);
+            self.connection
+                .run(|mut connection| async move {
+                    redis::cmd("SET")
+                        .arg(key)
+                        .arg(bytes)
+                        .arg("PX")
+                        .arg(ttl)
+                        .query_async::<()>(&mut connection)
+                        .await
+                })
+                .await
+                .map_err(|error| self.error("save", &error))
+        })
+    }
+
+    fn delete<'a>(&'a self, id: &'a SessionId) -> SessionFuture<'a, ()> {
+        Box::pin(async move {
+            let key = &self.redis_key(id);
+            self.connection
+                .run(|mut connection| async move {
+                    redis::cmd("DEL")
+                        .arg(key)
+                        .query_async::<()>(&mut connection)
+                        .await
+                })
+                .await
+                .map_err(|error| self.error("delete", &error))
+        })
+    }
+}

@@ -1,0 +1,291 @@
+//! [`RedisConnection`]: one lazily made, reconnecting connection to Redis,
+//! shared by every store of an app that uses that Redis.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::RedisError;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::OnceCell;
+
+use super::StoreError;
+use crate::redact::redact_passwords as redact;
+
+/// How long connecting to Redis may take before the attempt gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one command may wait for its answer.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Reconnection attempts after the first one fails, per connection: none,
+/// so that a request waiting on a reconnect waits [`CONNECT_TIMEOUT`] at
+/// most, as documented; the next command after a failed attempt makes
+/// another.
+const CONNECT_RETRIES: usize = 0;
+
+/// A connection to one Redis, made on first use and shared by its clones.
+///
+/// Cloning is cheap and every clone uses the same underlying connection (a
+/// reconnecting [`ConnectionManager`], which multiplexes commands): the
+/// idempotency store and the session store of an app hand each other a clone
+/// rather than each opening their own.
+///
+/// Building it does not connect. The first command connects, with every
+/// caller that arrives meanwhile waiting for that one attempt and sharing
+/// its outcome, so with Redis unreachable requests fail fast rather than
+/// each spending a whole connect timeout (2 s) in turn. Once made, the
+/// connection re-makes itself when Redis comes back after an outage.
+///
+/// ```no_run
+/// use autumn_idempotency::{RedisConnection, RedisIdempotencyStore};
+///
+/// # async fn launch() -> Result<(), autumn_idempotency::StoreError> {
+/// let redis = RedisConnection::new("redis://127.0.0.1:6379")?;
+/// redis.ping().await?; // fail at launch, not on the first request
+/// let store = RedisIdempotencyStore::from_connection(redis.clone(), "myapp:idem");
+/// # let _ = store;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisConnection {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: redis::Client,
+    /// The URL with any password masked: safe to log.
+    url: String,
+    manager: OnceCell<ConnectionManager>,
+    /// Held while a first connection is attempted; holds the last failed
+    /// attempt's error.
+    connecting: tokio::sync::Mutex<String>,
+    /// How many first-connection attempts have failed.
+    connect_failures: AtomicU64,
+    /// Lua scripts to load as part of connecting (see
+    /// [`RedisConnection::load_on_connect`]).
+    scripts: Mutex<Vec<&'static str>>,
+}
+
+impl RedisConnection {
+    /// A connection to the Redis at `url`
+    /// (`redis://[user:password@]host:port[/db]`). Does not connect.
+    ///
+    /// ```
+    /// use autumn_idempotency::RedisConnection;
+    ///
+    /// // Nothing listens there: building the connection still succeeds.
+    /// assert!(RedisConnection::new("redis://127.0.0.1:1").is_ok());
+    /// let error = RedisConnection::new("http://:secret@localhost").unwrap_err();
+    /// assert!(!error.to_string().contains("secret"));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] naming the URL (its password masked) when it is not a
+    /// Redis URL.
+    pub fn new(url: &str) -> Result<Self, StoreError> {
+        let redacted = redact(url);
+        let client = redis::Client::open(url)
+            .map_err(|error| StoreError::new(format!("invalid Redis URL {redacted:?}: {error}")))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                url: redacted,
+                manager: OnceCell::new(),
+                connecting: tokio::sync::Mutex::new(String::new()),
+                connect_failures: AtomicU64::new(0),
+                scripts: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The URL, with any password masked: what error messages and logs name.
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// Whether the connection has been made (it is made on first use).
+    pub fn is_connected(&self) -> bool {
+        self.inner.manager.initialized()
+    }
+
+    /// Has `scripts` loaded (`SCRIPT LOAD`) as part of making the
+    /// connection, so that the first call of each is one `EVALSHA`. Scripts
+    /// registered after the connection was made, or lost by Redis later (a
+    /// restart), are loaded on first use by [`redis::Script`] instead.
+    pub fn load_on_connect(&self, scripts: &[&'static str]) {
+        // A poisoned list is still a list of scripts.
+        let mut registered = self
+            .inner
+            .scripts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for script in scripts {
+            if !registered.contains(script) {
+                registered.push(script);
+            }
+        }
+    }
+
+    /// The connection, made on first use: a reconnecting manager (cheap to
+    /// clone; commands on clones are multiplexed on one socket).
+    ///
+    /// One attempt at a time, and every caller that waited for an attempt
+    /// shares its outcome. The attempt as a whole (connecting and loading
+    /// the scripts) is bounded by the connect timeout.
+    ///
+    /// # Errors
+    ///
+    /// The [`RedisError`] of a failed attempt.
+    pub async fn manager(&self) -> Result<ConnectionManager, RedisError> {
+        let inner = &*self.inner;
+        if let Some(manager) = inner.manager.get() {
+            return Ok(manager.clone());
+        }
+        let failures_before = inner.connect_failures.load(Ordering::Acquire);
+        let mut last_failure = inner.connecting.lock().await;
+        if let Some(manager) = inner.manager.get() {
+            return Ok(manager.clone());
+        }
+        if inner.connect_failures.load(Ordering::Acquire) != failures_before {
+            // An attempt ended while we waited for it: its answer is ours.
+            return Err(shared_failure(&last_failure));
+        }
+        let attempt = match tokio::time::timeout(CONNECT_TIMEOUT, self.connect()).await {
+            Ok(attempt) => attempt,
+            Err(_elapsed) => Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no connection to Redis within {CONNECT_TIMEOUT:?}"),
+            ))),
+        };
+        match attempt {
+            Ok(manager) => {
+                // Only this task sets it, under the lock: it cannot be set.
+                let _ = inner.manager.set(manager.clone());
+                Ok(manager)
+            }
+            Err(error) => {
+                *last_failure = error.to_string();
+                inner.connect_failures.fetch_add(1, Ordering::Release);
+                Err(error)
+            }
+        }
+    }
+
+    /// One connection attempt: the manager, then the registered scripts.
+    async fn connect(&self) -> Result<ConnectionManager, RedisError> {
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(CONNECT_RETRIES)
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(Duration::from_millis(200));
+        let mut manager =
+            ConnectionManager::new_with_config(self.inner.client.clone(), config).await?;
+        let scripts = self
+            .inner
+            .scripts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if !scripts.is_empty() {
+            let mut load = redis::pipe();
+            for code in scripts {
+                load.cmd("SCRIPT").arg("LOAD").arg(code);
+            }
+            let _hashes: Vec<String> = load.query_async(&mut manager).await?;
+        }
+        Ok(manager)
+    }
+
+    /// Runs `attempt` on the connection, once more when the first try could
+    /// not even connect (nothing reached Redis, so nothing ran twice): the
+    /// reconnecting manager hands out its last failed attempt once after
+    /// Redis is back.
+    ///
+    /// ```no_run
+    /// # async fn get() -> Result<(), Box<dyn std::error::Error>> {
+    /// use autumn_idempotency::RedisConnection;
+    ///
+    /// let redis = RedisConnection::new("redis://127.0.0.1:6379")?;
+    /// let value: Option<Vec<u8>> = redis
+    ///     .run(|mut connection| async move {
+    ///         redis::cmd("GET").arg("some-key").query_async(&mut connection).await
+    ///     })
+    ///     .await?;
+    /// # let _ = value;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The [`RedisError`] of connecting or of `attempt`.
+    pub async fn run<T, F, Fut>(&self, attempt: F) -> Result<T, RedisError>
+    where
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: Future<Output = Result<T, RedisError>>,
+    {
+        let once = || async { attempt(self.manager().await?).await };
+        match once().await {
+            Err(error) if error.is_connection_refusal() => once().await,
+            result => result,
+        }
+    }
+
+    /// Connects (when not yet connected, loading the registered scripts)
+    /// and asks Redis for a `PONG`: the launch health check. Its error names
+    /// the URL, with any password masked.
+    ///
+    /// ```no_run
+    /// # async fn check() -> Result<(), autumn_idempotency::StoreError> {
+    /// use autumn_idempotency::RedisConnection;
+    ///
+    /// RedisConnection::new("redis://127.0.0.1:6379")?.ping().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when Redis cannot be reached or does not answer.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let pong: String =
+            self.run(|mut connection| async move {
+                redis::cmd("PING").query_async(&mut connection).await
+            })
+            .await
+            .map_err(|error| {
+                StoreError::new(format!(
+                    "Redis at {} did not answer PING: {error}",
+                    self.url()
+                ))
+            })?;
+        if pong == "PONG" {
+            Ok(())
+        } else {
+            Err(StoreError::new(format!(
+                "Redis at {} answered PING with {pong:?}",
+                self.url()
+            )))
+        }
+    }
+}
+
+impl std::fmt::Debug for RedisConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConnection")
+            .field("url", &self.inner.url)
+            .field("connected", &self.is_connected())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The error of a connection attempt another caller made, for those that
+/// waited on it. Not a refusal, so nobody tries again at once.
+fn shared_failure(message: &str) -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::NotConnected,
+        format!("connecting to Redis failed: {message}"),
+    ))
+}
