@@ -2,6 +2,16 @@
 //! from a forged cookie, saved before a guard records, and binding submit
 //! tokens to the session that consumed them.
 
+#[cfg(feature = "postgres")]
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../autumn-idempotency/tests/support/database.rs"]
+mod database;
+
+#[cfg(feature = "redis")]
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../autumn-idempotency/tests/support/redis.rs"]
+mod redis_support;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -98,21 +108,32 @@ async fn create_note(Form(note): Form<Note>) -> Redirect {
 
 /// A session store that counts what it is asked and can be told to fail.
 struct Watched {
-    inner: MemorySessionStore,
+    inner: Arc<dyn SessionStore>,
     loads: AtomicUsize,
     saves: AtomicUsize,
     fail_saves: AtomicBool,
     fail_loads: AtomicBool,
+    /// While set, a save signals `save_started` and waits for `release`.
+    hold_saves: AtomicBool,
+    save_started: tokio::sync::Notify,
+    release: tokio::sync::Notify,
 }
 
 impl Watched {
     fn new() -> Arc<Self> {
+        Self::over(Arc::new(MemorySessionStore::new(1_000)))
+    }
+
+    fn over(inner: Arc<dyn SessionStore>) -> Arc<Self> {
         Arc::new(Self {
-            inner: MemorySessionStore::new(1_000),
+            inner,
             loads: AtomicUsize::new(0),
             saves: AtomicUsize::new(0),
             fail_saves: AtomicBool::new(false),
             fail_loads: AtomicBool::new(false),
+            hold_saves: AtomicBool::new(false),
+            save_started: tokio::sync::Notify::new(),
+            release: tokio::sync::Notify::new(),
         })
     }
 
@@ -144,6 +165,13 @@ impl SessionStore for Watched {
         if self.fail_saves.load(Ordering::SeqCst) {
             return Box::pin(async { Err(SessionStoreError::new("down for the test")) });
         }
+        if self.hold_saves.load(Ordering::SeqCst) {
+            return Box::pin(async move {
+                self.save_started.notify_one();
+                self.release.notified().await;
+                self.inner.save(id, record, now_millis).await
+            });
+        }
         self.inner.save(id, record, now_millis)
     }
 
@@ -151,6 +179,94 @@ impl SessionStore for Watched {
         self.inner.delete(id)
     }
 }
+
+/// Where a test keeps its sessions and idempotency records.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Memory,
+    #[cfg(feature = "redis")]
+    Redis,
+    #[cfg(feature = "postgres")]
+    Postgres,
+}
+
+/// An app on `backend` (keys, tokens and sessions all there, the session
+/// store watched), and its watched session store.
+fn app_on(backend: Backend) -> (TestClient, Arc<Watched>) {
+    let (config, store): (AutumnConfig, Arc<dyn SessionStore>) = match backend {
+        Backend::Memory => (
+            AutumnConfig::default(),
+            Arc::new(MemorySessionStore::new(1_000)),
+        ),
+        #[cfg(feature = "redis")]
+        Backend::Redis => {
+            let url = redis_support::require_redis();
+            let prefix = redis_support::unique_prefix();
+            let config = AutumnConfig::from_toml_str(&format!(
+                "[idempotency]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\n"
+            ))
+            .expect("config");
+            let connection = autumn_web::idempotency::RedisConnection::new(&url).expect("url");
+            let store = autumn_web::session::RedisSessionStore::new(
+                connection,
+                &format!("{prefix}:session"),
+            );
+            (config, Arc::new(store))
+        }
+        #[cfg(feature = "postgres")]
+        Backend::Postgres => {
+            let url = database::fresh_postgres_schema();
+            let config = AutumnConfig::from_toml_str(&format!(
+                "[idempotency]\nbackend = \"database\"\n[database]\nurl = \"{url}\"\n"
+            ))
+            .expect("config");
+            let pool = autumn_web::db::DbPool::new(&url, 4, Duration::from_secs(5)).expect("pool");
+            (
+                config,
+                Arc::new(autumn_web::session::DbSessionStore::new(pool)),
+            )
+        }
+    };
+    let store = Watched::over(store);
+    let client = TestApp::from_builder(builder(store.clone()))
+        .with_config(config)
+        .idempotent()
+        .build();
+    (client, store)
+}
+
+/// Runs each listed case as a test on every backend of this build.
+macro_rules! on_every_backend {
+    ($($case:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                super::$case(super::Backend::Memory).await;
+            })*
+        }
+        #[cfg(feature = "redis")]
+        mod redis {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                super::$case(super::Backend::Redis).await;
+            })*
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                super::$case(super::Backend::Postgres).await;
+            })*
+        }
+    };
+}
+
+on_every_backend!(
+    signing_in_rotates_the_id_and_the_old_one_grants_nothing,
+    a_retry_after_a_lost_sign_in_gets_the_final_set_cookie_without_a_second_run,
+    a_failed_save_answers_500_and_retries_get_409_never_a_second_run,
+    a_submit_token_answers_only_the_session_that_consumed_it,
+);
 
 fn builder(store: Arc<Watched>) -> autumn_web::AppBuilder {
     autumn_web::app()
@@ -271,9 +387,8 @@ async fn the_cookie_is_secure_in_production_profiles() {
     assert!(cookie.ends_with("; Secure"), "{cookie}");
 }
 
-#[tokio::test]
-async fn signing_in_rotates_the_id_and_the_old_one_grants_nothing() {
-    let client = app(Watched::new());
+async fn signing_in_rotates_the_id_and_the_old_one_grants_nothing(backend: Backend) {
+    let (client, _) = app_on(backend);
     let before = id_of(&session_cookie(&client.post("/visit").send().await).expect("cookie"));
     let login = client
         .post("/login")
@@ -281,6 +396,7 @@ async fn signing_in_rotates_the_id_and_the_old_one_grants_nothing() {
         .send()
         .await;
     login.assert_status(303);
+    let _ = backend;
     let after = id_of(&session_cookie(&login).expect("a new cookie"));
     assert_ne!(before, after, "the id is rotated on sign-in");
     assert_eq!(client.get("/me").send().await.text(), "rotating-rita");
@@ -373,16 +489,18 @@ async fn expiry_slides_while_the_visitor_keeps_coming_back() {
     );
 }
 
-#[tokio::test]
-async fn a_retry_after_a_lost_sign_in_gets_the_final_set_cookie_without_a_second_run() {
-    let client = app(Watched::new());
+async fn a_retry_after_a_lost_sign_in_gets_the_final_set_cookie_without_a_second_run(
+    backend: Backend,
+) {
+    let (client, _) = app_on(backend);
+    let user = format!("lost-lena-{backend:?}");
     let anonymous = id_of(&session_cookie(&client.post("/visit").send().await).expect("cookie"));
     let sign_in = |browser: TestClient| {
         browser
             .post("/login")
             .header("cookie", &format!("autumn_session={anonymous}"))
             .header("idempotency-key", "login-1")
-            .form(&[("user", "lost-lena")])
+            .form(&[("user", user.as_str())])
             .send()
     };
     let first = sign_in(client.new_browser()).await;
@@ -397,27 +515,22 @@ async fn a_retry_after_a_lost_sign_in_gets_the_final_set_cookie_without_a_second
         Some(cookie.clone()),
         "the recorded Set-Cookie"
     );
-    assert_eq!(count(&LOGINS, "lost-lena"), 1, "the handler ran once");
+    assert_eq!(count(&LOGINS, &user), 1, "the handler ran once");
     let me = with_cookie(&client, "GET", "/me", &id_of(&cookie))
         .send()
         .await;
-    assert_eq!(
-        me.text(),
-        "lost-lena",
-        "the replayed cookie signs the browser in"
-    );
+    assert_eq!(me.text(), user, "the replayed cookie signs the browser in");
 }
 
-#[tokio::test]
-async fn a_failed_save_answers_500_and_retries_get_409_never_a_second_run() {
-    let store = Watched::new();
-    let client = app(store.clone());
+async fn a_failed_save_answers_500_and_retries_get_409_never_a_second_run(backend: Backend) {
+    let (client, store) = app_on(backend);
+    let user = format!("unsaved-uma-{backend:?}");
     store.fail_saves.store(true, Ordering::SeqCst);
     let sign_in = || {
         client
             .post("/login")
             .header("idempotency-key", "login-broken")
-            .form(&[("user", "unsaved-uma")])
+            .form(&[("user", user.as_str())])
             .send()
     };
     let first = sign_in().await;
@@ -435,7 +548,7 @@ async fn a_failed_save_answers_500_and_retries_get_409_never_a_second_run() {
     store.fail_saves.store(false, Ordering::SeqCst);
     let retry = sign_in().await;
     retry.assert_status(409);
-    assert_eq!(count(&LOGINS, "unsaved-uma"), 1, "never run twice");
+    assert_eq!(count(&LOGINS, &user), 1, "never run twice");
 }
 
 #[tokio::test]
@@ -456,10 +569,9 @@ async fn a_session_store_outage_on_a_guarded_request_runs_nothing() {
     assert_eq!(count(&LOGINS, "outage-olga"), 0);
 }
 
-#[tokio::test]
-async fn a_submit_token_answers_only_the_session_that_consumed_it() {
-    let store = Watched::new();
-    let client = app(store.clone());
+async fn a_submit_token_answers_only_the_session_that_consumed_it(backend: Backend) {
+    let (client, store) = app_on(backend);
+    let text = format!("bound-note-{backend:?}");
     let page = client.get("/form").send().await;
     let cookie = session_cookie(&page).expect("a visitor without a session gets one");
     assert_eq!(store.calls(), 0, "minting a token stores nothing");
@@ -467,7 +579,7 @@ async fn a_submit_token_answers_only_the_session_that_consumed_it() {
     let post = |browser: &TestClient| {
         browser
             .post("/notes")
-            .form(&[("_submit_token", token.as_str()), ("text", "bound-note")])
+            .form(&[("_submit_token", token.as_str()), ("text", text.as_str())])
             .send()
     };
     post(&client).await.assert_status(303);
@@ -483,7 +595,7 @@ async fn a_submit_token_answers_only_the_session_that_consumed_it() {
     let again = post(&client).await;
     again.assert_status(303);
     again.assert_header("x-submit-token-replayed", "true");
-    assert_eq!(count(&NOTES, "bound-note"), 1);
+    assert_eq!(count(&NOTES, &text), 1);
     assert!(cookie.contains("HttpOnly"));
 }
 
@@ -528,4 +640,42 @@ async fn an_idempotency_layer_the_app_adds_is_scoped_by_session_like_autumns() {
         "alice's retry replays hers"
     );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn while_the_session_is_saved_the_key_stays_locked_past_the_in_flight_ttl() {
+    let clock = Arc::new(ManualClock::new());
+    let store = Watched::new();
+    let client = TestApp::from_builder(builder(store.clone()))
+        .with_clock(clock.clone())
+        .idempotent()
+        .build();
+    // Each attempt from a browser that never got the cookie.
+    let sign_in = || {
+        client
+            .new_browser()
+            .post("/login")
+            .header("idempotency-key", "login-slow-save")
+            .form(&[("user", "slow-sid")])
+            .send()
+    };
+    store.hold_saves.store(true, Ordering::SeqCst);
+    let first = tokio::spawn(sign_in());
+    store.save_started.notified().await;
+    // The save hangs (or the process died in it) longer than a lock lasts
+    // unrenewed: the key is held for the record's lifetime instead.
+    clock.advance(Duration::from_secs(61));
+    let during = sign_in().await;
+    during.assert_status(409);
+    assert_eq!(count(&LOGINS, "slow-sid"), 1, "no second run");
+
+    store.hold_saves.store(false, Ordering::SeqCst);
+    store.release.notify_one();
+    let first = first.await.expect("first sign-in");
+    first.assert_status(303);
+    let cookie = session_cookie(&first).expect("cookie");
+    let after = sign_in().await;
+    after.assert_header("x-idempotent-replayed", "true");
+    assert_eq!(session_cookie(&after), Some(cookie));
+    assert_eq!(count(&LOGINS, "slow-sid"), 1);
 }

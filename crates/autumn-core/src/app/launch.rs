@@ -723,12 +723,12 @@ fn redis_sessions(
     {
         let connection = match startup.live_redis.first() {
             Some(store) => store.connection().clone(),
-            None => autumn_idempotency::RedisConnection::new(url).map_err(|e| {
-                LaunchError::Redis {
+            None => {
+                autumn_idempotency::RedisConnection::new(url).map_err(|e| LaunchError::Redis {
                     url: redact(url),
                     message: e.to_string(),
-                }
-            })?,
+                })?
+            }
         };
         if startup.redis.is_none() {
             startup.redis = Some((url.clone(), redis.key_prefix.clone()));

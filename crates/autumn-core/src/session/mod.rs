@@ -8,28 +8,28 @@
 //! cookie.
 
 mod cookie;
-mod handle;
 #[cfg(feature = "database")]
 mod database;
+mod handle;
 mod id;
 mod layer;
 mod memory;
-mod service;
 #[cfg(feature = "redis")]
 mod redis;
+mod service;
 mod store;
 mod sweep;
 
 pub use cookie::SameSite;
-pub use handle::{Session, SessionError, SessionRejection};
 #[cfg(feature = "database")]
 pub use database::DbSessionStore;
+pub use handle::{Session, SessionError, SessionRejection};
 pub use id::SessionId;
 pub use layer::{DEFAULT_COOKIE_NAME, DEFAULT_TTL, SessionLayer};
 pub use memory::MemorySessionStore;
-pub(crate) use service::SessionIdentity;
-pub use service::SessionService;
 #[cfg(feature = "redis")]
 pub use redis::RedisSessionStore;
+pub(crate) use service::SessionIdentity;
+pub use service::SessionService;
 pub use store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
 pub use sweep::spawn_sweeper;
