@@ -558,6 +558,26 @@ mod tests {
                 )
             },
             {
+                let r = SubmitTokenRejection::OtherSession;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = IdempotencyRejection::ResponseNotFinal;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
                 let r = IdempotencyContextRejection::MissingKey;
                 (
                     r.status(),

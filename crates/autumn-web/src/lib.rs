@@ -109,6 +109,8 @@ pub mod docs {
     pub mod cloud_native {}
     #[doc = include_str!("../../../docs/submit-tokens.md")]
     pub mod submit_tokens {}
+    #[doc = include_str!("../../../docs/sessions.md")]
+    pub mod sessions {}
     #[doc = include_str!("../../../docs/security.md")]
     pub mod security {}
 }
