@@ -105,6 +105,11 @@ impl Route {
     /// The same route with a route-local layer around its handler (inside the
     /// idempotency layer). The first layer added is the innermost.
     ///
+    /// A retry is never replayed around a route-local layer: a route a macro
+    /// made is replayed directly only while it has none; with one, it is
+    /// treated as [`RouteIdempotency::Opaque`] (a retry gets 409) unless it
+    /// opts into [`RouteIdempotency::ReplayThroughInner`].
+    ///
     /// A [`RouteIdempotency::ReplayThroughInner`] route installs its
     /// `IdempotencyReplayLayer` here, before (so beneath) the checks that
     /// must run on every retry:

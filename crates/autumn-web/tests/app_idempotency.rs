@@ -91,6 +91,37 @@ async fn macro_routes_replay_and_opted_out_routes_always_run() {
     assert_ne!(first.text(), second.text(), "the handler ran twice");
 }
 
+static CHECKED_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+#[post("/checked")]
+async fn checked() -> String {
+    format!(
+        "checked {}",
+        CHECKED_RUNS.fetch_add(1, Ordering::SeqCst) + 1
+    )
+}
+
+#[tokio::test]
+async fn a_macro_route_with_its_own_layer_is_never_replayed_around_it() {
+    let route = routes![checked]
+        .into_iter()
+        .map(|route| route.layer(middleware::from_fn(require_token)))
+        .collect();
+    let client = TestApp::new().routes(route).idempotent().build();
+    let send = || {
+        client
+            .post("/checked")
+            .header("idempotency-key", "k")
+            .header("x-token", "secret")
+            .send()
+    };
+    send().await.assert_ok();
+    let retry = send().await;
+    retry.assert_status(409);
+    assert!(retry.text().contains("idempotency_replay_unavailable"));
+    assert_eq!(CHECKED_RUNS.load(Ordering::SeqCst), 1, "never a second run");
+}
+
 #[tokio::test]
 async fn without_idempotent_nothing_is_replayed() {
     let (runs, handler) = counter();

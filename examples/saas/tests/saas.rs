@@ -336,9 +336,25 @@ async fn on_postgres_with_tokens_in_redis_over_two_replicas() {
         async move { post_signup(&a, &token, "ada@example.com", "Ada").await }
     });
     gate.started().await;
+    // The same browser: it sends the session cookie the form page gave it,
+    // whichever replica answers (a token posted from another session is
+    // refused).
+    let cookie = a
+        .cookie("autumn_session")
+        .expect("the form page gave a session");
     let second = tokio::spawn({
         let (b, token) = (b.clone(), token.clone());
-        async move { post_signup(&b, &token, "ada@example.com", "Ada").await }
+        async move {
+            b.post("/signup")
+                .header("cookie", &format!("autumn_session={cookie}"))
+                .form(&[
+                    ("_submit_token", token.as_str()),
+                    ("email", "ada@example.com"),
+                    ("name", "Ada"),
+                ])
+                .send()
+                .await
+        }
     });
     a_duplicate_waits(&mut waiting).await;
     gate.open();

@@ -406,7 +406,14 @@ impl AppBuilder {
         let mut router = Router::new();
         for route in routes {
             let path = route.path.clone();
-            let kind = route.idempotency;
+            // A macro route is replayed directly only while nothing runs
+            // between the guard and its handler: with route-local layers (an
+            // auth check, say) a direct replay would answer around them, so
+            // such a route fails closed like a hand-built one.
+            let kind = match route.idempotency {
+                RouteIdempotency::Managed if route.layer_count() > 0 => RouteIdempotency::Opaque,
+                kind => kind,
+            };
             // Innermost first: the handler, the replay guard (so a forwarded
             // retry that nothing answered never reaches the handler, even
             // when a route-local layer rebuilt the request), the route's own
