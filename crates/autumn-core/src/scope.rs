@@ -137,6 +137,25 @@ mod tests {
     }
 
     #[test]
+    fn an_id_the_store_does_not_know_is_scoped_apart_from_a_stored_session() {
+        let id = crate::session::SessionId::from_cookie(b"abc").expect("an id");
+        let scope_with = |known| {
+            let mut extensions = Extensions::new();
+            extensions.insert(SessionIdentity {
+                id: id.clone(),
+                known,
+            });
+            request_scope(&extensions, &headers(&[]), "autumn_session", None)
+        };
+        assert_ne!(scope_with(true), scope_with(false));
+        assert_ne!(
+            scope_with(false),
+            request_scope(&Extensions::new(), &headers(&[]), "autumn_session", None),
+            "nor with a visitor without a cookie"
+        );
+    }
+
+    #[test]
     fn tenant_counts_only_when_tenancy_is_on() {
         let tenant = HeaderName::from_static("x-tenant-id");
         let acme = headers(&[("x-tenant-id", "acme")]);

@@ -337,6 +337,61 @@ fn env_array_value() {
 }
 
 #[test]
+fn env_sets_the_session_keys() {
+    let dir = dir_with(&[]);
+    let config = load_ok(
+        &dir,
+        &[
+            ("AUTUMN_SESSION__BACKEND", "redis"),
+            ("AUTUMN_SESSION__TTL_SECS", "3600"),
+            ("AUTUMN_SESSION__SAME_SITE", "strict"),
+            ("AUTUMN_SESSION__SECURE", "true"),
+            ("AUTUMN_SESSION__COOKIE_NAME", "sid"),
+            ("AUTUMN_SESSION__ALLOW_MEMORY_IN_PRODUCTION", "true"),
+        ],
+    );
+    let session = &config.session;
+    assert_eq!(session.backend, Some(Backend::Redis));
+    assert_eq!(session.ttl_secs, 3600);
+    assert_eq!(session.same_site, crate::session::SameSite::Strict);
+    assert_eq!(session.secure, Some(true));
+    assert_eq!(session.cookie_name, "sid");
+    assert!(session.allow_memory_in_production);
+}
+
+#[test]
+fn session_settings_that_cannot_work_are_refused_naming_the_key() {
+    let dir = dir_with(&[]);
+    for (vars, key) in [
+        (vec![("AUTUMN_SESSION__TTL_SECS", "0")], "session.ttl_secs"),
+        (
+            vec![("AUTUMN_SESSION__COOKIE_NAME", "a b")],
+            "session.cookie_name",
+        ),
+        (
+            vec![("AUTUMN_SESSION__SAME_SITE", "none")],
+            "session.same_site",
+        ),
+        (
+            vec![("AUTUMN_SESSION__SAME_SITE", "sideways")],
+            "session.same_site",
+        ),
+    ] {
+        let error = load_err(&dir, &vars);
+        let message = one_line(&error);
+        assert!(message.contains(key), "{key}: {message}");
+    }
+    // SameSite=None is fine once the cookie is Secure.
+    load_ok(
+        &dir,
+        &[
+            ("AUTUMN_SESSION__SAME_SITE", "none"),
+            ("AUTUMN_SESSION__SECURE", "true"),
+        ],
+    );
+}
+
+#[test]
 fn env_sets_the_cross_origin_keys() {
     let dir = dir_with(&[]);
     let config = load_ok(
