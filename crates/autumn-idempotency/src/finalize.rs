@@ -60,6 +60,15 @@ pub trait Finalize: Send + Sync + 'static {
 
     /// Does the work, adding what it must to the response's `headers`.
     fn finalize<'a>(&'a self, headers: &'a mut HeaderMap) -> FinalizeFuture<'a>;
+
+    /// After [`finalize`](Self::finalize): who the client is once it has the
+    /// final response (the session a sign-in rotated to), as a
+    /// [`TokenBinding`](crate::submit::TokenBinding)'s bytes. A submit token's
+    /// record then answers a resend from that session too. `None` (the
+    /// default): the client is who it was.
+    fn binding_after(&self) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Request extension: the [`Finalize`] work of an outer layer.
@@ -83,6 +92,10 @@ impl FinalizeHook {
 
     pub(crate) fn finalize<'a>(&'a self, headers: &'a mut HeaderMap) -> FinalizeFuture<'a> {
         self.0.finalize(headers)
+    }
+
+    pub(crate) fn binding_after(&self) -> Option<Vec<u8>> {
+        self.0.binding_after()
     }
 }
 

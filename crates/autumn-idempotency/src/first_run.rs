@@ -268,10 +268,17 @@ where
             Ran::Whole(parts, body) => (parts, body),
         };
         let mut parts = parts;
-        if let Some(hook) = held.finalize.as_ref().filter(|hook| hook.pending())
-            && let Err(response) = finalize(held, hook, &mut parts.headers).await
-        {
-            return response;
+        let mut fingerprint = held.fingerprint.clone();
+        if let Some(hook) = held.finalize.as_ref().filter(|hook| hook.pending()) {
+            if let Err(response) = finalize(held, hook, &mut parts.headers).await {
+                return response;
+            }
+            // A token's record also answers the session its response set.
+            if held.guard == Guard::Token
+                && let Some(after) = hook.binding_after()
+            {
+                fingerprint.extend_from_slice(&crate::submit::binding_digest(&after));
+            }
         }
         let record = IdempotencyRecord::from_parts(&parts, body.clone())
             .with_replay_through_inner(replays_through_inner(&parts));
@@ -281,7 +288,7 @@ where
                 &held.storage_key,
                 &held.owner,
                 record,
-                held.fingerprint.clone(),
+                fingerprint,
                 held.ttl,
             )
             .await;

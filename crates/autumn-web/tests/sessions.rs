@@ -679,3 +679,40 @@ async fn while_the_session_is_saved_the_key_stays_locked_past_the_in_flight_ttl(
     assert_eq!(session_cookie(&after), Some(cookie));
     assert_eq!(count(&LOGINS, "slow-sid"), 1);
 }
+
+#[tokio::test]
+async fn a_sign_in_form_resent_after_its_answer_arrived_gets_the_replay() {
+    let client = app(Watched::new());
+    let page = client.get("/form").send().await;
+    let token = token_in(&page.text());
+    let sign_in = || {
+        client
+            .post("/login")
+            .form(&[
+                ("_submit_token", token.as_str()),
+                ("user", "resending-rosa"),
+            ])
+            .send()
+    };
+    let first = sign_in().await;
+    first.assert_status(303);
+    assert!(session_cookie(&first).is_some(), "signed in on a new id");
+    // The browser got the answer (and the rotated cookie), then resends
+    // the form: Back and submit, or a reload that resends the post.
+    let resent = sign_in().await;
+    resent.assert_status(303);
+    resent.assert_header("x-submit-token-replayed", "true");
+    assert_eq!(count(&LOGINS, "resending-rosa"), 1);
+    // Still not for anyone else.
+    let elsewhere = client.new_browser();
+    elsewhere.get("/form").send().await;
+    let stolen = elsewhere
+        .post("/login")
+        .form(&[
+            ("_submit_token", token.as_str()),
+            ("user", "resending-rosa"),
+        ])
+        .send()
+        .await;
+    stolen.assert_status(409);
+}

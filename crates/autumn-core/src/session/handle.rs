@@ -256,6 +256,17 @@ impl Session {
         Ok(state)
     }
 
+    /// The id the session was last saved under in this request, if it got
+    /// a new one (created, or rotated).
+    pub(super) fn saved_id(&self) -> Option<SessionId> {
+        // Asked right after a save, when nothing holds the state.
+        self.inner
+            .state
+            .try_lock()
+            .ok()
+            .and_then(|state| state.current.clone())
+    }
+
     /// Whether saving would write anything: something changed.
     pub(super) fn pending(&self) -> bool {
         self.inner.changed.load(Ordering::Acquire)

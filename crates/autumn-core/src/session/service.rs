@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 
 use autumn_idempotency::finalize::{Finalize, FinalizeError, FinalizeFuture, FinalizeHook};
 use autumn_idempotency::key::{IDEMPOTENCY_KEY, is_guarded_method};
-use autumn_idempotency::submit::TokenMinted;
+use autumn_idempotency::submit::{TokenBinding, TokenMinted};
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
@@ -94,6 +94,7 @@ where
             if identify {
                 match session.identity().await {
                     Ok(Some((id, known))) => {
+                        request.extensions_mut().insert(binding(&id, known));
                         request
                             .extensions_mut()
                             .insert(SessionIdentity { id, known });
@@ -101,6 +102,10 @@ where
                     Ok(None) => {}
                     Err(error) => return Ok(error.into_response()),
                 }
+            } else if guarded {
+                // No session: a token posted now is bound to no session, and
+                // answers only visitors without one.
+                request.extensions_mut().insert(TokenBinding::default());
             }
             let mut response = inner.call(request).await?;
             if let Err(error) = session.save(response.headers_mut()).await {
@@ -130,6 +135,14 @@ fn may_be_guarded(headers: &HeaderMap) -> bool {
         })
 }
 
+/// What a submit token posted from this session is bound to: the session
+/// the store knows, or the cookie's unknown id, apart from each other (as
+/// in the idempotency scope).
+fn binding(id: &SessionId, known: bool) -> TokenBinding {
+    let kind: &[u8] = if known { b"session\0" } else { b"browser\0" };
+    TokenBinding::new([kind, id.as_str().as_bytes()].concat())
+}
+
 /// The guards' hook: save the session and add its cookie before the
 /// response is recorded.
 struct SaveBeforeRecording(Session);
@@ -146,6 +159,12 @@ impl Finalize for SaveBeforeRecording {
                 .await
                 .map_err(|error| FinalizeError::new(error.to_string()))
         })
+    }
+
+    fn binding_after(&self) -> Option<Vec<u8>> {
+        self.0
+            .saved_id()
+            .map(|id| binding(&id, true).as_bytes().to_vec())
     }
 }
 

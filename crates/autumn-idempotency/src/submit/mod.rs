@@ -84,5 +84,29 @@ pub const SUBMIT_TOKEN_REPLAYED: http::HeaderName =
 #[non_exhaustive]
 pub struct TokenMinted;
 
+/// Request extension: who posts this form, as the submit-token layer binds
+/// a consumed token to it (Autumn's session layer puts the session here).
+/// Without it, the layer binds to the request's
+/// [`IdempotencyScope`](crate::IdempotencyScope).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TokenBinding(Vec<u8>);
+
+impl TokenBinding {
+    /// A binding to `who` (any bytes that name the client).
+    pub fn new(who: impl Into<Vec<u8>>) -> Self {
+        Self(who.into())
+    }
+
+    /// The bytes that name the client.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// The digest a token's record keeps of a [`TokenBinding`].
+pub(crate) fn binding_digest(who: &[u8]) -> [u8; 32] {
+    crate::key::hash_parts("autumn.submit-token.scope.v1", &[who])
+}
+
 /// The default name of the hidden form field.
 pub const DEFAULT_FIELD_NAME: &str = "_submit_token";

@@ -35,11 +35,11 @@ use http::{HeaderValue, header};
 use http_body_util::BodyExt as _;
 use tower::Service;
 
-use super::SUBMIT_TOKEN_REPLAYED;
 use super::extract::{Mint, MintSlot};
 use super::future::ResponseFuture;
 use super::layer::Settings;
 use super::scan::{self, FormKind, MultipartScanner, ScanError};
+use super::{SUBMIT_TOKEN_REPLAYED, TokenBinding, binding_digest};
 use crate::IdempotencyScope;
 use crate::clock::deadline;
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
@@ -124,14 +124,18 @@ where
 }
 
 /// Why a recorded submission may not be replayed to this one: another form
-/// (422), or another session (409). A record from before submissions were
-/// bound to their session holds the form's hash alone.
+/// (422), or another session (409). After the form's hash the record holds
+/// the binding of the session that posted it and, when the post changed the
+/// session (a sign-in rotates its id), the binding of the session its answer
+/// set: a browser that got the answer and resends the form carries that one.
+/// A record from before submissions were bound holds the form's hash alone.
 fn mismatch(recorded: &[u8], form: &[u8; 32], binding: &[u8; 32]) -> Option<SubmitTokenRejection> {
-    let (recorded_form, recorded_binding) = recorded.split_at(recorded.len().min(32));
+    let (recorded_form, bindings) = recorded.split_at(recorded.len().min(32));
     if recorded_form != form {
         return Some(SubmitTokenRejection::TokenReused);
     }
-    (!recorded_binding.is_empty() && recorded_binding != binding)
+    let bound = !bindings.is_empty();
+    (bound && !bindings.chunks(32).any(|recorded| recorded == binding))
         .then_some(SubmitTokenRejection::OtherSession)
 }
 
@@ -267,12 +271,15 @@ where
     );
     // ...and to the session that submitted it: another one posting the same
     // token (a copied page, a leaked token) gets no replay of its answer.
-    let who = request
-        .extensions()
-        .get::<IdempotencyScope>()
-        .map(IdempotencyScope::as_bytes)
-        .unwrap_or_default();
-    let binding = hash_parts("autumn.submit-token.scope.v1", &[who]);
+    let who = match request.extensions().get::<TokenBinding>() {
+        Some(binding) => binding.as_bytes(),
+        None => request
+            .extensions()
+            .get::<IdempotencyScope>()
+            .map(IdempotencyScope::as_bytes)
+            .unwrap_or_default(),
+    };
+    let binding = binding_digest(who);
     let fingerprint = [form, binding].concat();
     let owner = new_owner();
     let route = RouteLabel::of(request.method(), request.uri(), request.extensions());
