@@ -727,7 +727,32 @@ async fn logging_out_and_in_again_checks_the_password_and_rotates_the_id() {
     let dir = tempfile::tempdir().expect("temp dir");
     let client = client_in(dir.path(), plain(), "");
     signed_up(&client).await;
-    let signed_up_as = client.cookie(SESSION_COOKIE).expect("signed in");
+    let first_id = client.cookie(SESSION_COOKIE).expect("signed in");
+
+    // Logging in from a live session (here, signed in already) moves it to
+    // a new id too, and the old one signs nobody in any more: an id known
+    // before logging in, planted or stolen, is worth nothing after it.
+    let token = token_of(&client, "/login").await;
+    let again = client
+        .post("/login")
+        .form(&[
+            ("_submit_token", token.as_str()),
+            ("email", "ada@example.com"),
+            ("password", PASSWORD),
+        ])
+        .send()
+        .await;
+    again.assert_status(303);
+    let signed_up_as = set_session_cookie(&again).expect("a session cookie");
+    assert_ne!(signed_up_as, first_id, "the live session got a new id");
+    let retired = client
+        .get("/account")
+        .header("cookie", &format!("{SESSION_COOKIE}={first_id}"))
+        .send()
+        .await;
+    retired.assert_status(303);
+    retired.assert_header("location", "/login");
+    client.get("/account").send().await.assert_status(200);
 
     let token = token_of(&client, "/logout").await;
     let out = client
@@ -776,7 +801,7 @@ async fn logging_out_and_in_again_checks_the_password_and_rotates_the_id() {
         );
         assert_eq!(set_session_cookie(&refused), None, "nobody was signed in");
     }
-    assert_eq!(stats(&client).await.logins, 0);
+    assert_eq!(stats(&client).await.logins, 1, "the first login only");
 
     // A refusal released the token: the corrected form goes through.
     let signed_in = login("ADA@example.com", PASSWORD).await;
@@ -808,7 +833,7 @@ async fn logging_out_and_in_again_checks_the_password_and_rotates_the_id() {
     again.assert_status(303);
     again.assert_header(SUBMIT_TOKEN_REPLAYED.as_str(), "true");
     assert_eq!(set_session_cookie(&again), Some(after));
-    assert_eq!(stats(&client).await.logins, 1);
+    assert_eq!(stats(&client).await.logins, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
