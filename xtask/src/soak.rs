@@ -201,6 +201,9 @@ impl Server {
             .env("AUTUMN_SERVER__PORT", "0")
             .env("AUTUMN_IDEMPOTENCY__BACKEND", "redis")
             .env("AUTUMN_IDEMPOTENCY__REDIS__URL", redis_url)
+            // FIXME: sessions follow idempotency.backend, and this build has
+            // no Redis session store yet; keep them in memory until it lands.
+            .env("AUTUMN_SESSION__BACKEND", "memory")
             .env(
                 "AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX",
                 format!("autumn-soak:{run_id}:{}", app.name()),
@@ -981,13 +984,18 @@ fn form_escape(value: &str) -> String {
 
 fn signup(token: &str, email: &str, name: &str) -> Vec<u8> {
     format!(
-        "_submit_token={}&email={}&name={}",
+        "_submit_token={}&email={}&name={}&password={}",
         form_escape(token),
         form_escape(email),
-        form_escape(name)
+        form_escape(name),
+        form_escape(SOAK_PASSWORD)
     )
     .into_bytes()
 }
+
+/// The password of every account the soak makes (the sign-up form wants
+/// one of at least 8 characters).
+const SOAK_PASSWORD: &str = "soak password";
 
 /// The hidden token field's value in a rendered form.
 fn token_in(page: &str) -> Option<String> {
