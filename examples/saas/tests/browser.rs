@@ -19,12 +19,22 @@
 //!    double-click still ends with one user on the account page, because
 //!    Chromium abandons the first post when the second click starts a new
 //!    navigation, and the abandoned request is dropped with its connection
-//!    before it creates anything; only check 3 fails. Every test here fails that way, which is the point.
+//!    before it creates anything; only check 3 fails. Every test here fails
+//!    that way, which is the point.
 //!
-//! The cases: a double-click on Submit; Enter in a field, then a click;
-//! Back to the form and Submit again (with and without the back/forward
-//! cache); Reload of the page after the post, then the same post sent again
-//! from a copy of the form; the double-click with JavaScript turned off.
+//! The sign-up cases: a double-click on Submit; Enter in a field, then a
+//! click; Back to the form and Submit again (with and without the
+//! back/forward cache); Reload of the page after the post, then the same
+//! post sent again from a copy of the form; the double-click with
+//! JavaScript turned off.
+//!
+//! The account cases count what their handler did instead of users
+//! (`GET /stats.json`): a double-click on "Log in" (one login, the browser
+//! signed in); a login whose answer a proxy loses, then the same form
+//! submitted again (one login, signed in by the replayed `Set-Cookie`); a
+//! double-click on the profile form with a picture (one picture stored);
+//! a used login token copied into a second browser (refused, 409 page, that
+//! browser not signed in).
 //!
 //! The pages are served without the optional browser-side guard script
 //! (`SAAS_DOUBLE_SUBMIT_GUARD` unset), so the server's one-time submit token
