@@ -981,13 +981,18 @@ fn form_escape(value: &str) -> String {
 
 fn signup(token: &str, email: &str, name: &str) -> Vec<u8> {
     format!(
-        "_submit_token={}&email={}&name={}",
+        "_submit_token={}&email={}&name={}&password={}",
         form_escape(token),
         form_escape(email),
-        form_escape(name)
+        form_escape(name),
+        form_escape(SOAK_PASSWORD)
     )
     .into_bytes()
 }
+
+/// The password of every account the soak makes (the sign-up form wants
+/// one of at least 8 characters).
+const SOAK_PASSWORD: &str = "soak password";
 
 /// The hidden token field's value in a rendered form.
 fn token_in(page: &str) -> Option<String> {

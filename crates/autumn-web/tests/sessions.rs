@@ -716,3 +716,30 @@ async fn a_sign_in_form_resent_after_its_answer_arrived_gets_the_replay() {
         .await;
     stolen.assert_status(409);
 }
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_follow_the_idempotency_backend_into_redis_under_a_hash() {
+    let url = redis_support::require_redis();
+    let prefix = redis_support::unique_prefix();
+    let config = AutumnConfig::from_toml_str(&format!(
+        "[idempotency]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\n"
+    ))
+    .expect("config");
+    let build = || {
+        TestApp::from_builder(autumn_web::app().routes(routes![visit]))
+            .with_config(config.clone())
+            .build()
+    };
+    let first = build().post("/visit").send().await;
+    let id = id_of(&session_cookie(&first).expect("cookie"));
+    let keys = redis_support::keys_under(&url, &format!("{prefix}:session")).await;
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(
+        !keys[0].contains(&id),
+        "stored under a hash of the id: {keys:?}"
+    );
+    // Another replica on the same Redis knows the session.
+    let other = with_cookie(&build(), "POST", "/visit", &id).send().await;
+    assert_eq!(other.text(), "visit 2");
+}

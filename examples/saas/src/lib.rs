@@ -1,17 +1,30 @@
-//! The saas example: a signup form that creates each account at most once.
+//! The saas example: accounts (sign up, log in, log out, a profile with a
+//! picture) whose every form runs at most once.
 //!
-//! `GET /signup` renders a plain HTML form carrying a one-time submit token
-//! in a hidden field; `POST /signup` validates it, creates the user and
-//! answers `303 See Other` to `/welcome`. The submit-token layer, on by
-//! default, runs that POST once per rendered form: a double-click, a reload
-//! that resends the post or a browser retry gets the first answer again
-//! (marked `x-submit-token-replayed: true`) and creates nothing.
+//! Each form page renders a one-time submit token in a hidden field; the
+//! submit-token layer, on by default, runs each POST once per rendered form.
+//! A double-click, a reload that resends the post or a browser retry gets
+//! the first answer again (marked `x-submit-token-replayed: true`),
+//! including the session cookie it set, and changes nothing.
 //!
-//! `GET /users` and `GET /users.json` list the accounts. Users live in the
-//! app database (`[database] url`, PostgreSQL or SQLite); `main` uses
-//! `sqlite://saas.db` when none is configured.
+//! - `POST /signup` creates the user, signs them in on a new session id and
+//!   answers 303 to `/account`, which greets them once ("Welcome, NAME!");
+//! - `POST /login` checks the password (Argon2), counts the login, signs
+//!   the user in on a new session id, 303 to `/account`;
+//! - `POST /logout` forgets the session, 303 to `/`;
+//! - `GET /account` is for a signed-in user only (else 303 to `/login`),
+//!   with the profile form: a display name and a picture, posted as
+//!   multipart and stored in the database, served at `/account/avatar`.
+//!
+//! `GET /users`, `/users.json` and `/stats.json` list the accounts and count
+//! logins and uploads. Everything lives in the app database (`[database]
+//! url`, PostgreSQL or SQLite); `main` uses `sqlite://saas.db` when none is
+//! configured. Sessions live where `[session] backend` says.
 
+mod html_errors;
+mod password;
 mod routes;
+mod signed_in;
 mod users;
 
 use std::sync::Arc;
@@ -20,14 +33,16 @@ use std::time::Duration;
 use autumn_web::AppBuilder;
 use autumn_web::config::AutumnConfig;
 
-pub use routes::auth::SignupForm;
-pub use users::{User, Users};
+pub use routes::account::{MAX_AVATAR_BYTES, MAX_NAME_CHARS};
+pub use routes::auth::{LoginForm, MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS, SignupForm};
+pub use users::{Avatar, Stats, User, Users};
 
 /// The environment variable holding an artificial delay, in milliseconds,
-/// that `POST /signup` waits before creating the user (0 by default). End-to-
+/// that the form posts that change something (sign-up, log-in, the profile)
+/// wait, once the form is valid, before they do it (0 by default). End-to-
 /// end tests set it so that a double-click really sends two overlapping
 /// posts.
-pub const SIGNUP_DELAY_VAR: &str = "SAAS_SIGNUP_DELAY_MS";
+pub const POST_DELAY_VAR: &str = "SAAS_POST_DELAY_MS";
 
 /// The environment variable that makes `main` include the double-submit
 /// guard script in its pages: `1` or `true` (off by default).
@@ -46,10 +61,20 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite://saas.db";
 pub(crate) struct Site {
     /// Whether pages include the double-submit guard script.
     pub(crate) with_guard: bool,
-    /// How long `POST /signup` waits before creating the user.
-    pub(crate) signup_delay: Duration,
+    /// How long a valid form post waits before it changes anything.
+    pub(crate) post_delay: Duration,
     /// Where `POST /signup` stops before creating the user, for tests.
     pub(crate) gate: Option<SignupGate>,
+}
+
+impl Site {
+    /// Waits [`POST_DELAY_VAR`]'s delay, if any: long enough for a
+    /// double-click to send a second post while this one still runs.
+    pub(crate) async fn hold(&self) {
+        if !self.post_delay.is_zero() {
+            tokio::time::sleep(self.post_delay).await;
+        }
+    }
 }
 
 /// A point where `POST /signup` stops, once the form is valid and before it
@@ -90,22 +115,22 @@ impl SignupGate {
     }
 }
 
-/// The app, with the signup delay read from [`SIGNUP_DELAY_VAR`].
+/// The app, with the form-post delay read from [`POST_DELAY_VAR`].
 ///
 /// With `with_guard`, pages include
 /// [`double_submit_guard`](autumn_web::security::double_submit_guard), which
 /// stops most double-clicks in the browser. Off, the server's submit token is
 /// the only guard, which is what a browser without JavaScript gets anyway.
 pub fn app(with_guard: bool) -> AppBuilder {
-    app_with_delay(with_guard, signup_delay_from_env())
+    app_with_delay(with_guard, post_delay_from_env())
 }
 
-/// The app, with `POST /signup` waiting `signup_delay` before it creates the
-/// user.
-pub fn app_with_delay(with_guard: bool, signup_delay: Duration) -> AppBuilder {
+/// The app, with each valid form post waiting `post_delay` before it changes
+/// anything.
+pub fn app_with_delay(with_guard: bool, post_delay: Duration) -> AppBuilder {
     app_with_site(Site {
         with_guard,
-        signup_delay,
+        post_delay,
         gate: None,
     })
 }
@@ -115,7 +140,7 @@ pub fn app_with_delay(with_guard: bool, signup_delay: Duration) -> AppBuilder {
 pub fn app_with_gate(with_guard: bool, gate: SignupGate) -> AppBuilder {
     app_with_site(Site {
         with_guard,
-        signup_delay: Duration::ZERO,
+        post_delay: Duration::ZERO,
         gate: Some(gate),
     })
 }
@@ -123,13 +148,15 @@ pub fn app_with_gate(with_guard: bool, gate: SignupGate) -> AppBuilder {
 fn app_with_site(site: Site) -> AppBuilder {
     autumn_web::app()
         .routes(routes::all())
+        // Inside the `Site` extension, which it reads to lay out its pages.
+        .layer(axum::middleware::from_fn(html_errors::html_errors))
         .layer(axum::Extension(site))
         .layer(axum::Extension(users::UsersTable::default()))
 }
 
-/// [`SIGNUP_DELAY_VAR`] as a duration: zero when unset or not a number.
-pub fn signup_delay_from_env() -> Duration {
-    std::env::var(SIGNUP_DELAY_VAR)
+/// [`POST_DELAY_VAR`] as a duration: zero when unset or not a number.
+pub fn post_delay_from_env() -> Duration {
+    std::env::var(POST_DELAY_VAR)
         .ok()
         .and_then(|ms| ms.trim().parse().ok())
         .map_or(Duration::ZERO, Duration::from_millis)

@@ -1,9 +1,9 @@
-//! `cargo run -p saas`: serves the signup app on `[server] port`
+//! `cargo run -p saas`: serves the accounts app on `[server] port`
 //! (`AUTUMN_SERVER__PORT`, 3000 by default), keeping users in
 //! `sqlite://saas.db` unless `[database] url` says otherwise.
 //!
 //! `SAAS_DOUBLE_SUBMIT_GUARD=1` adds the browser-side double-submit guard;
-//! `SAAS_SIGNUP_DELAY_MS` slows `POST /signup` down for end-to-end tests.
+//! `SAAS_POST_DELAY_MS` slows the form posts down for end-to-end tests.
 
 use autumn_web::config::AutumnConfig;
 

@@ -1,4 +1,4 @@
-//! The signup app under TestApp, and the real binary over a socket.
+//! The accounts app under TestApp, and the real binary over a socket.
 
 use std::path::Path;
 use std::process::Command;
@@ -9,7 +9,7 @@ use autumn_web::AppBuilder;
 use autumn_web::config::AutumnConfig;
 use autumn_web::security::SUBMIT_TOKEN_REPLAYED;
 use autumn_web::test::{ServerProcess, TestApp, TestClient, TestResponse};
-use saas::{SignupGate, User};
+use saas::{SignupGate, Stats, User};
 use tokio::sync::watch;
 
 /// `app` on a fresh SQLite file in `dir`, with `extra` TOML appended to the
@@ -19,6 +19,25 @@ fn client_in(dir: &Path, app: AppBuilder, extra: &str) -> TestClient {
     let config = AutumnConfig::from_toml_str(&format!("[database]\nurl = \"{url}\"\n{extra}"))
         .expect("config");
     TestApp::from_builder(app).with_config(config).build()
+}
+
+/// The session cookie's name (the default).
+const SESSION_COOKIE: &str = "autumn_session";
+
+/// The session id a response sets, if it sets one.
+fn set_session_cookie(response: &TestResponse) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .filter_map(|cookie| {
+            let pair = cookie.split(';').next()?.trim();
+            pair.strip_prefix(SESSION_COOKIE)?
+                .strip_prefix('=')
+                .map(str::to_owned)
+        })
+        .next_back()
 }
 
 fn plain() -> AppBuilder {
@@ -105,10 +124,18 @@ async fn fresh_token(client: &TestClient) -> String {
     token_field_first(&page.text())
 }
 
+/// The password every test user signs up with.
+const PASSWORD: &str = "correct horse battery";
+
 async fn post_signup(client: &TestClient, token: &str, email: &str, name: &str) -> TestResponse {
     client
         .post("/signup")
-        .form(&[("_submit_token", token), ("email", email), ("name", name)])
+        .form(&[
+            ("_submit_token", token),
+            ("email", email),
+            ("name", name),
+            ("password", PASSWORD),
+        ])
         .send()
         .await
 }
@@ -123,7 +150,7 @@ async fn listed(client: &TestClient) -> Vec<User> {
 fn see_other(response: &TestResponse) -> String {
     response.assert_status(303);
     let location = response.header("location").expect("a location").to_owned();
-    assert!(location.starts_with("/welcome?user="), "{location}");
+    assert_eq!(location, "/account", "a sign-up lands on the account page");
     location
 }
 
@@ -174,13 +201,21 @@ async fn the_guard_script_is_opt_in() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_valid_signup_redirects_to_welcome_and_is_listed() {
+async fn a_valid_signup_signs_in_on_a_new_session_id_and_greets_once() {
     let dir = tempfile::tempdir().expect("temp dir");
     let client = client_in(dir.path(), plain(), "");
     let token = fresh_token(&client).await;
+    // Rendering the form gave this browser an id of its own, in the cookie
+    // alone, to bind the token to.
+    let before = client
+        .cookie(SESSION_COOKIE)
+        .expect("the form page sets a session cookie");
     let created = post_signup(&client, &token, "  Ada@Example.com ", " Ada Lovelace ").await;
-    let location = see_other(&created);
+    see_other(&created);
     assert_eq!(created.header(SUBMIT_TOKEN_REPLAYED.as_str()), None);
+    let after = set_session_cookie(&created).expect("the sign-up sets the session cookie");
+    assert_ne!(after, before, "signing up rotates the session id");
+    assert_eq!(client.cookie(SESSION_COOKIE), Some(after));
 
     let users = listed(&client).await;
     assert_eq!(users.len(), 1);
@@ -189,11 +224,21 @@ async fn a_valid_signup_redirects_to_welcome_and_is_listed() {
         (user.email.as_str(), user.name.as_str()),
         ("ada@example.com", "Ada Lovelace")
     );
-    assert_eq!(location, format!("/welcome?user={}", user.id));
 
-    let welcome = client.get(&location).send().await;
-    welcome.assert_status(200);
-    assert!(welcome.text().contains("Welcome, Ada Lovelace!"));
+    let account = client.get("/account").send().await;
+    account.assert_status(200);
+    let html = account.text();
+    assert!(html.contains("Welcome, Ada Lovelace!"), "{html}");
+    assert!(html.contains("ada@example.com"), "{html}");
+    let again = client.get("/account").send().await;
+    again.assert_status(200);
+    let html = again.text();
+    assert!(
+        !html.contains("Welcome, Ada Lovelace!"),
+        "the flash is shown once: {html}"
+    );
+    assert!(html.contains("Signed in as"), "{html}");
+
     let page = client.get("/users").send().await;
     page.assert_status(200);
     assert!(page.text().contains("ada@example.com"));
@@ -232,11 +277,37 @@ async fn the_same_token_twice_creates_one_user_and_replays_the_303() {
     let dir = tempfile::tempdir().expect("temp dir");
     let client = client_in(dir.path(), plain(), "");
     let token = fresh_token(&client).await;
+    let posted_with = client.cookie(SESSION_COOKIE).expect("a session cookie");
     let first = post_signup(&client, &token, "ada@example.com", "Ada").await;
-    let again = post_signup(&client, &token, "ada@example.com", "Ada").await;
+    // Sent again by a browser that did not get the answer (a lost response,
+    // a double-click): it still has the cookie it posted with.
+    let again = client
+        .post("/signup")
+        .header("cookie", &format!("{SESSION_COOKIE}={posted_with}"))
+        .form(&[
+            ("_submit_token", token.as_str()),
+            ("email", "ada@example.com"),
+            ("name", "Ada"),
+            ("password", PASSWORD),
+        ])
+        .send()
+        .await;
     let location = see_other(&first);
     assert_eq!(see_other(&again), location);
     again.assert_header(SUBMIT_TOKEN_REPLAYED.as_str(), "true");
+    assert_eq!(
+        set_session_cookie(&again),
+        set_session_cookie(&first),
+        "the replay signs the browser in on the same new session"
+    );
+    assert_eq!(listed(&client).await.len(), 1);
+
+    // Sent again by the browser that did get the answer (Back and submit
+    // again, a reload that resends the post): it carries the new session id
+    // the sign-up set, which the record answers too.
+    let resent = post_signup(&client, &token, "ada@example.com", "Ada").await;
+    assert_eq!(see_other(&resent), location);
+    resent.assert_header(SUBMIT_TOKEN_REPLAYED.as_str(), "true");
     assert_eq!(listed(&client).await.len(), 1);
 }
 
@@ -336,21 +407,22 @@ async fn on_postgres_with_tokens_in_redis_over_two_replicas() {
         async move { post_signup(&a, &token, "ada@example.com", "Ada").await }
     });
     gate.started().await;
-    // The same browser: it sends the session cookie the form page gave it,
-    // whichever replica answers (a token posted from another session is
-    // refused).
-    let cookie = a
-        .cookie("autumn_session")
-        .expect("the form page gave a session");
+    // The same browser: b gets a's cookie, the id the token is bound to.
+    let cookie = format!(
+        "{SESSION_COOKIE}={}",
+        a.cookie(SESSION_COOKIE)
+            .expect("the form page sets a session cookie")
+    );
     let second = tokio::spawn({
         let (b, token) = (b.clone(), token.clone());
         async move {
             b.post("/signup")
-                .header("cookie", &format!("autumn_session={cookie}"))
+                .header("cookie", &cookie)
                 .form(&[
                     ("_submit_token", token.as_str()),
                     ("email", "ada@example.com"),
                     ("name", "Ada"),
+                    ("password", PASSWORD),
                 ])
                 .send()
                 .await
@@ -364,6 +436,21 @@ async fn on_postgres_with_tokens_in_redis_over_two_replicas() {
     let location = see_other(&first);
     assert_eq!(see_other(&second), location);
     second.assert_header(SUBMIT_TOKEN_REPLAYED.as_str(), "true");
+    assert_eq!(
+        set_session_cookie(&second),
+        set_session_cookie(&first),
+        "the replay carries the session cookie the first post set"
+    );
+
+    // Sessions live in Redis too: the other replica knows the session the
+    // sign-up rotated to.
+    let signed_in = format!(
+        "{SESSION_COOKIE}={}",
+        a.cookie(SESSION_COOKIE).expect("signed in")
+    );
+    let account = b.get(&location).header("cookie", &signed_in).send().await;
+    account.assert_status(200);
+    assert!(account.text().contains("Welcome, Ada!"));
 
     // Validation and the unique email hold on PostgreSQL too. (Each post
     // that gets past validation passes the gate: open it ahead.)
@@ -380,9 +467,6 @@ async fn on_postgres_with_tokens_in_redis_over_two_replicas() {
         ["ada@example.com", "grace@example.com"]
     );
     assert_eq!(listed(&b).await, users);
-    let welcome = b.get(&location).send().await;
-    welcome.assert_status(200);
-    assert!(welcome.text().contains("Welcome, Ada!"));
 }
 
 /// The built binary, run in its own directory (where it makes `saas.db`).
@@ -425,13 +509,14 @@ async fn http(method: &str, url: &str, form: Option<&str>) -> (u16, http::Header
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_turns_a_double_click_into_one_account_on_its_sqlite_file() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let server = start_binary(dir.path(), &[("SAAS_SIGNUP_DELAY_MS", "500")]);
+    let server = start_binary(dir.path(), &[(saas::POST_DELAY_VAR, "500")]);
     let signup = server.url("/signup");
 
     let (status, _, page) = http("GET", &signup, None).await;
     assert_eq!(status, 200, "{page}");
     let token = token_field_first(&page);
-    let form = format!("_submit_token={token}&email=ada%40example.com&name=Ada");
+    let form =
+        format!("_submit_token={token}&email=ada%40example.com&name=Ada&password=long+enough");
 
     // A double-click: two posts of one form at once, while the handler
     // sleeps. Whichever runs first, the other is its duplicate.
@@ -445,14 +530,12 @@ async fn the_binary_turns_a_double_click_into_one_account_on_its_sqlite_file() {
         (one, other)
     };
 
-    // Both land on the same welcome page: main makes the duplicate wait for
+    // Both land on the account page: main makes the duplicate wait for
     // the first post and get its answer, rather than a 409.
     for (status, headers, body) in [&first, &second] {
         assert_eq!(*status, 303, "{body}");
         assert!(
-            headers["location"]
-                .to_str()
-                .is_ok_and(|l| l.starts_with("/welcome?user=")),
+            headers["location"].to_str().is_ok_and(|l| l == "/account"),
             "{headers:?}"
         );
     }
@@ -488,4 +571,477 @@ async fn the_binary_turns_a_double_click_into_one_account_on_its_sqlite_file() {
         tokens["store"]["entries"], 1,
         "one consumed token: {metrics}"
     );
+}
+
+/// A 1x1 PNG.
+const PNG: &[u8] = b"\x89\x50\x4e\x47\x0d\x0a\x1a\x0a\x00\x00\x00\x0d\x49\x48\x44\x52\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\x0d\x49\x44\x41\x54\x78\xda\x63\x64\x60\xf8\x5f\x0f\x00\x02\x87\x01\x80\xeb\x47\xba\x92\x00\x00\x00\x00\x49\x45\x4e\x44\xae\x42\x60\x82";
+
+/// Where a test keeps its data: what the tests above use.
+#[derive(Debug, Clone, Copy)]
+enum Backends {
+    /// Everything in a SQLite file, tokens in memory.
+    Sqlite,
+    /// Users in PostgreSQL, tokens and sessions in Redis.
+    PostgresRedis,
+}
+
+const BACKENDS: [Backends; 2] = [Backends::Sqlite, Backends::PostgresRedis];
+
+/// The plain app on `backends`, with a duplicate waiting for the first post.
+async fn client_on(backends: Backends, dir: &Path) -> TestClient {
+    let wait = "[security.submit_token]\nin_flight_wait_ms = 5000\n";
+    match backends {
+        Backends::Sqlite => client_in(dir, plain(), wait),
+        Backends::PostgresRedis => {
+            let redis = std::env::var("TEST_REDIS_URL")
+                .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+            let config = format!(
+                "[database]\nurl = \"{}\"\n[idempotency]\nbackend = \"redis\"\n\
+                 [idempotency.redis]\nurl = \"{redis}\"\nkey_prefix = \"saas-test:{}\"\n\
+                 {wait}",
+                postgres_schema().await,
+                uuid::Uuid::new_v4().simple()
+            );
+            TestApp::from_builder(plain())
+                .with_config(AutumnConfig::from_toml_str(&config).expect("config"))
+                .build()
+        }
+    }
+}
+
+async fn stats(client: &TestClient) -> Stats {
+    let response = client.get("/stats.json").send().await;
+    response.assert_status(200);
+    response.json()
+}
+
+/// Signs Ada up on `client`, which is then signed in.
+async fn signed_up(client: &TestClient) {
+    let token = fresh_token(client).await;
+    see_other(&post_signup(client, &token, "ada@example.com", "Ada").await);
+}
+
+/// The token of the first form on the page at `path`.
+async fn token_of(client: &TestClient, path: &str) -> String {
+    let page = client.get(path).send().await;
+    page.assert_status(200);
+    token_field_first(&page.text())
+}
+
+/// A chosen file: its name, content type and bytes.
+type File<'a> = (&'a str, &'a str, &'a [u8]);
+
+/// A profile form as a browser sends it: the token first, the display
+/// name, then the file, if one was chosen. Returns the content type and the
+/// body.
+fn profile_form(token: &str, name: &str, file: Option<File<'_>>) -> (String, Vec<u8>) {
+    const BOUNDARY: &str = "----saas-test-boundary";
+    let mut body = Vec::new();
+    for (field, value) in [("_submit_token", token), ("name", name)] {
+        body.extend_from_slice(
+            format!(
+                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{field}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    // No file chosen: browsers send an empty part with an empty file name.
+    let (file_name, content_type, bytes) = file.unwrap_or(("", "application/octet-stream", b""));
+    body.extend_from_slice(
+        format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"avatar\"; \
+             filename=\"{file_name}\"\r\nContent-Type: {content_type}\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{BOUNDARY}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={BOUNDARY}"), body)
+}
+
+async fn post_profile(
+    client: &TestClient,
+    token: &str,
+    name: &str,
+    file: Option<File<'_>>,
+) -> TestResponse {
+    let (content_type, body) = profile_form(token, name, file);
+    client
+        .post("/account/profile")
+        .header("content-type", &content_type)
+        .body(body)
+        .send()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_account_pages_need_a_signed_in_session() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = client_in(dir.path(), plain(), "");
+    for path in ["/account", "/account/avatar"] {
+        let response = client.get(path).send().await;
+        response.assert_status(303);
+        response.assert_header("location", "/login");
+    }
+    // A made-up session id is nobody.
+    let forged = client
+        .get("/account")
+        .header(
+            "cookie",
+            &format!("{SESSION_COOKIE}=made-up-session-id-0123456789"),
+        )
+        .send()
+        .await;
+    forged.assert_status(303);
+    forged.assert_header("location", "/login");
+    // The profile form posted without signing in changes nothing.
+    let token = token_of(&client, "/login").await;
+    let posted = post_profile(
+        &client,
+        &token,
+        "Mallory",
+        Some(("a.png", "image/png", PNG)),
+    )
+    .await;
+    posted.assert_status(303);
+    posted.assert_header("location", "/login");
+    assert_eq!(stats(&client).await, Stats::default());
+    // Nobody to log out: the page sends them home.
+    let logout = client.get("/logout").send().await;
+    logout.assert_status(303);
+    logout.assert_header("location", "/");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logging_out_and_in_again_checks_the_password_and_rotates_the_id() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = client_in(dir.path(), plain(), "");
+    signed_up(&client).await;
+    let first_id = client.cookie(SESSION_COOKIE).expect("signed in");
+
+    // Logging in from a live session (here, signed in already) moves it to
+    // a new id too, and the old one signs nobody in any more: an id known
+    // before logging in, planted or stolen, is worth nothing after it.
+    let token = token_of(&client, "/login").await;
+    let again = client
+        .post("/login")
+        .form(&[
+            ("_submit_token", token.as_str()),
+            ("email", "ada@example.com"),
+            ("password", PASSWORD),
+        ])
+        .send()
+        .await;
+    again.assert_status(303);
+    let signed_up_as = set_session_cookie(&again).expect("a session cookie");
+    assert_ne!(signed_up_as, first_id, "the live session got a new id");
+    let retired = client
+        .get("/account")
+        .header("cookie", &format!("{SESSION_COOKIE}={first_id}"))
+        .send()
+        .await;
+    retired.assert_status(303);
+    retired.assert_header("location", "/login");
+    client.get("/account").send().await.assert_status(200);
+
+    let token = token_of(&client, "/logout").await;
+    let out = client
+        .post("/logout")
+        .form(&[("_submit_token", token.as_str())])
+        .send()
+        .await;
+    out.assert_status(303);
+    out.assert_header("location", "/");
+    assert_eq!(client.cookie(SESSION_COOKIE), None, "the cookie is removed");
+    // The old id is retired: sent again, it signs nobody in.
+    let stale = client
+        .get("/account")
+        .header("cookie", &format!("{SESSION_COOKIE}={signed_up_as}"))
+        .send()
+        .await;
+    stale.assert_status(303);
+    stale.assert_header("location", "/login");
+
+    let token = token_of(&client, "/login").await;
+    let before = client
+        .cookie(SESSION_COOKIE)
+        .expect("the form page sets a cookie");
+    let login = |email: &'static str, password: &'static str| {
+        client
+            .post("/login")
+            .form(&[
+                ("_submit_token", token.as_str()),
+                ("email", email),
+                ("password", password),
+            ])
+            .send()
+    };
+    for (email, password) in [
+        ("ada@example.com", "not the password"),
+        ("nobody@example.com", PASSWORD),
+    ] {
+        let refused = login(email, password).await;
+        refused.assert_status(422);
+        let html = refused.text();
+        assert!(html.contains("do not match an account"), "{html}");
+        assert!(html.contains(&format!(r#"value="{email}""#)), "{html}");
+        assert!(
+            !html.contains(password),
+            "the password is never echoed: {html}"
+        );
+        assert_eq!(set_session_cookie(&refused), None, "nobody was signed in");
+    }
+    assert_eq!(stats(&client).await.logins, 1, "the first login only");
+
+    // A refusal released the token: the corrected form goes through.
+    let signed_in = login("ADA@example.com", PASSWORD).await;
+    signed_in.assert_status(303);
+    signed_in.assert_header("location", "/account");
+    let after = set_session_cookie(&signed_in).expect("a session cookie");
+    assert_ne!(after, before, "logging in rotates the session id");
+    let account = client.get("/account").send().await;
+    account.assert_status(200);
+    assert!(
+        account.text().contains("Signed in as"),
+        "{}",
+        account.text()
+    );
+
+    // Sent again from the same browser (a resend, a retry whose answer was
+    // lost, so it still has the cookie it posted with): replayed, with the
+    // session cookie the first answer set, and one login.
+    let again = client
+        .post("/login")
+        .header("cookie", &format!("{SESSION_COOKIE}={before}"))
+        .form(&[
+            ("_submit_token", token.as_str()),
+            ("email", "ada@example.com"),
+            ("password", PASSWORD),
+        ])
+        .send()
+        .await;
+    again.assert_status(303);
+    again.assert_header(SUBMIT_TOKEN_REPLAYED.as_str(), "true");
+    assert_eq!(set_session_cookie(&again), Some(after));
+    assert_eq!(stats(&client).await.logins, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_password_is_refused_and_never_shown_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = client_in(dir.path(), plain(), "");
+    let token = fresh_token(&client).await;
+    let refused = client
+        .post("/signup")
+        .form(&[
+            ("_submit_token", token.as_str()),
+            ("email", "ada@example.com"),
+            ("name", "Ada"),
+            ("password", "short7!"),
+        ])
+        .send()
+        .await;
+    refused.assert_status(422);
+    let html = refused.text();
+    assert!(html.contains("at least 8 characters"), "{html}");
+    assert!(!html.contains("short7!"), "{html}");
+    assert!(listed(&client).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_profile_form_posted_twice_stores_one_avatar() {
+    for backends in BACKENDS {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let client = client_on(backends, dir.path()).await;
+        signed_up(&client).await;
+        let token = token_of(&client, "/account").await;
+        let file = Some(("me.png", "image/png", PNG));
+        // Both at once, as a double-click sends them: one runs, the other
+        // waits for it or comes after it, and is answered with its 303.
+        let (one, other) = tokio::join!(
+            post_profile(&client, &token, "Ada L.", file),
+            post_profile(&client, &token, "Ada L.", file)
+        );
+        for response in [&one, &other] {
+            response.assert_status(303);
+            response.assert_header("location", "/account");
+        }
+        let replays = [&one, &other]
+            .iter()
+            .filter(|r| r.header(SUBMIT_TOKEN_REPLAYED.as_str()) == Some("true"))
+            .count();
+        assert_eq!(replays, 1, "{backends:?}: one ran, one was replayed");
+        let counts = stats(&client).await;
+        assert_eq!(
+            (counts.avatar_uploads, counts.avatars),
+            (1, 1),
+            "{backends:?}: {counts:?}"
+        );
+
+        let avatar = client.get("/account/avatar").send().await;
+        avatar.assert_status(200);
+        avatar.assert_header("content-type", "image/png");
+        assert_eq!(avatar.bytes().as_ref(), PNG);
+        let html = client.get("/account").send().await.text();
+        assert!(html.contains("Your profile was saved."), "{html}");
+        assert!(html.contains(r#"src="/account/avatar""#), "{html}");
+        assert!(html.contains("Ada L."), "{html}");
+
+        // A new rendering of the form is a new submission: it replaces the
+        // picture, still one per user.
+        let token = token_of(&client, "/account").await;
+        post_profile(&client, &token, "Ada L.", file)
+            .await
+            .assert_status(303);
+        let counts = stats(&client).await;
+        assert_eq!(
+            (counts.avatar_uploads, counts.avatars),
+            (2, 1),
+            "{backends:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_profile_form_gets_the_page_again_and_stores_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = client_in(dir.path(), plain(), "");
+    signed_up(&client).await;
+    let token = token_of(&client, "/account").await;
+    let too_big = [PNG, &vec![0; saas::MAX_AVATAR_BYTES]].concat();
+    let cases: [(&str, File<'_>, u16, &str); 4] = [
+        (
+            "Ada",
+            ("me.png", "image/png", b"not a picture"),
+            422,
+            "not the kind of picture",
+        ),
+        (
+            "Ada",
+            ("me.txt", "text/plain", b"hello"),
+            422,
+            "Choose a PNG, JPEG, GIF or WebP",
+        ),
+        (
+            "Ada",
+            ("big.png", "image/png", &too_big),
+            413,
+            "larger than 1 MiB",
+        ),
+        (
+            "  ",
+            ("me.png", "image/png", PNG),
+            422,
+            "Enter a display name.",
+        ),
+    ];
+    for (name, file, status, message) in cases {
+        let refused = post_profile(&client, &token, name, Some(file)).await;
+        refused.assert_status(status);
+        assert!(
+            refused
+                .header("content-type")
+                .is_some_and(|t| t.starts_with("text/html")),
+            "an HTML page"
+        );
+        let html = refused.text();
+        assert!(html.contains(message), "{message}: {html}");
+        // The page again, with a new form.
+        assert_ne!(token_field_first(&html), token);
+    }
+    assert_eq!(stats(&client).await.avatar_uploads, 0);
+
+    // Refusals release the token: the corrected form goes through, and
+    // without a file it changes the name only.
+    let saved = post_profile(&client, &token, "Ada King", None).await;
+    saved.assert_status(303);
+    let counts = stats(&client).await;
+    assert_eq!((counts.avatar_uploads, counts.avatars), (0, 0));
+    assert_eq!(listed(&client).await[0].name, "Ada King");
+    client
+        .get("/account/avatar")
+        .send()
+        .await
+        .assert_status(404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_posted_from_another_session_is_refused_and_changes_nothing() {
+    for backends in BACKENDS {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let client = client_on(backends, dir.path()).await;
+        signed_up(&client).await;
+        let token = token_of(&client, "/account").await;
+        let file = Some(("me.png", "image/png", PNG));
+        post_profile(&client, &token, "Ada", file)
+            .await
+            .assert_status(303);
+
+        // The same form from another browser (no session cookie), and from
+        // another session (a cookie of its own), this one asking for HTML as
+        // a browser does.
+        let (content_type, body) = profile_form(&token, "Mallory", file);
+        for (cookie, accept) in [
+            ("theme=dark".to_owned(), "application/json"),
+            (
+                format!("{SESSION_COOKIE}=another-browser-0123456789abcdef"),
+                "text/html,application/xhtml+xml",
+            ),
+        ] {
+            let refused = client
+                .post("/account/profile")
+                .header("cookie", &cookie)
+                .header("accept", accept)
+                .header("content-type", &content_type)
+                .body(body.clone())
+                .send()
+                .await;
+            refused.assert_status(409);
+            assert_eq!(set_session_cookie(&refused), None, "{backends:?}");
+            if accept.starts_with("text/html") {
+                let html = refused.text();
+                assert!(
+                    html.contains("already submitted from another session"),
+                    "{html}"
+                );
+                assert!(html.contains("submit_token_other_session"), "{html}");
+            } else {
+                let problem: serde_json::Value = refused.json();
+                assert_eq!(problem["code"], "submit_token_other_session", "{problem}");
+            }
+        }
+        let counts = stats(&client).await;
+        assert_eq!(
+            (counts.avatar_uploads, counts.avatars),
+            (1, 1),
+            "{backends:?}"
+        );
+        assert_eq!(listed(&client).await[0].name, "Ada", "{backends:?}");
+
+        // A login's answer carries the new session's cookie: replayed to
+        // another browser it would sign that browser in. It is refused.
+        let token = token_of(&client, "/login").await;
+        let login = |cookie: Option<String>| {
+            let mut request = client.post("/login").form(&[
+                ("_submit_token", token.as_str()),
+                ("email", "ada@example.com"),
+                ("password", PASSWORD),
+            ]);
+            if let Some(cookie) = cookie {
+                request = request.header("cookie", &cookie);
+            }
+            request.send()
+        };
+        let signed_in = login(None).await;
+        signed_in.assert_status(303);
+        assert!(set_session_cookie(&signed_in).is_some());
+        let stolen = login(Some(format!("{SESSION_COOKIE}=thief-0123456789abcdef"))).await;
+        stolen.assert_status(409);
+        assert_eq!(
+            set_session_cookie(&stolen),
+            None,
+            "{backends:?}: no session handed over"
+        );
+        assert_eq!(stats(&client).await.logins, 1, "{backends:?}");
+    }
 }

@@ -1,15 +1,17 @@
-//! The signup form, guarded by a one-time submit token.
+//! Signing up, logging in and logging out: three forms, each guarded by a
+//! one-time submit token.
 //!
-//! `GET /signup` takes the request's [`SubmitToken`] and puts it first in
-//! the form. The submit-token layer consumes it when the form is posted, so
-//! `POST /signup` itself is a plain create action: it runs at most once per
-//! rendered form, and a double-click, a resent post or a browser retry gets
-//! its first answer (the 303 to the welcome page) replayed instead of
-//! creating the account again.
+//! The page that renders a form takes the request's [`SubmitToken`] and puts
+//! it first in the form. The submit-token layer consumes it when the form is
+//! posted, so the POST handlers themselves are plain actions: each runs at
+//! most once per rendered form, and a double-click, a resent post or a
+//! browser retry gets its first answer replayed, the session cookie that
+//! answer set included. That is what makes a double-clicked "Log in" end
+//! with one session, signed in.
 //!
 //! A rejected post answers 422 with the form rendered again, with the
-//! errors, the values entered and a fresh token, since that rendering is a
-//! new form.
+//! errors, the values entered (never the password) and a fresh token, since
+//! that rendering is a new form.
 
 use autumn_web::prelude::*;
 use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
@@ -17,25 +19,71 @@ use axum::Extension;
 use serde::{Deserialize, Serialize};
 
 use super::page;
-use crate::Site;
+use crate::signed_in::{Viewer, flash, sign_in};
 use crate::users::Users;
+use crate::{Site, password};
+
+/// The fewest characters a password may have.
+pub const MIN_PASSWORD_CHARS: usize = 8;
+/// The most: hashing cost grows with the length, so it is bounded.
+pub const MAX_PASSWORD_CHARS: usize = 1024;
 
 /// What the signup form posts. The token field is the layer's business and
 /// not part of it: serde ignores the unknown `_submit_token`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SignupForm {
     /// The address to sign up with.
     pub email: String,
     /// The display name.
     pub name: String,
+    /// The password, in clear: hashed before it is stored, never shown.
+    pub password: String,
 }
 
-/// What is wrong with a posted form, by field.
+impl std::fmt::Debug for SignupForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignupForm")
+            .field("email", &self.email)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the login form posts.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoginForm {
+    /// The address the account was made with, in any case.
+    pub email: String,
+    /// The password, in clear.
+    pub password: String,
+}
+
+impl std::fmt::Debug for LoginForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginForm")
+            .field("email", &self.email)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What is wrong with a posted signup form, by field.
 #[derive(Debug, Default)]
 struct Errors {
     email: Option<&'static str>,
     name: Option<&'static str>,
+    password: Option<&'static str>,
+}
+
+impl Errors {
+    fn any(&self) -> bool {
+        self.email.is_some() || self.name.is_some() || self.password.is_some()
+    }
+
+    fn messages(&self) -> impl Iterator<Item = &'static str> {
+        [self.email, self.name, self.password].into_iter().flatten()
+    }
 }
 
 /// A valid signup: the email trimmed and lowercased, the name trimmed.
@@ -48,6 +96,7 @@ impl SignupForm {
     fn validate(&self) -> Result<Signup, Errors> {
         let email = self.email.trim().to_lowercase();
         let name = self.name.trim();
+        let chars = self.password.chars().count();
         let errors = Errors {
             email: if email.is_empty() {
                 Some("Enter your email address.")
@@ -57,8 +106,15 @@ impl SignupForm {
                 None
             },
             name: name.is_empty().then_some("Enter your name."),
+            password: if chars < MIN_PASSWORD_CHARS {
+                Some("Choose a password of at least 8 characters.")
+            } else if chars > MAX_PASSWORD_CHARS {
+                Some("Choose a password of at most 1024 characters.")
+            } else {
+                None
+            },
         };
-        if errors.email.is_some() || errors.name.is_some() {
+        if errors.any() {
             return Err(errors);
         }
         Ok(Signup {
@@ -81,54 +137,71 @@ fn looks_like_email(email: &str) -> bool {
         && !email.contains(char::is_whitespace)
 }
 
+/// The list of what to correct, above a rejected form.
+fn error_summary<'a>(messages: impl Iterator<Item = &'a str>) -> Markup {
+    let messages: Vec<&str> = messages.collect();
+    html! {
+        @if !messages.is_empty() {
+            div role="alert" class="errors" {
+                p { "Please correct the following:" }
+                ul {
+                    @for message in &messages {
+                        li { (message) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A labelled input, marked invalid with its message when there is one.
+fn field(
+    name: &str,
+    label: &str,
+    kind: &str,
+    autocomplete: &str,
+    value: &str,
+    error: Option<&str>,
+) -> Markup {
+    html! {
+        p {
+            label for=(name) { (label) }
+            input #(name) type=(kind) name=(name) required autocomplete=(autocomplete)
+                value=(value)
+                aria-invalid=[error.map(|_| "true")];
+            @if let Some(message) = error {
+                span .error { " " (message) }
+            }
+        }
+    }
+}
+
 /// The signup page: the form (token first), with `errors` and the values
 /// entered when a post was rejected.
 fn signup_page(
     site: &Site,
     token: &SubmitToken,
-    field: &SubmitFormField,
+    field_name: &SubmitFormField,
     form: &SignupForm,
     errors: &Errors,
 ) -> Markup {
     page(
         site,
+        None,
         "Sign up",
         html! {
             h1 { "Create your account" }
-            @if errors.email.is_some() || errors.name.is_some() {
-                div role="alert" class="errors" {
-                    p { "Please correct the following:" }
-                    ul {
-                        @for message in errors.email.iter().chain(errors.name.iter()) {
-                            li { (message) }
-                        }
-                    }
-                }
-            }
+            (error_summary(errors.messages()))
             // `novalidate`: the server's checks are the ones that count, so
             // the browser does not pre-empt them with its own messages.
             form method="POST" action="/signup" novalidate data-autumn-once {
-                (submit_token_field(token, field))
-                p {
-                    label for="email" { "Email" }
-                    input #email type="email" name="email" required autocomplete="email"
-                        value=(form.email.trim())
-                        aria-invalid=[errors.email.map(|_| "true")];
-                    @if let Some(message) = errors.email {
-                        span .error { " " (message) }
-                    }
-                }
-                p {
-                    label for="name" { "Name" }
-                    input #name type="text" name="name" required autocomplete="name"
-                        value=(form.name.trim())
-                        aria-invalid=[errors.name.map(|_| "true")];
-                    @if let Some(message) = errors.name {
-                        span .error { " " (message) }
-                    }
-                }
+                (submit_token_field(token, field_name))
+                (field("email", "Email", "email", "email", form.email.trim(), errors.email))
+                (field("name", "Name", "text", "name", form.name.trim(), errors.name))
+                (field("password", "Password", "password", "new-password", "", errors.password))
                 button type="submit" { "Sign up" }
             }
+            p { "Have an account? " a href="/login" { "Log in" } "." }
         },
     )
 }
@@ -149,8 +222,9 @@ pub(crate) async fn signup_form(
     )
 }
 
-/// `POST /signup`: creates the user and answers 303 to the welcome page, or
-/// 422 with the form again.
+/// `POST /signup`: creates the user, signs them in (a new session id) with
+/// a welcome message for the account page, and answers 303 to it; or 422
+/// with the form again.
 ///
 /// It takes a [`SubmitToken`] only to render that form again: the token the
 /// form posted was checked and consumed by the layer before this runs, and
@@ -159,6 +233,7 @@ pub(crate) async fn signup_form(
 pub(crate) async fn signup(
     Extension(site): Extension<Site>,
     users: Users,
+    session: Session,
     token: SubmitToken,
     field: SubmitFormField,
     Form(form): Form<SignupForm>,
@@ -171,19 +246,133 @@ pub(crate) async fn signup(
         Ok(signup) => signup,
         Err(errors) => return rejected(errors),
     };
-    if !site.signup_delay.is_zero() {
-        // SAAS_SIGNUP_DELAY_MS: long enough for a double-click to send a
-        // second post while this one still runs.
-        tokio::time::sleep(site.signup_delay).await;
-    }
+    site.hold().await;
     if let Some(gate) = &site.gate {
         gate.pass().await;
     }
-    match users.create(&signup.email, &signup.name).await? {
-        Some(user) => Ok(Redirect::to(&format!("/welcome?user={}", user.id)).into_response()),
-        None => rejected(Errors {
+    let hash = password::hash(form.password.clone()).await?;
+    let Some(user) = users.create(&signup.email, &signup.name, &hash).await? else {
+        return rejected(Errors {
             email: Some("This email address is already registered."),
             ..Errors::default()
-        }),
+        });
+    };
+    sign_in(&session, user.id).await?;
+    flash(&session, format!("Welcome, {}!", user.name)).await?;
+    Ok(Redirect::to("/account").into_response())
+}
+
+/// The login page, with `error` and the email entered when a post was
+/// rejected.
+fn login_page(
+    site: &Site,
+    token: &SubmitToken,
+    field_name: &SubmitFormField,
+    email: &str,
+    error: Option<&'static str>,
+) -> Markup {
+    page(
+        site,
+        None,
+        "Log in",
+        html! {
+            h1 { "Log in" }
+            (error_summary(error.into_iter()))
+            form method="POST" action="/login" novalidate data-autumn-once {
+                (submit_token_field(token, field_name))
+                (field("email", "Email", "email", "email", email.trim(), None))
+                (field("password", "Password", "password", "current-password", "", None))
+                button type="submit" { "Log in" }
+            }
+            p { "New here? " a href="/signup" { "Create an account" } "." }
+        },
+    )
+}
+
+/// `GET /login`: the login form, with a fresh one-time token.
+#[get("/login")]
+pub(crate) async fn login_form(
+    Extension(site): Extension<Site>,
+    token: SubmitToken,
+    field: SubmitFormField,
+) -> Markup {
+    login_page(&site, &token, &field, "", None)
+}
+
+/// `POST /login`: checks the password, counts the login, signs the user in
+/// (a new session id) and answers 303 to the account page; or 422 with the
+/// form again.
+#[post("/login")]
+pub(crate) async fn login(
+    Extension(site): Extension<Site>,
+    users: Users,
+    session: Session,
+    token: SubmitToken,
+    field: SubmitFormField,
+    Form(form): Form<LoginForm>,
+) -> AutumnResult<Response> {
+    let email = form.email.trim().to_lowercase();
+    let rejected = |error: &'static str| {
+        let page = login_page(&site, &token, &field, &form.email, Some(error));
+        Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
+    };
+    if email.is_empty() || form.password.is_empty() {
+        return rejected("Enter your email address and your password.");
     }
+    if form.password.chars().count() > MAX_PASSWORD_CHARS {
+        return rejected("That email address and password do not match an account.");
+    }
+    let found = users.find_with_password(&email).await?;
+    let (user, stored) = match found {
+        Some((user, stored)) => (Some(user), Some(stored)),
+        None => (None, None),
+    };
+    // The same work, and the same answer, whether or not the email exists.
+    let matches = password::verify(form.password.clone(), stored).await?;
+    let Some(user) = user.filter(|_| matches) else {
+        return rejected("That email address and password do not match an account.");
+    };
+    site.hold().await;
+    users.record_login(user.id).await?;
+    sign_in(&session, user.id).await?;
+    Ok(Redirect::to("/account").into_response())
+}
+
+/// `GET /logout`: a button that logs out (a form, so that logging out is a
+/// POST a link or an image on another page cannot trigger).
+///
+/// It is a page of its own because a request mints one submit token, and
+/// the account page's token is its profile form's.
+#[get("/logout")]
+pub(crate) async fn logout_form(
+    Extension(site): Extension<Site>,
+    viewer: Viewer,
+    token: SubmitToken,
+    field: SubmitFormField,
+) -> Response {
+    let Some(user) = viewer.user else {
+        return Redirect::to("/").into_response();
+    };
+    page(
+        &site,
+        Some(&user),
+        "Log out",
+        html! {
+            h1 { "Log out" }
+            p { "Signed in as " strong { (user.email) } "." }
+            form method="POST" action="/logout" data-autumn-once {
+                (submit_token_field(&token, &field))
+                button type="submit" { "Log out" }
+            }
+        },
+    )
+    .into_response()
+}
+
+/// `POST /logout`: forgets the session (its id is retired and the cookie
+/// removed) and answers 303 to the home page.
+#[post("/logout")]
+pub(crate) async fn logout(session: Session) -> AutumnResult<Redirect> {
+    session.flush().await?;
+    Ok(Redirect::to("/"))
 }

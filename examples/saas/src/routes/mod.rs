@@ -1,6 +1,8 @@
-//! The pages: the shared layout, the welcome page and the user lists. The
-//! signup form is in [`auth`].
+//! The pages: the shared layout, the home page and the user lists. Signing
+//! up, in and out is in [`auth`], the account page and its profile form in
+//! [`account`].
 
+pub(crate) mod account;
 pub(crate) mod auth;
 
 use autumn_web::Route;
@@ -8,11 +10,10 @@ use autumn_web::prelude::*;
 use autumn_web::security::double_submit_guard;
 use axum::Extension;
 use maud::DOCTYPE;
-use serde::Deserialize;
-use uuid::Uuid;
 
 use crate::Site;
-use crate::users::{User, Users};
+use crate::signed_in::Viewer;
+use crate::users::{Stats, User, Users};
 
 /// Every route of the app.
 pub(crate) fn all() -> Vec<Route> {
@@ -20,14 +21,22 @@ pub(crate) fn all() -> Vec<Route> {
         home,
         auth::signup_form,
         auth::signup,
-        welcome,
+        auth::login_form,
+        auth::login,
+        auth::logout_form,
+        auth::logout,
+        account::account,
+        account::save_profile,
+        account::avatar,
         users_page,
-        users_json
+        users_json,
+        stats_json
     ]
 }
 
-/// The page around `content`, with the guard script when the app opted in.
-pub(crate) fn page(site: &Site, title: &str, content: Markup) -> Markup {
+/// The page around `content`, with a menu for `viewer` (signed in or not)
+/// and the guard script when the app opted in.
+pub(crate) fn page(site: &Site, viewer: Option<&User>, title: &str, content: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -38,9 +47,19 @@ pub(crate) fn page(site: &Site, title: &str, content: Markup) -> Markup {
             }
             body {
                 nav {
-                    a href="/signup" { "Sign up" }
-                    " · "
-                    a href="/users" { "Users" }
+                    @if let Some(user) = viewer {
+                        a href="/account" { (user.name) }
+                        " · "
+                        a href="/users" { "Users" }
+                        " · "
+                        a href="/logout" { "Log out" }
+                    } @else {
+                        a href="/signup" { "Sign up" }
+                        " · "
+                        a href="/login" { "Log in" }
+                        " · "
+                        a href="/users" { "Users" }
+                    }
                 }
                 main { (content) }
                 @if site.with_guard {
@@ -51,58 +70,36 @@ pub(crate) fn page(site: &Site, title: &str, content: Markup) -> Markup {
     }
 }
 
-/// `GET /`: to the signup form.
+/// `GET /`: the account page for someone signed in, else a welcome.
 #[get("/")]
-pub(crate) async fn home() -> Redirect {
-    Redirect::to("/signup")
-}
-
-/// The query of `GET /welcome`.
-#[derive(Debug, Deserialize)]
-pub(crate) struct WelcomeQuery {
-    user: Option<Uuid>,
-}
-
-/// `GET /welcome?user=<id>`: where a successful signup lands.
-#[get("/welcome")]
-pub(crate) async fn welcome(
-    Extension(site): Extension<Site>,
-    users: Users,
-    Query(query): Query<WelcomeQuery>,
-) -> AutumnResult<Markup> {
-    let user = match query.user {
-        Some(id) => Some(
-            users
-                .find(id)
-                .await?
-                .ok_or_else(|| AutumnError::not_found("no such user"))?,
-        ),
-        None => None,
-    };
-    Ok(page(
+pub(crate) async fn home(Extension(site): Extension<Site>, viewer: Viewer) -> Response {
+    if viewer.user.is_some() {
+        return Redirect::to("/account").into_response();
+    }
+    page(
         &site,
+        None,
         "Welcome",
         html! {
-            @if let Some(user) = &user {
-                h1 { "Welcome, " (user.name) "!" }
-                p { "Your account " strong { (user.email) } " is ready." }
-            } @else {
-                h1 { "Welcome!" }
-            }
-            p { a href="/users" { "See everyone who signed up" } }
+            h1 { "Autumn SaaS" }
+            p { "Every form here runs once, however often the browser sends it." }
+            p { a href="/signup" { "Create an account" } " or " a href="/login" { "log in" } "." }
         },
-    ))
+    )
+    .into_response()
 }
 
 /// `GET /users`: every user, as an HTML table.
 #[get("/users")]
 pub(crate) async fn users_page(
     Extension(site): Extension<Site>,
+    viewer: Viewer,
     users: Users,
 ) -> AutumnResult<Markup> {
     let users = users.list().await?;
     Ok(page(
         &site,
+        viewer.user.as_ref(),
         "Users",
         html! {
             h1 { "Users" }
@@ -126,4 +123,11 @@ pub(crate) async fn users_page(
 #[get("/users.json")]
 pub(crate) async fn users_json(users: Users) -> AutumnResult<Json<Vec<User>>> {
     Ok(Json(users.list().await?))
+}
+
+/// `GET /stats.json`: how many users, logins and avatar uploads there have
+/// been: what a double-click must not double.
+#[get("/stats.json")]
+pub(crate) async fn stats_json(users: Users) -> AutumnResult<Json<Stats>> {
+    Ok(Json(users.stats().await?))
 }
