@@ -122,14 +122,21 @@ async fn create_shows_the_token_once_and_only_its_hash_is_stored(subject: Subjec
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|window| window == needle)
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
 }
 
 async fn lookup_is_by_prefix_and_a_wrong_secret_under_a_known_prefix_is_refused(subject: Subject) {
     let a = subject.tokens.create("a", "one", None).await.expect("a");
     let b = subject.tokens.create("b", "two", None).await.expect("b");
     assert_eq!(
-        subject.tokens.authenticate(a.token()).await.expect("a").id(),
+        subject
+            .tokens
+            .authenticate(a.token())
+            .await
+            .expect("a")
+            .id(),
         "a"
     );
     let principal = subject.tokens.authenticate(b.token()).await.expect("b");
@@ -155,7 +162,10 @@ async fn lookup_is_by_prefix_and_a_wrong_secret_under_a_known_prefix_is_refused(
     );
 
     let duplicate = subject.store().insert(a.record()).await;
-    assert_eq!(duplicate, Err(ApiTokenStoreError::Duplicate(a.id().to_owned())));
+    assert_eq!(
+        duplicate,
+        Err(ApiTokenStoreError::Duplicate(a.id().to_owned()))
+    );
     let listed: Vec<String> = subject
         .tokens
         .list("b")
@@ -168,8 +178,16 @@ async fn lookup_is_by_prefix_and_a_wrong_secret_under_a_known_prefix_is_refused(
 }
 
 async fn a_revoked_token_stops_working_at_once(subject: Subject) {
-    let created = subject.tokens.create("agent", "ci", None).await.expect("create");
-    subject.tokens.authenticate(created.token()).await.expect("works");
+    let created = subject
+        .tokens
+        .create("agent", "ci", None)
+        .await
+        .expect("create");
+    subject
+        .tokens
+        .authenticate(created.token())
+        .await
+        .expect("works");
     subject.clock.advance(Duration::from_millis(5));
     assert!(subject.tokens.revoke(created.id()).await.expect("revoke"));
     assert_eq!(
@@ -177,7 +195,13 @@ async fn a_revoked_token_stops_working_at_once(subject: Subject) {
         Err(ApiTokenRejection::Invalid)
     );
     assert!(!subject.tokens.revoke(created.id()).await.expect("again"));
-    assert!(!subject.tokens.revoke("0000000000000000").await.expect("none"));
+    assert!(
+        !subject
+            .tokens
+            .revoke("0000000000000000")
+            .await
+            .expect("none")
+    );
     let kept = subject.store().find(created.id()).await.expect("find");
     assert_eq!(
         kept.and_then(|record| record.revoked_at_millis),
@@ -192,19 +216,37 @@ async fn a_token_expires_by_the_clock(subject: Subject) {
         .await
         .expect("create");
     subject.clock.advance(Duration::from_millis(59_999));
-    subject.tokens.authenticate(created.token()).await.expect("still valid");
+    subject
+        .tokens
+        .authenticate(created.token())
+        .await
+        .expect("still valid");
     subject.clock.advance(Duration::from_millis(1));
     assert_eq!(
         subject.tokens.authenticate(created.token()).await,
         Err(ApiTokenRejection::Invalid)
     );
-    let forever = subject.tokens.create("agent", "long", None).await.expect("create");
-    subject.clock.advance(Duration::from_secs(10 * 365 * 86_400));
-    subject.tokens.authenticate(forever.token()).await.expect("no expiry");
+    let forever = subject
+        .tokens
+        .create("agent", "long", None)
+        .await
+        .expect("create");
+    subject
+        .clock
+        .advance(Duration::from_secs(10 * 365 * 86_400));
+    subject
+        .tokens
+        .authenticate(forever.token())
+        .await
+        .expect("no expiry");
 }
 
 async fn last_used_at_is_written_at_most_once_a_minute(subject: Subject) {
-    let created = subject.tokens.create("agent", "ci", None).await.expect("create");
+    let created = subject
+        .tokens
+        .create("agent", "ci", None)
+        .await
+        .expect("create");
     let last_used = || async {
         subject
             .store()
@@ -217,21 +259,47 @@ async fn last_used_at_is_written_at_most_once_a_minute(subject: Subject) {
     assert_eq!(last_used().await, None);
     let start = created.record().created_at_millis;
 
-    subject.tokens.authenticate(created.token()).await.expect("use");
+    subject
+        .tokens
+        .authenticate(created.token())
+        .await
+        .expect("use");
     assert_eq!(last_used().await, Some(start));
-    subject.clock.advance(LAST_USED_EVERY - Duration::from_millis(1));
-    subject.tokens.authenticate(created.token()).await.expect("use");
+    subject
+        .clock
+        .advance(LAST_USED_EVERY - Duration::from_millis(1));
+    subject
+        .tokens
+        .authenticate(created.token())
+        .await
+        .expect("use");
     assert_eq!(last_used().await, Some(start), "not on every request");
     subject.clock.advance(Duration::from_millis(1));
-    subject.tokens.authenticate(created.token()).await.expect("use");
+    subject
+        .tokens
+        .authenticate(created.token())
+        .await
+        .expect("use");
     let minute = start + 60_000;
     assert_eq!(last_used().await, Some(minute), "once the minute is up");
 
     // Two replicas that both saw it stale write once between them.
     let now = minute + 60_000;
     let stale_before = now - 60_000;
-    assert!(subject.store().touch(created.id(), now, stale_before).await.expect("touch"));
-    assert!(!subject.store().touch(created.id(), now, stale_before).await.expect("touch"));
+    assert!(
+        subject
+            .store()
+            .touch(created.id(), now, stale_before)
+            .await
+            .expect("touch")
+    );
+    assert!(
+        !subject
+            .store()
+            .touch(created.id(), now, stale_before)
+            .await
+            .expect("touch")
+    );
 }
 
 /// Runs each listed case as a test on every store.

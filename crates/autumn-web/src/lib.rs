@@ -89,9 +89,9 @@ pub mod reexports {
 
 /// What most handlers need: `use autumn_web::prelude::*;`.
 pub mod prelude {
+    pub use crate::api_token::ApiPrincipal;
     #[cfg(feature = "database")]
     pub use crate::db::Db;
-    pub use crate::api_token::ApiPrincipal;
     pub use crate::session::Session;
     pub use crate::{
         AutumnError, AutumnResult, Route, RouteIdempotency, delete, get, patch, post, put, routes,

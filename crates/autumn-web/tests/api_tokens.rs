@@ -276,7 +276,10 @@ async fn a_handler_checked_token_is_scoped_by_the_raw_header_so_a_refreshed_toke
 
     let other_header = post_as(&client, "/checked", Some(&refreshed), "k", "n").await;
     other_header.assert_status(201);
-    assert!(!replayed(&other_header), "a refreshed token is a new caller");
+    assert!(
+        !replayed(&other_header),
+        "a refreshed token is a new caller"
+    );
     assert_ne!(run_of(&other_header), run_of(&first), "and runs again");
 
     let no_header = post_as(&client, "/checked", None, "k", "n").await;
@@ -287,7 +290,9 @@ async fn a_handler_checked_token_is_scoped_by_the_raw_header_so_a_refreshed_toke
 /// Asserts that behind `client`'s wrapped `RequireApiToken` a first run is
 /// recorded and authenticated, and a retry answers 409.
 async fn assert_fails_closed(client: &TestClient, tokens: &ApiTokens, path: &str) {
-    post_as(client, path, None, "k", "n").await.assert_status(401);
+    post_as(client, path, None, "k", "n")
+        .await
+        .assert_status(401);
     let token = token_for(tokens, &unique("agent")).await;
     let first = post_as(client, path, Some(&token), "k", "n").await;
     first.assert_status(201);
@@ -302,7 +307,10 @@ async fn assert_fails_closed(client: &TestClient, tokens: &ApiTokens, path: &str
         retry.json::<Value>()["code"],
         "idempotency_replay_unavailable"
     );
-    assert_eq!(retry.header("content-type"), Some("application/problem+json"));
+    assert_eq!(
+        retry.header("content-type"),
+        Some("application/problem+json")
+    );
 }
 
 /// "Wrapping RequireApiToken in a ServiceBuilder stack ... still fails
@@ -381,7 +389,11 @@ async fn missing_bad_expired_and_revoked_tokens_get_401_problems_with_a_bearer_c
     let garbage = "atk_not-a-token".to_owned();
     let mut forged = expiring.token().to_owned();
     forged.pop();
-    forged.push(if expiring.token().ends_with('0') { '1' } else { '0' });
+    forged.push(if expiring.token().ends_with('0') {
+        '1'
+    } else {
+        '0'
+    });
     for (what, token) in [
         ("garbage", garbage.as_str()),
         ("forged secret", forged.as_str()),
@@ -391,8 +403,15 @@ async fn missing_bad_expired_and_revoked_tokens_get_401_problems_with_a_bearer_c
         let refused = post_as(&client, "/notes", Some(token), "k2", "n").await;
         assert_eq!(refused.status(), 401, "{what}");
         refused.assert_header("www-authenticate", "Bearer error=\"invalid_token\"");
-        assert_eq!(refused.header("content-type"), Some("application/problem+json"));
-        assert_eq!(refused.json::<Value>()["code"], "api_token_invalid", "{what}");
+        assert_eq!(
+            refused.header("content-type"),
+            Some("application/problem+json")
+        );
+        assert_eq!(
+            refused.json::<Value>()["code"],
+            "api_token_invalid",
+            "{what}"
+        );
     }
 }
 
@@ -400,9 +419,7 @@ async fn missing_bad_expired_and_revoked_tokens_get_401_problems_with_a_bearer_c
 
 /// A session's record is never replayed to a bearer client, nor the
 /// reverse: the same key and body from each runs once for each.
-async fn a_sessions_record_is_never_replayed_to_a_bearer_client_nor_the_reverse(
-    backend: Backend,
-) {
+async fn a_sessions_record_is_never_replayed_to_a_bearer_client_nor_the_reverse(backend: Backend) {
     let (client, tokens) = app_on(backend);
     let browser = client.new_browser();
     browser.post("/login").send().await.assert_status(200);
@@ -422,14 +439,20 @@ async fn a_sessions_record_is_never_replayed_to_a_bearer_client_nor_the_reverse(
     assert!(session_run.json::<Value>()["caller"].is_null());
     let bearer_run = post_as(&client, "/notes", Some(&token), &key, "shared").await;
     bearer_run.assert_status(201);
-    assert!(!replayed(&bearer_run), "the session's record is not the bearer's");
+    assert!(
+        !replayed(&bearer_run),
+        "the session's record is not the bearer's"
+    );
     assert_ne!(run_of(&bearer_run), run_of(&session_run));
 
     // The bearer client first, then the session.
     let key = unique("bearer-first");
     let bearer_run = post_as(&client, "/notes", Some(&token), &key, "shared").await;
     let session_run = from_browser(key.clone()).await;
-    assert!(!replayed(&session_run), "the bearer's record is not the session's");
+    assert!(
+        !replayed(&session_run),
+        "the bearer's record is not the session's"
+    );
     assert_ne!(run_of(&bearer_run), run_of(&session_run));
 
     // Each still replays its own.

@@ -32,7 +32,9 @@ impl MemoryApiTokenStore {
         Self::default()
     }
 
-    fn records(&self) -> Result<MutexGuard<'_, HashMap<String, ApiTokenRecord>>, ApiTokenStoreError> {
+    fn records(
+        &self,
+    ) -> Result<MutexGuard<'_, HashMap<String, ApiTokenRecord>>, ApiTokenStoreError> {
         self.records.lock().map_err(|_| {
             ApiTokenStoreError::Backend("the memory API-token store was poisoned by a panic".into())
         })

@@ -50,8 +50,8 @@ mod tokens;
 
 #[cfg(feature = "database")]
 pub use database::DbApiTokenStore;
-pub(crate) use layer::register;
 pub use layer::RequireApiToken;
+pub(crate) use layer::register;
 pub use memory::MemoryApiTokenStore;
 pub use principal::ApiPrincipal;
 pub use rejection::ApiTokenRejection;

@@ -68,7 +68,10 @@ impl IntoResponse for ApiTokenRejection {
         };
         let headers = response.headers_mut();
         if let Some(challenge) = challenge {
-            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
         } else {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }

@@ -107,12 +107,22 @@ mod tests {
         let a = generate().expect("randomness");
         let b = generate().expect("randomness");
         assert_ne!(a.token, b.token);
-        assert_eq!(a.token.len(), 4 + 16 + 1 + 48, "192 secret bits, 64 prefix bits");
+        assert_eq!(
+            a.token.len(),
+            4 + 16 + 1 + 48,
+            "192 secret bits, 64 prefix bits"
+        );
         assert_eq!(prefix_of(&a.token), Some(a.prefix.as_str()));
         assert_eq!(a.hash, hash(&a.token));
         assert!(!hashes_match(&a.hash, &b.hash));
         assert!(hashes_match(&a.hash, &hash(&a.token)));
-        for bad in ["", "atk_", "atk_zz_yy", &a.token[1..], &a.token.to_uppercase()] {
+        for bad in [
+            "",
+            "atk_",
+            "atk_zz_yy",
+            &a.token[1..],
+            &a.token.to_uppercase(),
+        ] {
             assert_eq!(prefix_of(bad), None, "{bad}");
         }
     }
@@ -121,7 +131,10 @@ mod tests {
     fn the_bearer_scheme_is_case_insensitive_and_others_are_not_tokens() {
         let mut headers = HeaderMap::new();
         assert_eq!(presented(&headers), Presented::Nothing);
-        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("bearer  abc"));
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer  abc"),
+        );
         assert_eq!(presented(&headers), Presented::Bearer("abc"));
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
         assert_eq!(presented(&headers), Presented::Nothing);

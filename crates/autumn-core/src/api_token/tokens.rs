@@ -148,9 +148,8 @@ impl ApiTokens {
             principal: principal.to_owned(),
             name: name.to_owned(),
             created_at_millis: now,
-            expires_at_millis: expires_in.map(|ttl| {
-                now.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
-            }),
+            expires_at_millis: expires_in
+                .map(|ttl| now.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))),
             last_used_at_millis: None,
             revoked_at_millis: None,
         };

@@ -48,7 +48,8 @@ use super::layer::{ReplayMode, Settings};
 use crate::body::{ReadError, read_whole};
 use crate::context::{
     ForwardedReplay, IdempotencyContext, IdempotencyScope, OpaqueCaller,
-    OptedIntoReplayThroughInner, PassedReplayLayer, PendingReplay, ReplayRefused, Replayed, carries_forwarded,
+    OptedIntoReplayThroughInner, PassedReplayLayer, PendingReplay, ReplayRefused, Replayed,
+    carries_forwarded,
 };
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
 use crate::finalize::FinalizeHook;
