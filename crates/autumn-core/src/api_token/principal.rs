@@ -19,7 +19,7 @@ use super::rejection::ApiTokenRejection;
 /// async fn whoami(principal: ApiPrincipal) -> String {
 ///     format!("{} via {}", principal.id(), principal.token_name())
 /// }
-/// # let _ = axum::routing::get(whoami);
+/// # let _: axum::routing::MethodRouter = axum::routing::get(whoami);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiPrincipal {
