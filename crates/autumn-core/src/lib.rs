@@ -4,6 +4,7 @@
 //! Users depend on the `autumn-web` facade, which re-exports what is here.
 
 mod actuator;
+pub mod api_token;
 pub mod app;
 pub mod config;
 pub mod cross_origin;

@@ -58,6 +58,40 @@ impl IdempotencyScope {
         self
     }
 
+    /// The same scope without its parts named `kind`: a layer that resolves
+    /// the caller better than a raw header did (the principal behind a
+    /// bearer token) drops the raw part before adding its own.
+    ///
+    /// ```
+    /// use autumn_idempotency::IdempotencyScope;
+    ///
+    /// let raw = IdempotencyScope::default()
+    ///     .with_part("session", "abc")
+    ///     .with_part("authorization", "Bearer one");
+    /// let resolved = raw.without_part("authorization").with_part("principal", "agent-7");
+    /// let refreshed = IdempotencyScope::default()
+    ///     .with_part("session", "abc")
+    ///     .with_part("authorization", "Bearer two")
+    ///     .without_part("authorization")
+    ///     .with_part("principal", "agent-7");
+    /// assert_eq!(resolved, refreshed);
+    /// ```
+    #[must_use]
+    pub fn without_part(self, kind: &str) -> Self {
+        let mut kept = Self::default();
+        let mut rest = self.encoded.as_slice();
+        while let Some((name, after)) = split_part(rest) {
+            let Some((value, after)) = split_part(after) else {
+                break;
+            };
+            if name != kind.as_bytes() {
+                kept = kept.with_part(&String::from_utf8_lossy(name), value);
+            }
+            rest = after;
+        }
+        kept
+    }
+
     /// The canonical bytes folded into the storage key.
     pub fn as_bytes(&self) -> &[u8] {
         &self.encoded
@@ -97,6 +131,23 @@ fn split_part(encoded: &[u8]) -> Option<(&[u8], &[u8])> {
     let length = usize::try_from(u64::from_be_bytes(*length)).ok()?;
     (length <= rest.len()).then(|| rest.split_at(length))
 }
+
+/// Put in a request's extensions by a layer that decided who the caller is
+/// where the idempotency layer cannot see it (an authentication layer
+/// wrapped in a `ServiceBuilder` stack, say): the scope still keeps callers
+/// apart, but nothing proves a retry passed the same checks, so a hit on a
+/// record answers 409 `idempotency_replay_unavailable` instead of a replay.
+/// The first run is recorded as usual.
+///
+/// ```
+/// use autumn_idempotency::OpaqueCaller;
+///
+/// let mut request = http::Request::new(());
+/// request.extensions_mut().insert(OpaqueCaller);
+/// assert!(request.extensions().get::<OpaqueCaller>().is_some());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpaqueCaller;
 
 /// The request's idempotency state, handed to the handler through request
 /// extensions while it holds the lock on its storage key.

@@ -33,7 +33,7 @@ pub mod replay;
 pub mod store;
 pub mod submit;
 
-pub use context::{IdempotencyContext, IdempotencyScope};
+pub use context::{IdempotencyContext, IdempotencyScope, OpaqueCaller};
 #[cfg(feature = "database")]
 pub use database::{DbIdempotencyStore, FRAMEWORK_MIGRATIONS};
 pub use detach::{detached_runs, wait_for_detached_runs};

@@ -28,13 +28,20 @@
 //! [middleware](docs::middleware),
 //! [running several replicas](docs::cloud_native),
 //! [submit tokens](docs::submit_tokens),
-//! [cross-origin requests](docs::security).
+//! [cross-origin requests](docs::security),
+//! [API tokens](docs::api_tokens).
 
 pub use autumn_core::{
     AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, Route,
     RouteIdempotency, app,
 };
 pub use autumn_macros::{delete, get, main, patch, post, put, routes};
+
+/// API tokens: [`RequireApiToken`](api_token::RequireApiToken), the
+/// [`ApiPrincipal`](api_token::ApiPrincipal) extractor and the stores.
+pub mod api_token {
+    pub use autumn_core::api_token::*;
+}
 
 /// Configuration: [`AutumnConfig`] and its sections.
 pub mod config {
@@ -82,6 +89,7 @@ pub mod reexports {
 
 /// What most handlers need: `use autumn_web::prelude::*;`.
 pub mod prelude {
+    pub use crate::api_token::ApiPrincipal;
     #[cfg(feature = "database")]
     pub use crate::db::Db;
     pub use crate::session::Session;
@@ -113,6 +121,8 @@ pub mod docs {
     pub mod sessions {}
     #[doc = include_str!("../../../docs/security.md")]
     pub mod security {}
+    #[doc = include_str!("../../../docs/api-tokens.md")]
+    pub mod api_tokens {}
 }
 
 #[doc(hidden)]

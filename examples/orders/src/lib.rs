@@ -8,12 +8,20 @@
 //! Orders live in memory, or in the app database when `[database] url` is
 //! set (PostgreSQL or SQLite); the idempotency store is whatever
 //! `[idempotency] backend` says. Both are configuration only.
+//!
+//! With `ORDERS_REQUIRE_TOKEN=true` every request needs an API token
+//! (`Authorization: Bearer atk_...`), made with `orders create-token NAME`
+//! and kept in the app database: see [`token_app`] and [`create_token`].
 
 mod repository;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use autumn_web::AppBuilder;
+use autumn_web::api_token::{ApiTokens, DbApiTokenStore, NewApiToken, RequireApiToken};
+use autumn_web::config::AutumnConfig;
+use autumn_web::db::{DbPool, FRAMEWORK_MIGRATIONS};
 use autumn_web::prelude::*;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -79,4 +87,63 @@ pub fn app(memory: Orders) -> AppBuilder {
         .routes(routes![create_order, list_orders])
         .layer(axum::Extension(memory))
         .idempotent()
+}
+
+/// The environment variable that turns on API tokens: `true` or `1`.
+pub const REQUIRE_TOKEN_ENV: &str = "ORDERS_REQUIRE_TOKEN";
+
+/// Whether [`REQUIRE_TOKEN_ENV`] asks for API tokens.
+pub fn require_token() -> bool {
+    std::env::var(REQUIRE_TOKEN_ENV).is_ok_and(|value| matches!(value.as_str(), "true" | "1"))
+}
+
+/// The app with every request needing a token from `tokens`. Mounted with
+/// `AppBuilder::layer`, so a retry is scoped by the token's principal: an
+/// agent that refreshes its token between attempts still gets its replay.
+pub fn token_app(memory: Orders, tokens: ApiTokens) -> AppBuilder {
+    app(memory).layer(RequireApiToken::new(tokens))
+}
+
+/// The API tokens in the app database `config` names (`[database] url`).
+///
+/// # Errors
+///
+/// A message naming the setting when there is no database URL or the pool
+/// cannot be made.
+pub fn tokens(config: &AutumnConfig) -> Result<ApiTokens, String> {
+    Ok(ApiTokens::new(Arc::new(DbApiTokenStore::new(pool(
+        config,
+    )?))))
+}
+
+fn pool(config: &AutumnConfig) -> Result<DbPool, String> {
+    let Some(url) = &config.database.url else {
+        return Err(format!(
+            "API tokens are kept in the app database: set database.url (AUTUMN_DATABASE__URL) to use {REQUIRE_TOKEN_ENV} or create-token"
+        ));
+    };
+    DbPool::new(
+        url,
+        config.database.pool_size as usize,
+        Duration::from_millis(config.database.connect_timeout_ms),
+    )
+    .map_err(|error| format!("cannot use database.url: {error}"))
+}
+
+/// `orders create-token NAME`: a new token acting for `name`, in the
+/// database `config` names (its tables created first when missing).
+///
+/// # Errors
+///
+/// A one-line message when the database cannot be used.
+pub async fn create_token(config: &AutumnConfig, name: &str) -> Result<NewApiToken, String> {
+    let pool = pool(config)?;
+    FRAMEWORK_MIGRATIONS
+        .run(&pool)
+        .await
+        .map_err(|error| format!("cannot create the framework tables: {error}"))?;
+    ApiTokens::new(Arc::new(DbApiTokenStore::new(pool)))
+        .create(name, name, None)
+        .await
+        .map_err(|error| error.to_string())
 }

@@ -216,3 +216,89 @@ fn startup_fails_fast_with_one_line_naming_the_key() {
         "{typo}"
     );
 }
+
+/// `orders create-token NAME` against `database_url`: the token it prints.
+fn create_token(database_url: &str, name: &str) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_orders"))
+        .args(["create-token", name])
+        .env("AUTUMN_DATABASE__URL", database_url)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the orders binary runs");
+    assert!(
+        output.status.success(),
+        "create-token failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let tokens: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("atk_"))
+        .collect();
+    assert_eq!(tokens.len(), 1, "the token, once: {stdout}");
+    tokens[0].to_owned()
+}
+
+async fn http_as(url: &str, token: Option<&str>, key: &str, body: &str) -> (u16, String) {
+    use http_body_util::BodyExt as _;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let mut request = http::Request::builder()
+        .method("POST")
+        .uri(url)
+        .header("content-type", "application/json")
+        .header("idempotency-key", key);
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let request = request
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_owned(),
+        )))
+        .expect("request");
+    let response = client.request(request).await.expect("the server answers");
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn create_token_prints_a_token_the_api_accepts_and_a_refreshed_token_replays() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let database = format!("sqlite://{}", dir.path().join("orders.db").display());
+    let first_token = create_token(&database, "agent-1");
+
+    let mut command = Command::new(env!("CARGO_BIN_EXE_orders"));
+    command
+        .env("AUTUMN_DATABASE__URL", &database)
+        .env("ORDERS_REQUIRE_TOKEN", "true");
+    let server = start_binary_with(command);
+    let orders = server.url("/orders");
+    let order = r#"{"item":"widget","qty":2}"#;
+
+    let (status, refused) = http_as(&orders, None, "t1", order).await;
+    assert_eq!(status, 401, "{refused}");
+    let (status, first) = http_as(&orders, Some(&first_token), "t1", order).await;
+    assert_eq!(status, 201, "{first}");
+
+    // The agent refreshes its token (same principal) and retries.
+    let refreshed = create_token(&database, "agent-1");
+    assert_ne!(refreshed, first_token);
+    let (status, retry) = http_as(&orders, Some(&refreshed), "t1", order).await;
+    assert_eq!((status, &retry), (201, &first), "the retry replays");
+
+    // Another agent with the same key runs its own order.
+    let other = create_token(&database, "agent-2");
+    let (status, own) = http_as(&orders, Some(&other), "t1", order).await;
+    assert_eq!(status, 201);
+    assert_ne!(own, first);
+}
+
+fn start_binary_with(command: Command) -> ServerProcess {
+    ServerProcess::start(command)
+}

@@ -101,7 +101,12 @@ impl AppBuilder {
     /// idempotency scope is set by then, so an `IdempotencyLayer` added here
     /// scopes like Autumn's), and before submit tokens and idempotency, so a
     /// retry passes through them again before it is replayed.
-    pub fn layer<L>(mut self, layer: L) -> Self
+    ///
+    /// A [`RequireApiToken`](crate::api_token::RequireApiToken) added here
+    /// (itself, not wrapped in another layer) also tells the idempotency
+    /// layer who the token acts for: a retry is scoped, and replayed, by the
+    /// principal rather than the token.
+    pub fn layer<L>(mut self, mut layer: L) -> Self
     where
         L: tower::Layer<axum::routing::Route> + Clone + Send + Sync + 'static,
         L::Service: tower::Service<Request> + Clone + Send + Sync + 'static,
@@ -109,6 +114,7 @@ impl AppBuilder {
         <L::Service as tower::Service<Request>>::Error: Into<std::convert::Infallible> + 'static,
         <L::Service as tower::Service<Request>>::Future: Send + 'static,
     {
+        crate::api_token::register(&mut layer);
         self.layers
             .push(Box::new(move |router| router.layer(layer)));
         self

@@ -21,8 +21,8 @@ pub struct FrameworkMigrations {
     _private: (),
 }
 
-/// The framework's own migrations: the `autumn_idempotency_keys` and
-/// `autumn_sessions` tables.
+/// The framework's own migrations: the `autumn_idempotency_keys`,
+/// `autumn_sessions` and `autumn_api_tokens` tables.
 pub const FRAMEWORK_MIGRATIONS: FrameworkMigrations = FrameworkMigrations { _private: () };
 
 impl FrameworkMigrations {

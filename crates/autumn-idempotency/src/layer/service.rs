@@ -9,7 +9,8 @@
 //!    |- store error                  -> 503 (lookup) or 409 (lock); handler not run
 //!    |- InFlight                     -> 409 + Retry-After: 1
 //!    |- Completed, other fingerprint -> 422
-//!    |- Completed, same fingerprint  -> Direct: replay
+//!    |- Completed, same fingerprint  -> OpaqueCaller in the extensions: 409
+//!    |                                  Direct: replay
 //!    |                                  record made through a replay layer:
 //!    |                                    forward to the route's IdempotencyReplayLayer
 //!    |                                  otherwise: 409 (fail closed)
@@ -46,8 +47,9 @@ use super::future::ResponseFuture;
 use super::layer::{ReplayMode, Settings};
 use crate::body::{ReadError, read_whole};
 use crate::context::{
-    ForwardedReplay, IdempotencyContext, IdempotencyScope, OptedIntoReplayThroughInner,
-    PassedReplayLayer, PendingReplay, ReplayRefused, Replayed, carries_forwarded,
+    ForwardedReplay, IdempotencyContext, IdempotencyScope, OpaqueCaller,
+    OptedIntoReplayThroughInner, PassedReplayLayer, PendingReplay, ReplayRefused, Replayed,
+    carries_forwarded,
 };
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
 use crate::finalize::FinalizeHook;
@@ -357,7 +359,19 @@ where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
 {
+    // A layer Autumn cannot see through decided who is asking: nothing
+    // proves this retry passed the same checks, whatever the route's mode.
+    let opaque = parts.extensions.get::<OpaqueCaller>().is_some();
     match settings.mode {
+        _ if opaque => {
+            settings.metrics.conflict();
+            tracing::debug!(
+                idempotency.key = %key_str(&key),
+                idempotency.replayed = false,
+                "replay refused: an opaque layer authenticated the caller"
+            );
+            Step::Respond(IdempotencyRejection::ReplayUnavailable.into_response())
+        }
         ReplayMode::Direct => {
             settings.metrics.hit();
             tracing::debug!(

@@ -1,0 +1,113 @@
+//! [`RequireApiTokenService`]: what happens to a request.
+//!
+//! ```text
+//! no bearer token      -> 401 Bearer (or on, unauthenticated, with allow_anonymous)
+//! malformed / unknown / expired / revoked -> 401 Bearer error="invalid_token"
+//! store error          -> 503, nothing run
+//! valid                -> ApiPrincipal into the extensions; then
+//!                           mounted with AppBuilder::layer: the scope's raw
+//!                             `authorization` part becomes a `principal` part
+//!                           anywhere else: OpaqueCaller (a hit answers 409)
+//! ```
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use autumn_idempotency::{IdempotencyScope, OpaqueCaller};
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use tower::Service;
+
+use super::layer::Settings;
+use super::rejection::ApiTokenRejection;
+use super::token::{Presented, presented};
+
+/// The service [`RequireApiToken`](super::RequireApiToken) wraps a service
+/// in. See the [module docs](super).
+#[derive(Clone, Debug)]
+pub struct RequireApiTokenService<S> {
+    inner: S,
+    settings: Arc<Settings>,
+}
+
+impl<S> RequireApiTokenService<S> {
+    pub(crate) fn new(inner: S, settings: Arc<Settings>) -> Self {
+        Self { inner, settings }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+/// The future of a [`RequireApiTokenService`] call.
+pub type RequireApiTokenFuture =
+    Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send + 'static>>;
+
+impl<S> Service<Request> for RequireApiTokenService<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = RequireApiTokenFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let token = match presented(request.headers()) {
+            Presented::Bearer(token) => token.to_owned(),
+            Presented::Nothing if self.settings.anonymous => {
+                return Box::pin(self.inner.call(request));
+            }
+            Presented::Nothing => return refuse(ApiTokenRejection::Missing),
+            Presented::Malformed => return refuse(ApiTokenRejection::Invalid),
+        };
+        // The clone goes into the future; the service that was polled ready
+        // is the one that gets called.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let settings = self.settings.clone();
+        Box::pin(async move {
+            let principal = match settings.tokens.authenticate(&token).await {
+                Ok(principal) => principal,
+                Err(rejection) => return Ok(rejection.into_response()),
+            };
+            let extensions = request.extensions_mut();
+            if settings.registered {
+                // The principal, not the token: an agent that refreshes its
+                // token between attempts still finds its record.
+                if let Some(scope) = extensions.get_mut::<IdempotencyScope>() {
+                    *scope = std::mem::take(scope)
+                        .without_part("authorization")
+                        .with_part("principal", principal.id());
+                }
+            } else {
+                extensions.insert(OpaqueCaller);
+            }
+            extensions.insert(principal);
+            inner.call(request).await
+        })
+    }
+}
+
+fn refuse(rejection: ApiTokenRejection) -> RequireApiTokenFuture {
+    Box::pin(std::future::ready(Ok(rejection.into_response())))
+}
