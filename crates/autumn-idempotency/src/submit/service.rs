@@ -44,10 +44,13 @@ use crate::IdempotencyScope;
 use crate::clock::deadline;
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
 use crate::finalize::FinalizeHook;
-use crate::first_run::{Guard, Held, RouteLabel, call_boxed, run_and_record};
+use crate::first_run::{
+    AfterRun, Guard, Held, Retarget, RouteLabel, call_boxed, run_and_record, token_binding,
+};
 use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
 use crate::problem::SubmitTokenRejection;
+use crate::rescope::ScopeAfterRun;
 use crate::store::{Claim, StoreErrorKind, StoreOperation};
 
 /// How often a duplicate that waits for the first submission asks the store
@@ -125,14 +128,19 @@ where
 
 /// Why a recorded submission may not be replayed to this one: another form
 /// (422), or another session (409). A record from before submissions were
-/// bound to their session holds the form's hash alone.
+/// bound to their session holds the form's hash alone; one whose handler
+/// moved the caller to another scope (a tenant switch) holds a binding for
+/// each, and either may replay it.
 fn mismatch(recorded: &[u8], form: &[u8; 32], binding: &[u8; 32]) -> Option<SubmitTokenRejection> {
-    let (recorded_form, recorded_binding) = recorded.split_at(recorded.len().min(32));
+    let (recorded_form, recorded_bindings) = recorded.split_at(recorded.len().min(32));
     if recorded_form != form {
         return Some(SubmitTokenRejection::TokenReused);
     }
-    (!recorded_binding.is_empty() && recorded_binding != binding)
-        .then_some(SubmitTokenRejection::OtherSession)
+    (!recorded_bindings.is_empty()
+        && !recorded_bindings
+            .chunks(32)
+            .any(|recorded| recorded == binding))
+    .then_some(SubmitTokenRejection::OtherSession)
 }
 
 /// The first `limit` bytes of `body` (fewer when it is shorter), and the
@@ -267,12 +275,12 @@ where
     );
     // ...and to the session that submitted it: another one posting the same
     // token (a copied page, a leaked token) gets no replay of its answer.
-    let who = request
+    let scope = request
         .extensions()
         .get::<IdempotencyScope>()
-        .map(IdempotencyScope::as_bytes)
+        .cloned()
         .unwrap_or_default();
-    let binding = hash_parts("autumn.submit-token.scope.v1", &[who]);
+    let binding = token_binding(scope.as_bytes());
     let fingerprint = [form, binding].concat();
     let owner = new_owner();
     let route = RouteLabel::of(request.method(), request.uri(), request.extensions());
@@ -353,6 +361,16 @@ where
         route,
         guard: Guard::Token,
         finalize: request.extensions().get::<FinalizeHook>().cloned(),
+        // A handler that moves the caller to another scope (a tenant switch)
+        // gets the record bound to both, so the retry from the new one replays.
+        after_run: request
+            .extensions()
+            .get::<ScopeAfterRun>()
+            .map(|rescope| AfterRun {
+                rescope: rescope.clone(),
+                scope,
+                target: Retarget::Binding,
+            }),
     };
     let response = call_boxed(inner, request);
     Step::Run(Box::pin(run_and_record(held, response, |_| false)))
