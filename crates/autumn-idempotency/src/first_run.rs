@@ -376,7 +376,13 @@ where
         if let Some(moved) = &followed.also_key {
             let finished = held
                 .store
-                .finish(moved, &held.owner, record.clone(), fingerprint.clone(), held.ttl)
+                .finish(
+                    moved,
+                    &held.owner,
+                    record.clone(),
+                    fingerprint.clone(),
+                    held.ttl,
+                )
                 .await;
             if let Err(error) = finished {
                 tracing::error!(storage_key = %moved, %error, "could not record the response under the key of the new scope; it stays locked until the record's TTL ends");

@@ -28,7 +28,7 @@
 //! [middleware](docs::middleware),
 //! [running several replicas](docs::cloud_native),
 //! [submit tokens](docs::submit_tokens),
-//! [cross-origin requests](docs::security).
+//! [cross-origin requests](docs::security), [tenancy](docs::tenancy).
 
 pub use autumn_core::{
     AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, Route,
@@ -62,6 +62,12 @@ pub mod session {
     pub use autumn_core::session::*;
 }
 
+/// Tenancy: the [`Tenant`](tenancy::Tenant) extractor and the
+/// [`TenantResolver`](tenancy::TenantResolver) an app plugs in.
+pub mod tenancy {
+    pub use autumn_core::tenancy::*;
+}
+
 /// Testing an app in-process: [`TestApp`](test::TestApp).
 pub mod test {
     pub use autumn_test::*;
@@ -85,6 +91,7 @@ pub mod prelude {
     #[cfg(feature = "database")]
     pub use crate::db::Db;
     pub use crate::session::Session;
+    pub use crate::tenancy::Tenant;
     pub use crate::{
         AutumnError, AutumnResult, Route, RouteIdempotency, delete, get, patch, post, put, routes,
     };
@@ -113,6 +120,8 @@ pub mod docs {
     pub mod sessions {}
     #[doc = include_str!("../../../docs/security.md")]
     pub mod security {}
+    #[doc = include_str!("../../../docs/tenancy.md")]
+    pub mod tenancy {}
 }
 
 #[doc(hidden)]

@@ -113,9 +113,9 @@ impl AutumnConfig {
                     || (!base_domain.is_empty()
                         && !base_domain.starts_with('.')
                         && !base_domain.ends_with('.')
-                        && base_domain
-                            .bytes()
-                            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.'))),
+                        && base_domain.bytes().all(|byte| {
+                            byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.')
+                        })),
                 "strategy \"subdomain\" needs the domain tenants are subdomains of, e.g. \"example.com\"",
             ),
             (
@@ -125,7 +125,10 @@ impl AutumnConfig {
             ),
             (
                 "tenancy.exempt_paths",
-                tenancy.exempt_paths.iter().all(|path| path.starts_with('/')),
+                tenancy
+                    .exempt_paths
+                    .iter()
+                    .all(|path| path.starts_with('/')),
                 "every entry must be a path starting with `/`",
             ),
         ];

@@ -58,21 +58,22 @@ impl TenancyLayer {
             return Ok(None);
         }
         let strategy = match tenancy.strategy {
-            TenantStrategy::Header => Strategy::Header(
-                HeaderName::try_from(tenancy.header.as_str()).map_err(|_| {
+            TenantStrategy::Header => {
+                Strategy::Header(HeaderName::try_from(tenancy.header.as_str()).map_err(|_| {
                     LaunchError::InvalidSetting {
                         key: "tenancy.header",
                         message: format!("{:?} is not a valid header name", tenancy.header),
                     }
-                })?,
-            ),
+                })?)
+            }
             TenantStrategy::Subdomain => match &tenancy.base_domain {
                 Some(domain) => Strategy::Subdomain(format!(".{}", domain.to_ascii_lowercase())),
                 None => {
                     return Err(LaunchError::InvalidSetting {
                         key: "tenancy.base_domain",
-                        message: "strategy \"subdomain\" needs the domain tenants are subdomains of"
-                            .to_owned(),
+                        message:
+                            "strategy \"subdomain\" needs the domain tenants are subdomains of"
+                                .to_owned(),
                     });
                 }
             },
@@ -172,9 +173,7 @@ where
             };
             request.extensions_mut().insert(tenant);
             if let Some(session) = session {
-                request
-                    .extensions_mut()
-                    .insert(TenantFromSession(session));
+                request.extensions_mut().insert(TenantFromSession(session));
             }
             inner.call(request).await
         })
@@ -252,7 +251,9 @@ pub(crate) fn strip_path_tenant(
             return request;
         };
         *request.uri_mut() = uri;
-        request.extensions_mut().insert(PathTenant(Some(segment.to_owned())));
+        request
+            .extensions_mut()
+            .insert(PathTenant(Some(segment.to_owned())));
         if request.extensions().get::<OriginalUri>().is_none() {
             request.extensions_mut().insert(OriginalUri(original));
         }

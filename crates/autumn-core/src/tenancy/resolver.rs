@@ -4,7 +4,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 /// The boxed future [`TenantResolver::exists`] returns.
-pub type TenantFuture<'a> = Pin<Box<dyn Future<Output = Result<bool, TenantResolveError>> + Send + 'a>>;
+pub type TenantFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<bool, TenantResolveError>> + Send + 'a>>;
 
 /// Says whether a tenant id names a tenant of the app; plugged in with
 /// [`AppBuilder::with_tenant_resolver`](crate::AppBuilder::with_tenant_resolver).
