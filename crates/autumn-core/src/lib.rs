@@ -15,6 +15,7 @@ mod route;
 mod scope;
 pub mod session;
 pub mod telemetry;
+pub mod tenancy;
 
 pub use app::{AppBuilder, LaunchError, app};
 pub use config::AutumnConfig;

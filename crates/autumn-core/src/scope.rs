@@ -5,81 +5,100 @@
 //! with the id when the store knows it, `browser` with the cookie's id when
 //! it does not (forged, expired, or an id given to a visitor in the cookie
 //! alone), so an unknown id never shares records with a stored session. With
-//! sessions off it is the raw session cookie. Then the tenant header (when
-//! `[tenancy] enabled`) and the raw `Authorization` header. An
-//! `IdempotencyScope` already in the extensions is left alone.
+//! sessions off it is the raw session cookie. Then the tenant the tenancy
+//! layer resolved (never the raw header) and the raw `Authorization`
+//! header. An `IdempotencyScope` already in the extensions is left alone.
+//!
+//! When the tenant came from the session, a `ScopeAfterRun` goes with the
+//! scope, so the guards follow a handler that switches tenants (see
+//! `tenancy::scope_after_run`).
 
 use autumn_idempotency::IdempotencyScope;
 use autumn_idempotency::key::is_guarded_method;
 use axum::extract::Request;
-use http::{Extensions, HeaderMap, HeaderName, header};
+use http::{Extensions, HeaderMap, HeaderValue, header};
 use tower::util::MapRequestLayer;
 
 use crate::app::LaunchError;
 use crate::config::AutumnConfig;
 use crate::session::{Session, SessionIdentity};
+use crate::tenancy::Tenant;
 
 pub(crate) fn layer(
     config: &AutumnConfig,
 ) -> Result<MapRequestLayer<impl FnMut(Request) -> Request + Clone + use<>>, LaunchError> {
     let cookie_name: std::sync::Arc<str> = config.session.cookie_name.as_str().into();
-    let tenant_header = match config.tenancy.enabled {
-        true => Some(
-            HeaderName::try_from(config.tenancy.header.as_str()).map_err(|_| {
-                LaunchError::InvalidSetting {
-                    key: "tenancy.header",
-                    message: format!("{:?} is not a valid header name", config.tenancy.header),
-                }
-            })?,
-        ),
-        false => None,
-    };
     Ok(MapRequestLayer::new(move |mut request: Request| {
         // Only mutating requests are ever guarded: a GET pays nothing here.
         if is_guarded_method(request.method())
             && request.extensions().get::<IdempotencyScope>().is_none()
         {
-            let scope = request_scope(
-                request.extensions(),
-                request.headers(),
-                &cookie_name,
-                tenant_header.as_ref(),
-            );
+            let parts = ScopeParts::of(request.extensions(), request.headers(), &cookie_name);
+            let tenant = request.extensions().get::<Tenant>().map(Tenant::id);
+            let scope = parts.with_tenant(tenant.map(str::as_bytes));
+            if let Some(after_run) = crate::tenancy::scope_after_run(&parts, request.extensions()) {
+                request.extensions_mut().insert(after_run);
+            }
             request.extensions_mut().insert(scope);
         }
         request
     }))
 }
 
+#[cfg(test)]
 fn request_scope(
     extensions: &Extensions,
     headers: &HeaderMap,
     cookie_name: &str,
-    tenant_header: Option<&HeaderName>,
 ) -> IdempotencyScope {
-    let mut scope = IdempotencyScope::default();
-    match extensions.get::<SessionIdentity>() {
-        Some(SessionIdentity { id, known: true }) => {
-            scope = scope.with_part("session", id.as_str())
-        }
-        Some(SessionIdentity { id, known: false }) => {
-            scope = scope.with_part("browser", id.as_str());
-        }
-        // The session layer found no cookie worth resolving.
-        None if extensions.get::<Session>().is_some() => {}
-        None => {
-            if let Some(session) = cookie(headers, cookie_name) {
-                scope = scope.with_part("session", session);
+    let tenant = extensions.get::<Tenant>().map(Tenant::id);
+    ScopeParts::of(extensions, headers, cookie_name).with_tenant(tenant.map(str::as_bytes))
+}
+
+/// The parts of a request's scope around its tenant, so the scope can be
+/// made again for another tenant (after a tenant switch).
+#[derive(Clone)]
+pub(crate) struct ScopeParts {
+    /// The session part, if any.
+    session: IdempotencyScope,
+    authorization: Option<HeaderValue>,
+}
+
+impl ScopeParts {
+    fn of(extensions: &Extensions, headers: &HeaderMap, cookie_name: &str) -> Self {
+        let mut session = IdempotencyScope::default();
+        match extensions.get::<SessionIdentity>() {
+            Some(SessionIdentity { id, known: true }) => {
+                session = session.with_part("session", id.as_str())
+            }
+            Some(SessionIdentity { id, known: false }) => {
+                session = session.with_part("browser", id.as_str());
+            }
+            // The session layer found no cookie worth resolving.
+            None if extensions.get::<Session>().is_some() => {}
+            None => {
+                if let Some(cookie) = cookie(headers, cookie_name) {
+                    session = session.with_part("session", cookie);
+                }
             }
         }
+        Self {
+            session,
+            authorization: headers.get(header::AUTHORIZATION).cloned(),
+        }
     }
-    if let Some(tenant) = tenant_header.and_then(|name| headers.get(name)) {
-        scope = scope.with_part("tenant", tenant.as_bytes());
+
+    /// The scope with `tenant` as its tenant part.
+    pub(crate) fn with_tenant(&self, tenant: Option<&[u8]>) -> IdempotencyScope {
+        let mut scope = self.session.clone();
+        if let Some(tenant) = tenant {
+            scope = scope.with_part("tenant", tenant);
+        }
+        if let Some(authorization) = &self.authorization {
+            scope = scope.with_part("authorization", authorization.as_bytes());
+        }
+        scope
     }
-    if let Some(authorization) = headers.get(header::AUTHORIZATION) {
-        scope = scope.with_part("authorization", authorization.as_bytes());
-    }
-    scope
 }
 
 /// The value of cookie `name`, from any `Cookie` header, as bytes.
@@ -120,19 +139,19 @@ mod tests {
         let b = headers(&[("cookie", "autumn_session=abc; theme=light")]);
         let other = headers(&[("cookie", "autumn_session=xyz")]);
         assert_eq!(
-            request_scope(&Extensions::new(), &a, "autumn_session", None),
-            request_scope(&Extensions::new(), &b, "autumn_session", None)
+            request_scope(&Extensions::new(), &a, "autumn_session"),
+            request_scope(&Extensions::new(), &b, "autumn_session")
         );
         assert_ne!(
-            request_scope(&Extensions::new(), &a, "autumn_session", None),
-            request_scope(&Extensions::new(), &other, "autumn_session", None)
+            request_scope(&Extensions::new(), &a, "autumn_session"),
+            request_scope(&Extensions::new(), &other, "autumn_session")
         );
 
         let bearer1 = headers(&[("authorization", "Bearer one")]);
         let bearer2 = headers(&[("authorization", "Bearer two")]);
         assert_ne!(
-            request_scope(&Extensions::new(), &bearer1, "autumn_session", None),
-            request_scope(&Extensions::new(), &bearer2, "autumn_session", None)
+            request_scope(&Extensions::new(), &bearer1, "autumn_session"),
+            request_scope(&Extensions::new(), &bearer2, "autumn_session")
         );
     }
 
@@ -145,28 +164,35 @@ mod tests {
                 id: id.clone(),
                 known,
             });
-            request_scope(&extensions, &headers(&[]), "autumn_session", None)
+            request_scope(&extensions, &headers(&[]), "autumn_session")
         };
         assert_ne!(scope_with(true), scope_with(false));
         assert_ne!(
             scope_with(false),
-            request_scope(&Extensions::new(), &headers(&[]), "autumn_session", None),
+            request_scope(&Extensions::new(), &headers(&[]), "autumn_session"),
             "nor with a visitor without a cookie"
         );
     }
 
     #[test]
-    fn tenant_counts_only_when_tenancy_is_on() {
-        let tenant = HeaderName::from_static("x-tenant-id");
-        let acme = headers(&[("x-tenant-id", "acme")]);
-        let globex = headers(&[("x-tenant-id", "globex")]);
+    fn the_resolved_tenant_counts_never_the_raw_header() {
+        let forged = headers(&[("x-tenant-id", "globex")]);
+        let mut acme = Extensions::new();
+        acme.insert(Tenant::new("acme"));
+        let mut globex = Extensions::new();
+        globex.insert(Tenant::new("globex"));
         assert_eq!(
-            request_scope(&Extensions::new(), &acme, "s", None),
-            request_scope(&Extensions::new(), &globex, "s", None)
+            request_scope(&Extensions::new(), &forged, "s"),
+            request_scope(&Extensions::new(), &headers(&[]), "s"),
+            "a header no tenancy layer resolved changes nothing"
+        );
+        assert_eq!(
+            request_scope(&acme, &forged, "s"),
+            request_scope(&acme, &headers(&[]), "s")
         );
         assert_ne!(
-            request_scope(&Extensions::new(), &acme, "s", Some(&tenant)),
-            request_scope(&Extensions::new(), &globex, "s", Some(&tenant))
+            request_scope(&acme, &forged, "s"),
+            request_scope(&globex, &forged, "s")
         );
     }
 
@@ -182,12 +208,12 @@ mod tests {
         let anonymous = headers(&[]);
         assert_eq!(cookie(&mixed, "autumn_session"), Some(&b"abc"[..]));
         assert_eq!(
-            request_scope(&Extensions::new(), &mixed, "autumn_session", None),
-            request_scope(&Extensions::new(), &clean, "autumn_session", None)
+            request_scope(&Extensions::new(), &mixed, "autumn_session"),
+            request_scope(&Extensions::new(), &clean, "autumn_session")
         );
         assert_ne!(
-            request_scope(&Extensions::new(), &mixed, "autumn_session", None),
-            request_scope(&Extensions::new(), &anonymous, "autumn_session", None)
+            request_scope(&Extensions::new(), &mixed, "autumn_session"),
+            request_scope(&Extensions::new(), &anonymous, "autumn_session")
         );
     }
 

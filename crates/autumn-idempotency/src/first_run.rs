@@ -20,11 +20,14 @@ use futures_util::FutureExt as _;
 use tower::Service;
 
 use crate::body::{Capped, read_capped};
+use crate::context::IdempotencyScope;
 use crate::finalize::FinalizeHook;
+use crate::key::{hash_parts, storage_key};
 use crate::metrics::IdempotencyMetrics;
 use crate::problem::{IdempotencyRejection, SubmitTokenRejection};
 use crate::record::IdempotencyRecord;
-use crate::store::{IdempotencyFuture, IdempotencyStore};
+use crate::rescope::ScopeAfterRun;
+use crate::store::{Claim, IdempotencyFuture, IdempotencyStore};
 
 /// A lock the request holds, and what to record under it.
 pub(crate) struct Held {
@@ -48,6 +51,93 @@ pub(crate) struct Held {
     /// An outer layer's work on the response before it is final (the
     /// session's Set-Cookie), taken from the request.
     pub(crate) finalize: Option<FinalizeHook>,
+    /// How to follow a scope the handler changed (a tenant switch), taken
+    /// from the request's [`ScopeAfterRun`].
+    pub(crate) after_run: Option<AfterRun>,
+}
+
+/// What a guard needs to follow the caller into the scope the handler moved
+/// it to (see [`crate::rescope`]).
+pub(crate) struct AfterRun {
+    pub(crate) rescope: ScopeAfterRun,
+    /// The scope the request carried.
+    pub(crate) scope: IdempotencyScope,
+    pub(crate) target: Retarget,
+}
+
+/// What depends on the scope in each guard.
+pub(crate) enum Retarget {
+    /// The `Idempotency-Key` guard: the storage key, from these parts.
+    Key {
+        method: http::Method,
+        path: String,
+        key: http::HeaderValue,
+    },
+    /// The submit-token guard: the record's binding to the scope.
+    Binding,
+}
+
+/// The hash binding a submit token's record to the scope that consumed it.
+pub(crate) fn token_binding(scope: &[u8]) -> [u8; 32] {
+    hash_parts("autumn.submit-token.scope.v1", &[scope])
+}
+
+/// Where a response is recorded besides the claimed key, once the scope moved.
+#[derive(Default)]
+struct Followed {
+    /// A storage key claimed under the new scope, for the same owner.
+    also_key: Option<String>,
+    /// The submit-token binding of the new scope, recorded beside the old.
+    also_binding: Option<[u8; 32]>,
+}
+
+impl AfterRun {
+    /// Locks what a retry under the scope after the run will look up, before
+    /// the finalize hook makes that scope the caller's (saves the session).
+    async fn follow(&self, held: &Held) -> Followed {
+        let Some(scope) = self.rescope.scope_after_run().await else {
+            return Followed::default();
+        };
+        if scope == self.scope {
+            return Followed::default();
+        }
+        let (method, path, key) = match &self.target {
+            Retarget::Binding => {
+                return Followed {
+                    also_key: None,
+                    also_binding: Some(token_binding(scope.as_bytes())),
+                };
+            }
+            Retarget::Key { method, path, key } => (method, path, key),
+        };
+        let key = crate::key::key_str(key);
+        let moved = storage_key(method.as_str(), path, scope.as_bytes(), key);
+        // Held for the record's lifetime, like the claimed key while the hook
+        // runs: a crash in the save leaves 409 here too, never a second run.
+        match held.store.claim(&moved, &held.owner, held.ttl).await {
+            Ok(Claim::Acquired) => Followed {
+                also_key: Some(moved),
+                also_binding: None,
+            },
+            Ok(Claim::InFlight | Claim::Completed { .. }) => {
+                tracing::warn!(
+                    storage_key = %held.storage_key,
+                    moved_to = %moved,
+                    "the handler moved the caller to another scope whose key another request already holds; the response is recorded under the old key alone"
+                );
+                Followed::default()
+            }
+            Err(error) => {
+                tracing::warn!(
+                    storage_key = %held.storage_key,
+                    moved_to = %moved,
+                    %error,
+                    "could not lock the key a retry under the new scope will use; the response is recorded under the old key alone"
+                );
+                Followed::default()
+            }
+        }
+    }
 }
 
 /// The guard a run belongs to, so its failures answer with that guard's
@@ -268,7 +358,14 @@ where
             Ran::Whole(parts, body) => (parts, body),
         };
         let mut parts = parts;
-        let mut fingerprint = held.fingerprint.clone();
+        let followed = match &held.after_run {
+            Some(after_run) => after_run.follow(held).await,
+            None => Followed::default(),
+        };
+        let mut fingerprint = match followed.also_binding {
+            Some(binding) => [held.fingerprint.as_slice(), &binding].concat(),
+            None => held.fingerprint.clone(),
+        };
         if let Some(hook) = held.finalize.as_ref().filter(|hook| hook.pending()) {
             if let Err(response) = finalize(held, hook, &mut parts.headers).await {
                 return response;
@@ -277,11 +374,26 @@ where
             if held.guard == Guard::Token
                 && let Some(after) = hook.binding_after()
             {
-                fingerprint.extend_from_slice(&crate::submit::binding_digest(&after));
+                fingerprint.extend_from_slice(&token_binding(&after));
             }
         }
         let record = IdempotencyRecord::from_parts(&parts, body.clone())
             .with_replay_through_inner(replays_through_inner(&parts));
+        if let Some(moved) = &followed.also_key {
+            let finished = held
+                .store
+                .finish(
+                    moved,
+                    &held.owner,
+                    record.clone(),
+                    fingerprint.clone(),
+                    held.ttl,
+                )
+                .await;
+            if let Err(error) = finished {
+                tracing::error!(storage_key = %moved, %error, "could not record the response under the key of the new scope; it stays locked until the record's TTL ends");
+            }
+        }
         let finished = held
             .store
             .finish(

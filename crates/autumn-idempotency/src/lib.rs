@@ -30,6 +30,7 @@ mod problem;
 mod record;
 mod redact;
 pub mod replay;
+pub mod rescope;
 pub mod store;
 pub mod submit;
 

@@ -28,7 +28,7 @@
 //! [middleware](docs::middleware),
 //! [running several replicas](docs::cloud_native),
 //! [submit tokens](docs::submit_tokens),
-//! [cross-origin requests](docs::security),
+//! [cross-origin requests](docs::security), [tenancy](docs::tenancy),
 //! [API tokens](docs::api_tokens).
 
 pub use autumn_core::{
@@ -69,6 +69,12 @@ pub mod session {
     pub use autumn_core::session::*;
 }
 
+/// Tenancy: the [`Tenant`](tenancy::Tenant) extractor and the
+/// [`TenantResolver`](tenancy::TenantResolver) an app plugs in.
+pub mod tenancy {
+    pub use autumn_core::tenancy::*;
+}
+
 /// Testing an app in-process: [`TestApp`](test::TestApp).
 pub mod test {
     pub use autumn_test::*;
@@ -93,6 +99,7 @@ pub mod prelude {
     #[cfg(feature = "database")]
     pub use crate::db::Db;
     pub use crate::session::Session;
+    pub use crate::tenancy::Tenant;
     pub use crate::{
         AutumnError, AutumnResult, Route, RouteIdempotency, delete, get, patch, post, put, routes,
     };
@@ -123,6 +130,8 @@ pub mod docs {
     pub mod security {}
     #[doc = include_str!("../../../docs/api-tokens.md")]
     pub mod api_tokens {}
+    #[doc = include_str!("../../../docs/tenancy.md")]
+    pub mod tenancy {}
 }
 
 #[doc(hidden)]

@@ -108,12 +108,25 @@ fn duplicate_routes_and_old_path_syntax_are_refused() {
 }
 
 #[test]
-fn a_bad_tenancy_header_is_refused() {
-    let message = launch_error(TestApp::new().with_config(config(
-        "[tenancy]\nenabled = true\nheader = \"bad header\"\n",
-        "dev",
-    )));
-    assert!(message.contains("tenancy.header"), "{message}");
+fn a_bad_tenancy_setting_is_refused_naming_its_key() {
+    let error = AutumnConfig::from_toml_str("[tenancy]\nenabled = true\nheader = \"bad header\"\n")
+        .expect_err("refused at load");
+    assert_eq!(error.key(), Some("tenancy.header"));
+    // Set in code, it is refused at launch.
+    for (strategy, key) in [
+        (autumn_web::config::TenantStrategy::Header, "tenancy.header"),
+        (
+            autumn_web::config::TenantStrategy::Subdomain,
+            "tenancy.base_domain",
+        ),
+    ] {
+        let mut config = config("", "dev");
+        config.tenancy.enabled = true;
+        config.tenancy.strategy = strategy;
+        config.tenancy.header = "bad header".to_owned();
+        let message = launch_error(TestApp::new().with_config(config));
+        assert!(message.contains(key), "{message}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

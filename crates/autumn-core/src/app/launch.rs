@@ -15,10 +15,11 @@ use tower_http::trace::TraceLayer;
 
 use super::{AppBuilder, RawRouter};
 use crate::actuator::{self, AppMetrics};
-use crate::config::{AutumnConfig, Backend, ConfigError, redact};
+use crate::config::{AutumnConfig, Backend, ConfigError, TenantStrategy, redact};
 use crate::cross_origin::CrossOriginLayer;
 use crate::route::{Route, RouteIdempotency};
 use crate::scope;
+use crate::tenancy::{self, TenancyLayer};
 
 /// Why an app could not start. Each message is one line naming what to fix.
 #[derive(Debug, thiserror::Error)]
@@ -465,11 +466,13 @@ impl AppBuilder {
             &mut startup,
         )?;
 
-        // Innermost first: the guards, the app's own layers, then the scope
-        // and the session outside them (an idempotency layer the app adds
-        // gets the same scope as Autumn's), then the cross-origin check, so
-        // a forged request reaches none of the app's code and no store, then
-        // timeout and trace outermost.
+        // Innermost first: the guards, the app's own layers, then the scope,
+        // the tenant and the session outside them (an idempotency layer the
+        // app adds gets the same scope as Autumn's; the tenant is resolved
+        // before the scope reads it, from a session already there), then the
+        // cross-origin check, so a forged request reaches none of the app's
+        // code and no store, then timeout and trace outermost (the path
+        // strategy's cut comes before routing, so outside them all).
         if let Some(submit) = submit {
             router = router.layer(submit);
         }
@@ -481,6 +484,9 @@ impl AppBuilder {
             router = layer(router);
         }
         router = router.layer(scope::layer(&config)?);
+        if let Some(tenancy) = TenancyLayer::from_config(&config, self.tenant_resolver)? {
+            router = router.layer(tenancy);
+        }
         if let Some(sessions) = sessions {
             router = router.layer(sessions);
         }
@@ -494,6 +500,11 @@ impl AppBuilder {
             ));
         }
         router = router.layer(TraceLayer::new_for_http());
+        if config.tenancy.enabled && config.tenancy.strategy == TenantStrategy::Path {
+            // Before routing: the routes are matched below the tenant segment.
+            let strip = tower::util::MapRequestLayer::new(tenancy::strip_path_tenant(&config));
+            router = Router::new().fallback_service(tower::Layer::layer(&strip, router));
+        }
         Ok(Launched {
             router,
             config,

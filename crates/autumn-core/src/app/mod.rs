@@ -51,6 +51,7 @@ pub struct AppBuilder {
     pub(crate) store: Option<Arc<dyn IdempotencyStore>>,
     pub(crate) session_store: Option<Arc<dyn crate::session::SessionStore>>,
     pub(crate) clock: Option<SharedClock>,
+    pub(crate) tenant_resolver: Option<Arc<dyn crate::tenancy::TenantResolver>>,
 }
 
 pub(crate) enum RawRouter {
@@ -145,6 +146,25 @@ impl AppBuilder {
     /// names (when `[session] enabled`).
     pub fn with_session_store(mut self, store: Arc<dyn crate::session::SessionStore>) -> Self {
         self.session_store = Some(store);
+        self
+    }
+
+    /// Asks `resolver` whether each request's tenant exists (with
+    /// `[tenancy] enabled`): an unknown one is answered 404
+    /// `tenant_unknown` before any of the app's code runs.
+    ///
+    /// ```no_run
+    /// # use autumn_core::app;
+    /// use autumn_core::tenancy::TenantResolveError;
+    ///
+    /// # fn demo() -> autumn_core::AppBuilder {
+    /// app().with_tenant_resolver(|id: String| async move {
+    ///     Ok::<_, TenantResolveError>(id == "acme" || id == "globex")
+    /// })
+    /// # }
+    /// ```
+    pub fn with_tenant_resolver(mut self, resolver: impl crate::tenancy::TenantResolver) -> Self {
+        self.tenant_resolver = Some(Arc::new(resolver));
         self
     }
 

@@ -57,7 +57,7 @@ pub use error::ConfigError;
 pub use sections::{
     Backend, CrossOriginConfig, DatabaseConfig, IdempotencyConfig, LogConfig, MIN_HEADER_BYTES,
     MemoryConfig, RedisConfig, SecurityConfig, ServerConfig, SessionConfig, SubmitTokenConfig,
-    TenancyConfig, TimeoutsConfig,
+    TenancyConfig, TenantStrategy, TimeoutsConfig,
 };
 
 use load::Layers;

@@ -442,17 +442,55 @@ impl SessionConfig {
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct TenancyConfig {
-    /// Whether requests are resolved to a tenant.
+    /// Whether every request (but exempt paths) is resolved to a tenant, which then scopes
+    /// idempotency records and submit tokens.
     pub enabled: bool,
-    /// Request header carrying the tenant id.
+    /// Where the tenant id comes from: `"header"`, `"subdomain"`, `"path"` or `"session"`.
+    pub strategy: TenantStrategy,
+    /// Request header carrying the tenant id (strategy `"header"`).
     pub header: String,
+    /// The domain tenants are subdomains of, e.g. `"example.com"` (strategy `"subdomain"`).
+    pub base_domain: Option<String>,
+    /// Path prefixes served without a tenant, by whole segments; `/actuator` always is.
+    pub exempt_paths: Vec<String>,
 }
 
 impl Default for TenancyConfig {
     fn default() -> Self {
         Self {
             enabled: false,
+            strategy: TenantStrategy::Header,
             header: "X-Tenant-Id".to_owned(),
+            base_domain: None,
+            exempt_paths: Vec::new(),
+        }
+    }
+}
+
+/// Where a request's tenant id comes from (`[tenancy] strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum TenantStrategy {
+    /// The `[tenancy] header` request header.
+    #[default]
+    Header,
+    /// The label of the `Host` right below `[tenancy] base_domain`.
+    Subdomain,
+    /// The first path segment, removed before routing.
+    Path,
+    /// The id the app stored in the session with `Tenant::switch`.
+    Session,
+}
+
+impl TenantStrategy {
+    /// The name as written in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Header => "header",
+            Self::Subdomain => "subdomain",
+            Self::Path => "path",
+            Self::Session => "session",
         }
     }
 }

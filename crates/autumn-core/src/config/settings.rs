@@ -168,9 +168,18 @@ impl AutumnConfig {
             allow_memory_in_production,
         );
 
-        let TenancyConfig { enabled, header } = tenancy;
+        let TenancyConfig {
+            enabled,
+            strategy,
+            header,
+            base_domain,
+            exempt_paths,
+        } = tenancy;
         out.plain("tenancy.enabled", enabled);
+        out.string("tenancy.strategy", strategy.as_str());
         out.string("tenancy.header", header);
+        out.optional_string("tenancy.base_domain", base_domain.as_deref());
+        out.strings("tenancy.exempt_paths", exempt_paths);
 
         out.0
             .into_iter()

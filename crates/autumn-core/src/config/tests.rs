@@ -138,7 +138,10 @@ fn defaults_without_files_or_env() {
         },
         tenancy: TenancyConfig {
             enabled: false,
+            strategy: super::TenantStrategy::Header,
             header: "X-Tenant-Id".to_owned(),
+            base_domain: None,
+            exempt_paths: Vec::new(),
         },
         profile: Profile::new("dev"),
         ..AutumnConfig::default()
@@ -747,7 +750,7 @@ fn from_toml_str_names_inline_source() {
     let error = AutumnConfig::from_toml_str("[tenancy]\nheadr = \"X\"\n").expect_err("unknown key");
     assert_eq!(
         one_line(&error),
-        "unknown key `tenancy.headr` in inline TOML (expected one of: enabled, header)"
+        "unknown key `tenancy.headr` in inline TOML (expected one of: enabled, strategy, header, base_domain, exempt_paths)"
     );
     let error = AutumnConfig::from_toml_str("[tenancy").expect_err("syntax error");
     assert!(
@@ -950,13 +953,16 @@ fn effective_settings_cover_every_key() {
         allow_memory_in_production = true
         [tenancy]
         enabled = true
+        strategy = "header"
         header = "t"
+        base_domain = "example.com"
+        exempt_paths = ["/signup"]
     "#;
     let dir = dir_with(&[("autumn.toml", full)]);
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 44);
+    assert_eq!(settings.len(), 47);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
@@ -1130,4 +1136,35 @@ fn server_defaults_are_safe_and_zero_turns_optional_limits_off() {
     .expect("zero turns these off");
     assert_eq!(off.server.request_timeout(), None);
     assert_eq!(off.server.keep_alive_timeout(), None);
+}
+
+#[test]
+fn tenancy_strategies_parse_and_bad_combinations_name_their_key() {
+    let config = AutumnConfig::from_toml_str(
+        "[tenancy]\nenabled = true\nstrategy = \"subdomain\"\nbase_domain = \"example.com\"\n",
+    )
+    .expect("subdomain with a base domain");
+    assert_eq!(config.tenancy.strategy, super::TenantStrategy::Subdomain);
+    for (toml, key) in [
+        ("strategy = \"subdomain\"\n", "tenancy.base_domain"),
+        (
+            "strategy = \"subdomain\"\nbase_domain = \".example.com\"\n",
+            "tenancy.base_domain",
+        ),
+        ("header = \"bad header\"\n", "tenancy.header"),
+        ("exempt_paths = [\"signup\"]\n", "tenancy.exempt_paths"),
+        (
+            "strategy = \"session\"\n[session]\nenabled = false\n",
+            "tenancy.strategy",
+        ),
+    ] {
+        let error = AutumnConfig::from_toml_str(&format!("[tenancy]\nenabled = true\n{toml}"))
+            .expect_err(toml);
+        assert_eq!(error.key(), Some(key), "{toml}: {error}");
+    }
+    // Off, nothing is checked: the defaults of a disabled section never stop an app.
+    AutumnConfig::from_toml_str("[tenancy]\nstrategy = \"subdomain\"\n").expect("tenancy off");
+    let error = AutumnConfig::from_toml_str("[tenancy]\nstrategy = \"cookie\"\n")
+        .expect_err("an unknown strategy");
+    assert!(one_line(&error).contains("tenancy.strategy"), "{error}");
 }

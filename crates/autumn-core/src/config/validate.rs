@@ -88,7 +88,58 @@ impl AutumnConfig {
                 message: message.to_owned(),
             });
         }
+        self.check_tenancy()?;
         self.trusted_origins().map(drop)
+    }
+
+    /// `[tenancy]` combinations that cannot resolve a tenant: refused only when tenancy is on.
+    fn check_tenancy(&self) -> Result<(), ConfigError> {
+        use super::TenantStrategy;
+        let tenancy = &self.tenancy;
+        if !tenancy.enabled {
+            return Ok(());
+        }
+        let base_domain = tenancy.base_domain.as_deref().unwrap_or_default();
+        let checks: [(&'static str, bool, &str); 4] = [
+            (
+                "tenancy.header",
+                tenancy.strategy != TenantStrategy::Header
+                    || http::HeaderName::try_from(tenancy.header.as_str()).is_ok(),
+                "must be a valid header name",
+            ),
+            (
+                "tenancy.base_domain",
+                tenancy.strategy != TenantStrategy::Subdomain
+                    || (!base_domain.is_empty()
+                        && !base_domain.starts_with('.')
+                        && !base_domain.ends_with('.')
+                        && base_domain.bytes().all(|byte| {
+                            byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.')
+                        })),
+                "strategy \"subdomain\" needs the domain tenants are subdomains of, e.g. \"example.com\"",
+            ),
+            (
+                "tenancy.strategy",
+                tenancy.strategy != TenantStrategy::Session || self.session.enabled,
+                "\"session\" needs session.enabled = true: the tenant is read from the session",
+            ),
+            (
+                "tenancy.exempt_paths",
+                tenancy
+                    .exempt_paths
+                    .iter()
+                    .all(|path| path.starts_with('/')),
+                "every entry must be a path starting with `/`",
+            ),
+        ];
+        match checks.into_iter().find(|(_, ok, _)| !ok) {
+            Some((key, _, message)) => Err(ConfigError::InvalidValue {
+                key: key.to_owned(),
+                origin: self.source(key),
+                message: message.to_owned(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// `security.cross_origin.trusted_origins`, parsed: an origin that a browser would never

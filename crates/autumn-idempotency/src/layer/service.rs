@@ -53,10 +53,13 @@ use crate::context::{
 };
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
 use crate::finalize::FinalizeHook;
-use crate::first_run::{Guard, Held, HoldsLock as _, RouteLabel, call_boxed, run_and_record};
+use crate::first_run::{
+    AfterRun, Guard, Held, HoldsLock as _, Retarget, RouteLabel, call_boxed, run_and_record,
+};
 use crate::key::{IDEMPOTENT_REPLAYED, fingerprint_digest, key_str, parse_key_value, storage_key};
 use crate::problem::IdempotencyRejection;
 use crate::record::IdempotencyRecord;
+use crate::rescope::ScopeAfterRun;
 use crate::store::{Claim, StoreError, StoreErrorKind, StoreOperation};
 
 /// Middleware that runs a mutating request at most once per `Idempotency-Key`.
@@ -192,15 +195,11 @@ where
             .headers
             .get(header::CONTENT_TYPE)
             .map_or(&[][..], HeaderValue::as_bytes);
-        let storage_key = match parts.extensions.get::<IdempotencyScope>() {
-            Some(scope) => storage_key(method, path, scope.as_bytes(), key_str(&key)),
-            None => storage_key(
-                method,
-                path,
-                fallback_scope(&parts.headers).as_bytes(),
-                key_str(&key),
-            ),
+        let scope = match parts.extensions.get::<IdempotencyScope>() {
+            Some(scope) => std::borrow::Cow::Borrowed(scope),
+            None => std::borrow::Cow::Owned(fallback_scope(&parts.headers)),
         };
+        let storage_key = storage_key(method, path, scope.as_bytes(), key_str(&key));
         let fingerprint = fingerprint_digest(method, path, content_type, &body);
         let owner = new_owner();
 
@@ -265,6 +264,18 @@ where
             route: RouteLabel::of(&parts.method, &parts.uri, &parts.extensions),
             guard: Guard::Key,
             finalize: parts.extensions.get::<FinalizeHook>().cloned(),
+            after_run: parts
+                .extensions
+                .get::<ScopeAfterRun>()
+                .map(|rescope| AfterRun {
+                    rescope: rescope.clone(),
+                    scope: scope.into_owned(),
+                    target: Retarget::Key {
+                        method: parts.method.clone(),
+                        path: path.to_owned(),
+                        key: key.clone(),
+                    },
+                }),
         };
         let context = IdempotencyContext::new(key, held);
         let aged = lock_aged(&settings, locked_at);

@@ -103,10 +103,5 @@ impl TokenBinding {
     }
 }
 
-/// The digest a token's record keeps of a [`TokenBinding`].
-pub(crate) fn binding_digest(who: &[u8]) -> [u8; 32] {
-    crate::key::hash_parts("autumn.submit-token.scope.v1", &[who])
-}
-
 /// The default name of the hidden form field.
 pub const DEFAULT_FIELD_NAME: &str = "_submit_token";

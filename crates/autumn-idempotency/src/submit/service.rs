@@ -39,15 +39,18 @@ use super::extract::{Mint, MintSlot};
 use super::future::ResponseFuture;
 use super::layer::Settings;
 use super::scan::{self, FormKind, MultipartScanner, ScanError};
-use super::{SUBMIT_TOKEN_REPLAYED, TokenBinding, binding_digest};
+use super::{SUBMIT_TOKEN_REPLAYED, TokenBinding};
 use crate::IdempotencyScope;
 use crate::clock::deadline;
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
 use crate::finalize::FinalizeHook;
-use crate::first_run::{Guard, Held, RouteLabel, call_boxed, run_and_record};
+use crate::first_run::{
+    AfterRun, Guard, Held, Retarget, RouteLabel, call_boxed, run_and_record, token_binding,
+};
 use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
 use crate::problem::SubmitTokenRejection;
+use crate::rescope::ScopeAfterRun;
 use crate::store::{Claim, StoreErrorKind, StoreOperation};
 
 /// How often a duplicate that waits for the first submission asks the store
@@ -125,10 +128,11 @@ where
 
 /// Why a recorded submission may not be replayed to this one: another form
 /// (422), or another session (409). After the form's hash the record holds
-/// the binding of the session that posted it and, when the post changed the
-/// session (a sign-in rotates its id), the binding of the session its answer
-/// set: a browser that got the answer and resends the form carries that one.
-/// A record from before submissions were bound holds the form's hash alone.
+/// the binding of the session that posted it and, when the post moved the
+/// caller (a sign-in rotates the session's id, a tenant switch changes the
+/// scope), a binding for where it moved: a browser that got the answer and
+/// resends the form carries that one. A record from before submissions were
+/// bound holds the form's hash alone.
 fn mismatch(recorded: &[u8], form: &[u8; 32], binding: &[u8; 32]) -> Option<SubmitTokenRejection> {
     let (recorded_form, bindings) = recorded.split_at(recorded.len().min(32));
     if recorded_form != form {
@@ -279,7 +283,7 @@ where
             .map(IdempotencyScope::as_bytes)
             .unwrap_or_default(),
     };
-    let binding = binding_digest(who);
+    let binding = token_binding(who);
     let fingerprint = [form, binding].concat();
     let owner = new_owner();
     let route = RouteLabel::of(request.method(), request.uri(), request.extensions());
@@ -360,6 +364,25 @@ where
         route,
         guard: Guard::Token,
         finalize: request.extensions().get::<FinalizeHook>().cloned(),
+        // Bound to the scope (no session to bind to): a handler that moves
+        // the caller to another scope (a tenant switch) gets the record bound
+        // to both, so the retry from the new one replays. A session binding
+        // survives a tenant switch.
+        after_run: match request.extensions().get::<TokenBinding>() {
+            Some(_) => None,
+            None => request
+                .extensions()
+                .get::<ScopeAfterRun>()
+                .map(|rescope| AfterRun {
+                    rescope: rescope.clone(),
+                    scope: request
+                        .extensions()
+                        .get::<IdempotencyScope>()
+                        .cloned()
+                        .unwrap_or_default(),
+                    target: Retarget::Binding,
+                }),
+        },
     };
     let response = call_boxed(inner, request);
     Step::Run(Box::pin(run_and_record(held, response, |_| false)))

@@ -1,0 +1,213 @@
+//! [`Tenant`]: the tenant the tenancy layer resolved, its extractor and its
+//! rejections; and how the guards follow a tenant switch.
+
+use std::sync::Arc;
+
+use autumn_idempotency::rescope::{Rescope, ScopeAfterRun, ScopeFuture};
+use axum::extract::{FromRequestParts, OptionalFromRequestParts};
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use http::request::Parts;
+
+use super::layer::TenantFromSession;
+use crate::scope::ScopeParts;
+use crate::session::{Session, SessionError};
+
+/// The tenant the request belongs to, as the tenancy layer resolved it (by
+/// `[tenancy] strategy`, checked by the app's
+/// [`TenantResolver`](super::TenantResolver)).
+///
+/// Take it as an extractor; `Option<Tenant>` on a route that may be served
+/// without one (an exempt path, tenancy off).
+///
+/// ```
+/// use autumn_core::tenancy::Tenant;
+///
+/// async fn orders(tenant: Tenant) -> String {
+///     format!("the orders of {}", tenant.id())
+/// }
+/// # let _ = orders;
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Tenant(Arc<str>);
+
+impl Tenant {
+    /// The session key strategy `"session"` reads the tenant id from, and
+    /// [`switch`](Self::switch) writes.
+    pub const SESSION_KEY: &'static str = "autumn.tenant";
+
+    pub(crate) fn new(id: &str) -> Self {
+        Self(id.into())
+    }
+
+    /// The tenant's id.
+    pub fn id(&self) -> &str {
+        &self.0
+    }
+
+    /// Makes `id` the session's tenant (strategy `"session"`), e.g. after
+    /// sign-in or from a tenant picker. The next request is resolved to it,
+    /// and checked by the resolver then.
+    ///
+    /// When this runs in a guarded request (an `Idempotency-Key`, a submit
+    /// token), the guard locks the key a retry from the new tenant will use
+    /// before the session is saved, and records the response under it too:
+    /// a duplicate arriving during the save gets 409, a retry afterwards
+    /// replays, and the handler never runs twice.
+    ///
+    /// ```
+    /// use autumn_core::session::Session;
+    /// use autumn_core::tenancy::Tenant;
+    /// use autumn_core::AutumnResult;
+    ///
+    /// async fn pick(session: Session) -> AutumnResult<&'static str> {
+    ///     Tenant::switch(&session, "globex").await?;
+    ///     Ok("now in globex")
+    /// }
+    /// # let _ = pick;
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] when the session could not be read.
+    pub async fn switch(session: &Session, id: &str) -> Result<(), SessionError> {
+        session.insert(Self::SESSION_KEY, id).await
+    }
+}
+
+impl std::fmt::Debug for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Tenant").field(&self.id()).finish()
+    }
+}
+
+impl std::fmt::Display for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// Why a request got no tenant. Each answers a problem+json document with
+/// the `code` named here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TenantRejection {
+    /// 400 `tenant_missing`: the request names no tenant.
+    #[error("this request names no tenant")]
+    Missing,
+    /// 404 `tenant_unknown`: the id is not one of the app's tenants.
+    #[error("no such tenant")]
+    Unknown,
+    /// 503 `tenant_unavailable`: whether the tenant exists could not be told.
+    #[error("the tenant could not be checked; try again shortly")]
+    Unavailable,
+    /// 500 `tenant_not_resolved`: a handler takes a `Tenant` on a route the
+    /// tenancy layer does not resolve (tenancy off, or an exempt path).
+    #[error(
+        "this handler takes a Tenant, but no tenant is resolved here; set tenancy.enabled = true, take Option<Tenant>, or remove the path from tenancy.exempt_paths"
+    )]
+    NotResolved,
+}
+
+impl TenantRejection {
+    /// The HTTP status it answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Missing => StatusCode::BAD_REQUEST,
+            Self::Unknown => StatusCode::NOT_FOUND,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NotResolved => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The problem document's `code`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Missing => "tenant_missing",
+            Self::Unknown => "tenant_unknown",
+            Self::Unavailable => "tenant_unavailable",
+            Self::NotResolved => "tenant_not_resolved",
+        }
+    }
+}
+
+impl IntoResponse for TenantRejection {
+    fn into_response(self) -> Response {
+        if self == Self::NotResolved {
+            tracing::error!(error = %self, "tenant extractor rejected");
+        }
+        autumn_idempotency::problem_response(self.status(), Some(self.code()), &self.to_string())
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Tenant {
+    type Rejection = TenantRejection;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Tenant>()
+            .cloned()
+            .ok_or(TenantRejection::NotResolved)
+    }
+}
+
+impl<S: Send + Sync> OptionalFromRequestParts<S> for Tenant {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        Ok(parts.extensions.get::<Tenant>().cloned())
+    }
+}
+
+/// For a request whose tenant came from the session: how the guards learn
+/// the scope a retry will carry once the handler ran (the tenant it
+/// switched to, if any). See `autumn_idempotency::rescope`.
+pub(crate) fn scope_after_run(
+    parts: &ScopeParts,
+    extensions: &http::Extensions,
+) -> Option<ScopeAfterRun> {
+    let tenant = extensions.get::<Tenant>()?.clone();
+    let TenantFromSession(session) = extensions.get::<TenantFromSession>()?;
+    Some(ScopeAfterRun::new(Switched {
+        parts: parts.clone(),
+        session: session.clone(),
+        tenant,
+    }))
+}
+
+/// The scope after a possible [`Tenant::switch`].
+struct Switched {
+    parts: ScopeParts,
+    session: Session,
+    /// The tenant the request was resolved to.
+    tenant: Tenant,
+}
+
+impl Rescope for Switched {
+    fn scope_after_run(&self) -> ScopeFuture<'_> {
+        Box::pin(async move {
+            // No tenant left (signed out): the next request is refused before
+            // any guard, so there is no key to follow.
+            let now = self
+                .session
+                .get::<String>(Tenant::SESSION_KEY)
+                .await
+                .ok()
+                .flatten()?;
+            (now != self.tenant.id()).then(|| self.parts.with_tenant(Some(now.as_bytes())))
+        })
+    }
+}
+
+/// Whether `id` can be a tenant id: 1 to 128 letters, digits, `-`, `_` or
+/// `.`. Anything else is unknown without asking the resolver.
+pub(crate) fn well_formed(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'))
+}

@@ -1,0 +1,81 @@
+//! [`ScopeAfterRun`]: when the handler changes who is asking, the scope a
+//! retry will carry.
+//!
+//! A handler can change the caller's scope: switching tenants stores the new
+//! tenant in the session, and every later request (a retry of this one
+//! included) is scoped by it. A guard that recorded the response only under
+//! the storage key it claimed would leave the retry's key free: a duplicate
+//! arriving once the session is saved would run the handler again. So an
+//! outer layer that can tell the scope after the run puts a
+//! `ScopeAfterRun` in the request extensions, and the guard, about to
+//! record a 2xx/3xx response, asks it before the finalize hook saves the
+//! session:
+//!
+//! ```text
+//! handler -> 2xx/3xx -> scope after the run differs?
+//!                          | yes: idempotency key  -> claim the storage key under the new
+//!                          |                           scope (same owner, record TTL)
+//!                          |      submit token     -> bind the record to both scopes
+//!                          v
+//!             finalize hook (save the session) -> record under the old key and the new one
+//! ```
+//!
+//! A request that arrives while the session is saved therefore finds the
+//! new key locked (409) whichever scope it carries, and a retry afterwards
+//! replays.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::context::IdempotencyScope;
+
+/// The boxed future [`Rescope::scope_after_run`] returns.
+pub type ScopeFuture<'a> = Pin<Box<dyn Future<Output = Option<IdempotencyScope>> + Send + 'a>>;
+
+/// Tells the scope the next request from this caller will carry, once the
+/// handler has run.
+///
+/// ```
+/// use autumn_idempotency::IdempotencyScope;
+/// use autumn_idempotency::rescope::{Rescope, ScopeAfterRun, ScopeFuture};
+///
+/// struct Moved(IdempotencyScope);
+///
+/// impl Rescope for Moved {
+///     fn scope_after_run(&self) -> ScopeFuture<'_> {
+///         Box::pin(async move { Some(self.0.clone()) })
+///     }
+/// }
+///
+/// let mut request = http::Request::new(());
+/// let scope = IdempotencyScope::default().with_part("tenant", "globex");
+/// request.extensions_mut().insert(ScopeAfterRun::new(Moved(scope)));
+/// ```
+pub trait Rescope: Send + Sync + 'static {
+    /// The scope a retry would carry now; `None` when it cannot be told (the
+    /// guard then records under the key it claimed alone). Returning the
+    /// scope the request already had changes nothing.
+    fn scope_after_run(&self) -> ScopeFuture<'_>;
+}
+
+/// Request extension: the [`Rescope`] of an outer layer.
+#[derive(Clone)]
+pub struct ScopeAfterRun(Arc<dyn Rescope>);
+
+impl ScopeAfterRun {
+    /// An extension asking `rescope`.
+    pub fn new(rescope: impl Rescope) -> Self {
+        Self(Arc::new(rescope))
+    }
+
+    pub(crate) fn scope_after_run(&self) -> ScopeFuture<'_> {
+        self.0.scope_after_run()
+    }
+}
+
+impl std::fmt::Debug for ScopeAfterRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopeAfterRun").finish_non_exhaustive()
+    }
+}
