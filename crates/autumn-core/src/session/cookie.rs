@@ -79,13 +79,13 @@ mod tests {
             same_site: SameSite::Lax,
             secure: true,
         };
-        let id = SessionId::from_cookie(b"abc").unwrap();
+        let id = SessionId::from_cookie(b"abc").expect("a valid id");
         assert_eq!(
-            settings.set(&id).unwrap(),
+            settings.set(&id).expect("a valid cookie"),
             "autumn_session=abc; Path=/; HttpOnly; SameSite=Lax; Max-Age=60; Secure"
         );
         assert_eq!(
-            settings.remove().unwrap(),
+            settings.remove().expect("a valid cookie"),
             "autumn_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0; Secure"
         );
     }
