@@ -83,7 +83,8 @@ async fn order_for_session_user(
     Ok(receipt(user_id, &order))
 }
 
-/// N's route: the same answer, the user a constant.
+/// N's route: the same answer, the user a constant (a `Result` like S's, so
+/// the answer takes the same path).
 #[post("/orders")]
 async fn order_for_fixed_user(Json(order): Json<Value>) -> AutumnResult<(StatusCode, Json<Value>)> {
     Ok(receipt(Some(USER_ID), &order))
@@ -246,6 +247,9 @@ enum KeyUse {
     Replayed,
 }
 
+/// The key the replayed case sends, recorded before the counting.
+const REPLAYED: &str = "count-replay";
+
 /// One kind of request whose session-store calls are counted.
 struct Case {
     what: &'static str,
@@ -322,7 +326,6 @@ async fn count_store_calls(client: &HttpClient, config: &Config) {
         .with_session_store(store.clone());
     let addr = serve(build(builder, sessions_on())).await;
     let cookie = sign_in_cookie(client, &uri(addr, "/sign-in")).await;
-    const REPLAYED: &str = "count-replay";
     send(
         client,
         order_request(
