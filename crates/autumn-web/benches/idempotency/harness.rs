@@ -15,6 +15,7 @@ use http::{HeaderValue, Request, StatusCode, Uri};
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------
@@ -80,6 +81,13 @@ impl Config {
     }
 }
 
+/// Whether the scenario with this short name runs: every one does unless
+/// `AUTUMN_BENCH_ONLY` lists some.
+pub(crate) fn selected(short: &str) -> bool {
+    std::env::var("AUTUMN_BENCH_ONLY")
+        .map_or(true, |only| only.split(',').any(|name| name == short))
+}
+
 // ---------------------------------------------------------------------------
 // The app
 // ---------------------------------------------------------------------------
@@ -131,6 +139,14 @@ pub(crate) fn orders_uri(addr: SocketAddr) -> Uri {
 const REQUEST_BODY: &[u8] = br#"{"sku":"ABC-123","quantity":2,"note":"bench"}"#;
 
 pub(crate) type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// The client every part of the bench sends with: keep-alive, one idle
+/// connection kept per concurrent task.
+pub(crate) fn http_client(config: &Config) -> HttpClient {
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(config.concurrency)
+        .build_http()
+}
 
 pub(crate) fn build_request(uri: &Uri, key: Option<HeaderValue>) -> Request<Full<Bytes>> {
     let mut request = Request::post(uri.clone())

@@ -14,7 +14,10 @@
 //! `AUTUMN_BENCH_ROUNDS` (default 15; 0 = memory only), `AUTUMN_BENCH_CONCURRENCY` (default 16),
 //! `AUTUMN_BENCH_KEYS` (keys for the memory part, default 100000),
 //! `AUTUMN_BENCH_ONLY` (comma-separated short names from the per-round lines,
-//! e.g. `first`, to profile some scenarios alone; prints no ratios),
+//! e.g. `first`, to profile some scenarios alone; prints none of the layer's
+//! ratios, and a sessions S/N ratio only for a kind whose S and N both run:
+//! `session-first,no-session-first,session-replay,no-session-replay` runs the
+//! sessions part alone, store-call counts included),
 //! `AUTUMN_BENCH_COUNT` (requests per batch when counting store round trips,
 //! default 200), `TEST_REDIS_URL` (default `redis://127.0.0.1:6379`),
 //! `TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`).
@@ -29,7 +32,11 @@
 //!
 //! One module per subject: `harness` (knobs, the app, the client, the
 //! measures, the targets), `memory_bytes`, `layer` (the HTTP throughput
-//! rounds and their ratios), `submit_mint`, `redis` and `postgres`.
+//! rounds and their ratios), `submit_mint`, `redis`, `postgres`, and
+//! `sessions` (run after the layer's rounds: what a route that reads the
+//! session costs against the same route without the session layer, first
+//! time and replayed, and the session-store calls per request, which must be
+//! none for a request that does not use its session).
 //!
 //! Design: one multi-thread tokio runtime (one worker per core) runs both
 //! servers and the client. On a 2-core machine separate runtimes would only
@@ -60,6 +67,7 @@ mod redis;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../../autumn-idempotency/tests/support/redis.rs"]
 mod redis_support;
+mod sessions;
 mod submit_mint;
 
 use harness::Config;
@@ -78,5 +86,8 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    runtime.block_on(layer::http_bench(&config));
+    runtime.block_on(async {
+        layer::http_bench(&config).await;
+        sessions::session_bench(&config).await;
+    });
 }
