@@ -28,7 +28,8 @@
 //! [middleware](docs::middleware),
 //! [running several replicas](docs::cloud_native),
 //! [submit tokens](docs::submit_tokens),
-//! [cross-origin requests](docs::security).
+//! [cross-origin requests](docs::security),
+//! [error responses and pages](docs::errors).
 
 pub use autumn_core::{
     AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, Route,
@@ -52,6 +53,12 @@ pub mod db {
 /// Idempotency keys: the layer, the stores and what handlers read.
 pub mod idempotency {
     pub use autumn_idempotency::*;
+}
+
+/// Error responses: problem documents for API clients, HTML pages for
+/// browsers, and the app's own pages.
+pub mod error_pages {
+    pub use autumn_core::error_pages::*;
 }
 
 pub mod security;
@@ -113,6 +120,8 @@ pub mod docs {
     pub mod sessions {}
     #[doc = include_str!("../../../docs/security.md")]
     pub mod security {}
+    #[doc = include_str!("../../../docs/errors.md")]
+    pub mod errors {}
 }
 
 #[doc(hidden)]

@@ -493,6 +493,14 @@ impl AppBuilder {
                 timeout,
             ));
         }
+        // Errors as each client expects them, outermost but for tracing so
+        // every error passes through (the timeout's 408 too); a panic
+        // outside the guards is caught inside it and answered 500.
+        router = router
+            .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+                crate::error_pages::panic_response,
+            ))
+            .layer(self.error_pages);
         router = router.layer(TraceLayer::new_for_http());
         Ok(Launched {
             router,
