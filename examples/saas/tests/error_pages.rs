@@ -241,7 +241,10 @@ async fn a_double_clicked_slow_form_shows_an_html_409_page() {
         .text()
         .await
         .expect("page text");
-    assert!(!text.trim_start().starts_with('{'), "raw JSON shown: {text}");
+    assert!(
+        !text.trim_start().starts_with('{'),
+        "raw JSON shown: {text}"
+    );
     assert!(text.contains("submit_token_in_flight"), "{text}");
 
     let _ = client.close().await;
