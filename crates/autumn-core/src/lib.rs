@@ -11,6 +11,7 @@ pub mod cross_origin;
 #[cfg(feature = "database")]
 pub mod db;
 mod error;
+pub mod error_pages;
 mod route;
 mod scope;
 pub mod session;

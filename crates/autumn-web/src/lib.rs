@@ -29,7 +29,7 @@
 //! [running several replicas](docs::cloud_native),
 //! [submit tokens](docs::submit_tokens),
 //! [cross-origin requests](docs::security), [tenancy](docs::tenancy),
-//! [API tokens](docs::api_tokens).
+//! [API tokens](docs::api_tokens), [error responses and pages](docs::errors).
 
 pub use autumn_core::{
     AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, Route,
@@ -59,6 +59,12 @@ pub mod db {
 /// Idempotency keys: the layer, the stores and what handlers read.
 pub mod idempotency {
     pub use autumn_idempotency::*;
+}
+
+/// Error responses: problem documents for API clients, HTML pages for
+/// browsers, and the app's own pages.
+pub mod error_pages {
+    pub use autumn_core::error_pages::*;
 }
 
 pub mod security;
@@ -132,6 +138,8 @@ pub mod docs {
     pub mod api_tokens {}
     #[doc = include_str!("../../../docs/tenancy.md")]
     pub mod tenancy {}
+    #[doc = include_str!("../../../docs/errors.md")]
+    pub mod errors {}
 }
 
 #[doc(hidden)]

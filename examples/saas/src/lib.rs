@@ -148,8 +148,7 @@ pub fn app_with_gate(with_guard: bool, gate: SignupGate) -> AppBuilder {
 fn app_with_site(site: Site) -> AppBuilder {
     autumn_web::app()
         .routes(routes::all())
-        // Inside the `Site` extension, which it reads to lay out its pages.
-        .layer(axum::middleware::from_fn(html_errors::html_errors))
+        .with_error_pages(html_errors::SitePages(site.clone()))
         .layer(axum::Extension(site))
         .layer(axum::Extension(users::UsersTable::default()))
 }

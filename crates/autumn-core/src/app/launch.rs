@@ -499,6 +499,14 @@ impl AppBuilder {
                 timeout,
             ));
         }
+        // Errors as each client expects them, outermost but for tracing so
+        // every error passes through (the timeout's 408 too); a panic
+        // outside the guards is caught inside it and answered 500.
+        router = router
+            .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+                crate::error_pages::panic_response,
+            ))
+            .layer(self.error_pages);
         router = router.layer(TraceLayer::new_for_http());
         if config.tenancy.enabled && config.tenancy.strategy == TenantStrategy::Path {
             // Before routing: the routes are matched below the tenant segment.

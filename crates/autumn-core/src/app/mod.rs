@@ -52,6 +52,7 @@ pub struct AppBuilder {
     pub(crate) session_store: Option<Arc<dyn crate::session::SessionStore>>,
     pub(crate) clock: Option<SharedClock>,
     pub(crate) tenant_resolver: Option<Arc<dyn crate::tenancy::TenantResolver>>,
+    pub(crate) error_pages: crate::error_pages::ErrorPagesLayer,
 }
 
 pub(crate) enum RawRouter {
@@ -172,6 +173,39 @@ impl AppBuilder {
     /// a `ManualClock`).
     pub fn with_clock(mut self, clock: SharedClock) -> Self {
         self.clock = Some(clock);
+        self
+    }
+
+    /// Shows browsers `page` for errors with `status` instead of Autumn's
+    /// default page; API clients still get the problem document. `page`
+    /// returns HTML: a maud `Markup`, or a `String` that escapes what it
+    /// takes from the [`ErrorInfo`](crate::error_pages::ErrorInfo).
+    ///
+    /// ```
+    /// # use autumn_core::app;
+    /// use http::StatusCode;
+    ///
+    /// let app = app().with_error_page(StatusCode::NOT_FOUND, |_info| {
+    ///     "<h1>Nothing here</h1><p><a href=\"/\">Home</a></p>"
+    /// });
+    /// ```
+    pub fn with_error_page<F, P>(mut self, status: http::StatusCode, page: F) -> Self
+    where
+        F: Fn(&crate::error_pages::ErrorInfo) -> P + Send + Sync + 'static,
+        P: Into<String>,
+    {
+        self.error_pages = self.error_pages.with_page(status, page);
+        self
+    }
+
+    /// Renders browsers' error pages with `renderer` for every status
+    /// without a [`with_error_page`](Self::with_error_page) of its own
+    /// (where it answers `None`, Autumn's default page).
+    pub fn with_error_pages(
+        mut self,
+        renderer: impl crate::error_pages::ErrorPageRenderer,
+    ) -> Self {
+        self.error_pages = self.error_pages.with_renderer(renderer);
         self
     }
 

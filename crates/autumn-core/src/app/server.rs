@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::config::ServerConfig;
+use crate::error_pages::connection::ParseErrorBodies;
 
 /// Serves `router` on `listener` until `shutdown` completes, then stops accepting, lets open
 /// requests finish and waits for detached first-time runs, all within
@@ -70,7 +71,11 @@ pub(crate) async fn serve(
             let _connection = connection;
             let builder = limits.builder();
             let served = builder
-                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(router))
+                .serve_connection(
+                    // hyper's own 400/414/431 get a problem document too.
+                    TokioIo::new(ParseErrorBodies::new(stream)),
+                    TowerToHyperService::new(router),
+                )
                 .with_upgrades();
             let mut served = pin!(served);
             tokio::select! {

@@ -1,0 +1,191 @@
+//! [`ErrorPages`]: notes what the client accepts, then rewrites the inner
+//! service's error responses for it.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use tower::Service;
+
+use super::future::ResponseFuture;
+use super::layer::Settings;
+use super::render::{ErrorInfo, describe, prefers_html};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The service [`ErrorPagesLayer`](super::ErrorPagesLayer) makes.
+#[derive(Clone)]
+pub struct ErrorPages<S> {
+    inner: S,
+    settings: Arc<Settings>,
+}
+
+impl<S> ErrorPages<S> {
+    pub(crate) fn new(inner: S, settings: Arc<Settings>) -> Self {
+        Self { inner, settings }
+    }
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for ErrorPages<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ErrorPages")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the request asked for, kept for the way out.
+struct Asked {
+    html: bool,
+    method: Method,
+    path: String,
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ErrorPages<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S::Future: Send + 'static,
+    S::Error: 'static,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let asked = Asked {
+            html: prefers_html(request.headers()),
+            method: request.method().clone(),
+            path: request.uri().path().to_owned(),
+        };
+        let response = self.inner.call(request);
+        let settings = self.settings.clone();
+        ResponseFuture::new(async move {
+            let response = response.await?;
+            Ok(rewrite(&settings, &asked, response).await)
+        })
+    }
+}
+
+/// What an error body is, as far as rewriting it goes.
+#[derive(PartialEq, Eq)]
+enum Kind {
+    Problem,
+    Text,
+}
+
+async fn rewrite<B>(settings: &Settings, asked: &Asked, response: Response<B>) -> Response<Body>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let status = response.status();
+    if status.as_u16() < 400 {
+        return response.map(Body::new);
+    }
+    let empty = response.body().size_hint().exact() == Some(0);
+    let kind = match media_type(response.headers()).as_deref() {
+        Some("application/problem+json") => Kind::Problem,
+        Some("text/plain") => Kind::Text,
+        None if empty => Kind::Text,
+        // The app's own page or JSON: its business.
+        _ => return response.map(Body::new),
+    };
+    let fits = response
+        .body()
+        .size_hint()
+        .upper()
+        .is_some_and(|upper| upper <= settings.max_body_bytes as u64);
+    if (kind == Kind::Problem && !asked.html) || !fits {
+        let mut response = response.map(Body::new);
+        vary_on_accept(response.headers_mut());
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // A body that fails while read is lost either way: the page for its
+    // status is the most that can be said.
+    let bytes = axum::body::to_bytes(Body::new(body), settings.max_body_bytes)
+        .await
+        .unwrap_or_default();
+    let info = match kind {
+        Kind::Problem => from_problem(status, &bytes, asked),
+        Kind::Text => describe(
+            status,
+            &asked.method,
+            &asked.path,
+            &String::from_utf8_lossy(&bytes),
+        ),
+    };
+    for name in [
+        header::CONTENT_TYPE,
+        header::CONTENT_LENGTH,
+        header::CONTENT_ENCODING,
+    ] {
+        parts.headers.remove(name);
+    }
+    vary_on_accept(&mut parts.headers);
+    let body = if asked.html {
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        Body::from(settings.pages.render(&info))
+    } else {
+        let (problem, body) =
+            autumn_idempotency::problem_response(status, info.code(), info.detail()).into_parts();
+        if let Some(content_type) = problem.headers.get(header::CONTENT_TYPE) {
+            parts
+                .headers
+                .insert(header::CONTENT_TYPE, content_type.clone());
+        }
+        body
+    };
+    Response::from_parts(parts, body)
+}
+
+/// The page's view of a problem document; a document that does not parse
+/// gets the sentence for its status.
+fn from_problem(status: StatusCode, bytes: &[u8], asked: &Asked) -> ErrorInfo {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::from_slice(bytes) else {
+        return describe(status, &asked.method, &asked.path, "");
+    };
+    let text = |name: &str| fields.get(name).and_then(serde_json::Value::as_str);
+    let mut info = match text("detail") {
+        Some(detail) => ErrorInfo::new(status, detail).for_request(&asked.method, &asked.path),
+        None => describe(status, &asked.method, &asked.path, ""),
+    };
+    if let Some(title) = text("title") {
+        info = info.with_title(title);
+    }
+    if let Some(code) = text("code") {
+        info = info.with_code(code);
+    }
+    info
+}
+
+/// The `Content-Type`'s media type, lowercased, without parameters.
+fn media_type(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    let essence = value.split(';').next().unwrap_or(value).trim();
+    Some(essence.to_ascii_lowercase())
+}
+
+/// Caches must not give a browser's page to an API client or back.
+fn vary_on_accept(headers: &mut HeaderMap) {
+    let varies = headers
+        .get_all(header::VARY)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|name| name.trim() == "*" || name.trim().eq_ignore_ascii_case("accept"));
+    if !varies {
+        headers.append(header::VARY, HeaderValue::from_static("accept"));
+    }
+}

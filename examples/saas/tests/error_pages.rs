@@ -1,0 +1,259 @@
+//! A double-clicked slow form in a real browser (headless Chromium through
+//! chromedriver) shows a readable HTML error page, not raw JSON.
+//!
+//! The app is served in-process on a loopback port: a form page with a
+//! submit token, and a post handler that waits until the test lets it go,
+//! with `security.submit_token.in_flight_wait_ms = 0`. The double-click's
+//! second post arrives while the first still runs, so it is answered 409
+//! `submit_token_in_flight` at once; the browser shows that answer, and
+//! because the browser's `Accept` prefers HTML it is a page with the detail.
+//!
+//! The browser helpers are the minimum copied from `browser.rs` (including
+//! that file would run its tests a second time in this binary).
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use autumn_web::config::AutumnConfig;
+use autumn_web::prelude::*;
+use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
+use fantoccini::actions::{InputSource as _, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
+use fantoccini::wd::Capabilities;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const INSTALL_HINT: &str = "install Debian's Chromium and ChromeDriver as root: \
+     apt-get update && apt-get install -y chromium chromium-driver \
+     (or run `cargo xtask ci`, which installs them)";
+/// The gap between the two clicks of a double-click.
+const DOUBLE_CLICK_GAP: Duration = Duration::from_millis(50);
+/// How long the browser gets to settle on a page.
+const PAGE_WAIT: Duration = Duration::from_secs(10);
+
+/// The post handler waits for a permit: the test adds one when it is done.
+static RELEASE: Semaphore = Semaphore::const_new(0);
+
+#[get("/order")]
+async fn order_form(token: SubmitToken, field: SubmitFormField) -> Markup {
+    html! {
+        (maud::DOCTYPE)
+        html { body {
+            form method="POST" action="/order" {
+                (submit_token_field(&token, &field))
+                input type="text" name="item" value="book";
+                button type="submit" { "Order" }
+            }
+        } }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Item {
+    item: String,
+}
+
+#[post("/order")]
+async fn place_order(Form(order): Form<Item>) -> AutumnResult<Redirect> {
+    let _permit = RELEASE
+        .acquire()
+        .await
+        .map_err(|_| AutumnError::unavailable("closed"))?;
+    Ok(Redirect::to(&format!("/ordered/{}", order.item)))
+}
+
+/// A chromedriver child process on a free loopback port, killed with the
+/// browser it started when dropped.
+struct Chromedriver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Chromedriver {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Chromedriver {
+    fn start() -> Self {
+        for file in [CHROMIUM, CHROMEDRIVER] {
+            assert!(
+                Path::new(file).is_file(),
+                "{file} is missing, so the browser test cannot run: {INSTALL_HINT}"
+            );
+        }
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|listener| listener.local_addr())
+                .expect("a free loopback port")
+                .port();
+            let mut child = Command::new(CHROMEDRIVER)
+                .process_group(0)
+                .arg(format!("--port={port}"))
+                .arg("--allowed-ips=127.0.0.1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{CHROMEDRIVER} does not start ({e}): {INSTALL_HINT}"));
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                    return Self {
+                        child,
+                        url: format!("http://{addr}"),
+                    };
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("{CHROMEDRIVER} never listened on a loopback port");
+    }
+}
+
+async fn browser(driver: &Chromedriver, profile: &Path) -> Client {
+    let args = [
+        "--headless".to_owned(),
+        "--no-sandbox".to_owned(),
+        "--disable-gpu".to_owned(),
+        "--disable-dev-shm-usage".to_owned(),
+        "--no-first-run".to_owned(),
+        "--disable-background-networking".to_owned(),
+        "--window-size=1024,768".to_owned(),
+        format!("--user-data-dir={}", profile.display()),
+    ];
+    let mut capabilities = Capabilities::new();
+    capabilities.insert("browserName".into(), json!("chrome"));
+    capabilities.insert(
+        "goog:chromeOptions".into(),
+        json!({ "binary": CHROMIUM, "args": args }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(capabilities)
+        .connect(&driver.url)
+        .await
+        .unwrap_or_else(|e| panic!("chromedriver could not start Chromium ({e}); {INSTALL_HINT}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_double_clicked_slow_form_shows_an_html_409_page() {
+    let config = AutumnConfig::from_toml_str("[security.submit_token]\nin_flight_wait_ms = 0\n")
+        .expect("config");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind port 0");
+    let address = listener.local_addr().expect("bound address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(
+        autumn_web::app()
+            .routes(routes![order_form, place_order])
+            .with_config(config)
+            .serve(listener, async move {
+                let _ = stopped.await;
+            }),
+    );
+
+    let driver = Chromedriver::start();
+    let profile = tempfile::tempdir().expect("temp dir");
+    let client = browser(&driver, profile.path()).await;
+    client
+        .goto(&format!("http://{address}/order"))
+        .await
+        .expect("GET /order");
+    let button = client
+        .wait()
+        .at_most(PAGE_WAIT)
+        .for_element(Locator::Css("form button"))
+        .await
+        .expect("the form's button");
+    let clicks = MouseActions::new("mouse".into())
+        .then(PointerAction::MoveToElement {
+            element: button.clone(),
+            duration: None,
+            x: 0.0,
+            y: 0.0,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .pause(DOUBLE_CLICK_GAP)
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        });
+    client.perform_actions(clicks).await.expect("double-click");
+    let _ = client.release_actions().await;
+
+    // The second post's answer: the 409 page, with the detail and the code.
+    let detail = client
+        .wait()
+        .at_most(PAGE_WAIT)
+        .for_element(Locator::Css("main p.detail"))
+        .await
+        .expect("an error page after the double-click")
+        .text()
+        .await
+        .expect("detail text");
+    assert_eq!(
+        detail,
+        "this form was already submitted and is still being processed; wait a moment and reload"
+    );
+    let heading = client
+        .find(Locator::Css("h1"))
+        .await
+        .expect("a heading")
+        .text()
+        .await
+        .expect("heading text");
+    assert_eq!(heading, "409 Conflict");
+    let content_type = client
+        .execute("return document.contentType;", vec![])
+        .await
+        .expect("document.contentType");
+    assert_eq!(content_type, json!("text/html"));
+    let text = client
+        .find(Locator::Css("body"))
+        .await
+        .expect("body")
+        .text()
+        .await
+        .expect("page text");
+    assert!(
+        !text.trim_start().starts_with('{'),
+        "raw JSON shown: {text}"
+    );
+    assert!(text.contains("submit_token_in_flight"), "{text}");
+
+    let _ = client.close().await;
+    // Let the first post finish, then stop the server.
+    RELEASE.add_permits(1);
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("the server stops")
+        .expect("the server task does not panic")
+        .expect("the server stops cleanly");
+}
