@@ -13,12 +13,18 @@ mod database;
 #[path = "../../autumn-idempotency/tests/support/redis.rs"]
 mod redis_support;
 
+#[macro_use]
+#[allow(dead_code, unreachable_pub)]
+#[path = "support/backend.rs"]
+mod backend;
+
 use std::sync::Arc;
+
+use backend::Backend;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use autumn_web::api_token::{ApiTokens, MemoryApiTokenStore, RequireApiToken};
-use autumn_web::config::AutumnConfig;
 use autumn_web::prelude::*;
 use autumn_web::test::{TestApp, TestClient, TestResponse};
 use axum::Extension;
@@ -74,52 +80,22 @@ async fn login(session: Session) -> AutumnResult<&'static str> {
     Ok("signed in")
 }
 
-/// Where a test keeps its idempotency records and its tokens.
-#[derive(Debug, Clone, Copy)]
-enum Backend {
-    Memory,
-    #[cfg(feature = "redis")]
-    Redis,
+/// The token store for `storage`: in its database, or in memory (tokens
+/// have no Redis store).
+fn tokens_on(storage: &backend::Storage) -> ApiTokens {
     #[cfg(feature = "postgres")]
-    Postgres,
-}
-
-/// The configuration and token store for `backend`.
-fn backend_parts(backend: Backend) -> (AutumnConfig, ApiTokens) {
-    match backend {
-        Backend::Memory => (
-            AutumnConfig::default(),
-            ApiTokens::new(Arc::new(MemoryApiTokenStore::new())),
-        ),
-        #[cfg(feature = "redis")]
-        Backend::Redis => {
-            let url = redis_support::require_redis();
-            let prefix = redis_support::unique_prefix();
-            let config = AutumnConfig::from_toml_str(&format!(
-                "[idempotency]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\n"
-            ))
-            .expect("config");
-            // Tokens have no Redis store: they stay in memory here.
-            (config, ApiTokens::new(Arc::new(MemoryApiTokenStore::new())))
-        }
-        #[cfg(feature = "postgres")]
-        Backend::Postgres => {
-            let url = database::fresh_postgres_schema();
-            let config = AutumnConfig::from_toml_str(&format!(
-                "[idempotency]\nbackend = \"database\"\n[database]\nurl = \"{url}\"\n"
-            ))
-            .expect("config");
-            let pool = autumn_web::db::DbPool::new(&url, 4, Duration::from_secs(5)).expect("pool");
-            let store = autumn_web::api_token::DbApiTokenStore::new(pool);
-            (config, ApiTokens::new(Arc::new(store)))
-        }
+    if let Some(pool) = storage.pool() {
+        return ApiTokens::new(Arc::new(autumn_web::api_token::DbApiTokenStore::new(pool)));
     }
+    let _ = storage;
+    ApiTokens::new(Arc::new(MemoryApiTokenStore::new()))
 }
 
 /// An app on `backend` with `RequireApiToken` mounted by `AppBuilder::layer`
 /// (browsers without a token let through), and its tokens.
 fn app_on(backend: Backend) -> (TestClient, ApiTokens) {
-    let (config, tokens) = backend_parts(backend);
+    let storage = backend.storage();
+    let (config, tokens) = (storage.config(""), tokens_on(&storage));
     let builder = autumn_web::app()
         .routes(routes![create_note, login])
         .layer(RequireApiToken::new(tokens.clone()).allow_anonymous());
@@ -461,32 +437,6 @@ async fn a_sessions_record_is_never_replayed_to_a_bearer_client_nor_the_reverse(
     assert!(replayed(&session_retry) && replayed(&bearer_retry));
     assert_eq!(run_of(&session_retry), run_of(&session_run));
     assert_eq!(run_of(&bearer_retry), run_of(&bearer_run));
-}
-
-/// Runs each listed case as a test on every backend of this build.
-macro_rules! on_every_backend {
-    ($($case:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                super::$case(super::Backend::Memory).await;
-            })*
-        }
-        #[cfg(feature = "redis")]
-        mod redis {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                super::$case(super::Backend::Redis).await;
-            })*
-        }
-        #[cfg(feature = "postgres")]
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                super::$case(super::Backend::Postgres).await;
-            })*
-        }
-    };
 }
 
 on_every_backend!(

@@ -10,13 +10,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../autumn-idempotency/tests/support/counting.rs"]
+mod counting;
+
 use autumn_web::config::AutumnConfig;
-use autumn_web::idempotency::{
-    Claim, IdempotencyEntry, IdempotencyFuture, IdempotencyRecord, IdempotencyStore,
-    MemoryIdempotencyStore, StoreSize,
-};
 use autumn_web::prelude::*;
 use autumn_web::test::{TestApp, TestClient, TestResponse};
+use counting::CountingStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Handler runs per transfer memo (tests run in parallel: each uses its own
@@ -332,94 +333,9 @@ fn a_trusted_origin_that_is_not_one_stops_the_app() {
     assert!(!message.contains('\n'), "{message}");
 }
 
-/// Forwards to a memory store, counting every call.
-struct CountingStore {
-    inner: MemoryIdempotencyStore,
-    calls: AtomicUsize,
-}
-
-impl CountingStore {
-    fn count(&self) {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-impl IdempotencyStore for CountingStore {
-    fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
-        self.count();
-        self.inner.get(key)
-    }
-
-    fn set<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        record: IdempotencyRecord,
-        body_hash: Vec<u8>,
-        ttl: Duration,
-    ) -> IdempotencyFuture<'a, bool> {
-        self.count();
-        self.inner.set(key, owner, record, body_hash, ttl)
-    }
-
-    fn try_lock<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl: Duration,
-    ) -> IdempotencyFuture<'a, bool> {
-        self.count();
-        self.inner.try_lock(key, owner, ttl)
-    }
-
-    fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()> {
-        self.count();
-        self.inner.unlock(key, owner)
-    }
-
-    fn renew_lock<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl: Duration,
-    ) -> IdempotencyFuture<'a, bool> {
-        self.count();
-        self.inner.renew_lock(key, owner, ttl)
-    }
-
-    fn claim<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl: Duration,
-    ) -> IdempotencyFuture<'a, Claim> {
-        self.count();
-        self.inner.claim(key, owner, ttl)
-    }
-
-    fn finish<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        record: IdempotencyRecord,
-        fingerprint: Vec<u8>,
-        ttl: Duration,
-    ) -> IdempotencyFuture<'a, bool> {
-        self.count();
-        self.inner.finish(key, owner, record, fingerprint, ttl)
-    }
-
-    fn size(&self) -> Option<StoreSize> {
-        self.inner.size()
-    }
-}
-
 #[tokio::test]
 async fn a_refused_request_reaches_no_app_layer_and_no_store() {
-    let store = Arc::new(CountingStore {
-        inner: MemoryIdempotencyStore::new(Duration::from_secs(600)),
-        calls: AtomicUsize::new(0),
-    });
+    let store = Arc::new(CountingStore::memory());
     let app_layer_runs = Arc::new(AtomicUsize::new(0));
     let seen = app_layer_runs.clone();
     let builder = autumn_web::app()
@@ -445,17 +361,14 @@ async fn a_refused_request_reaches_no_app_layer_and_no_store() {
     };
 
     assert_refused(&send("cross-site", "unstored").await);
-    assert_eq!(store.calls.load(Ordering::SeqCst), 0, "no store call");
+    assert_eq!(store.calls(), 0, "no store call");
     assert_eq!(app_layer_runs.load(Ordering::SeqCst), 0, "no app layer");
     assert_eq!(runs("unstored"), 0);
 
     // The same request from the app's own page goes through both guards.
     send("same-origin", "stored").await.assert_status(303);
     assert_eq!(app_layer_runs.load(Ordering::SeqCst), 1);
-    assert!(
-        store.calls.load(Ordering::SeqCst) >= 4,
-        "a claim and a finish per guard"
-    );
+    assert!(store.calls() >= 4, "a claim and a finish per guard");
     assert_eq!(runs("stored"), 1);
 }
 

@@ -12,7 +12,14 @@ mod database;
 #[path = "../../autumn-idempotency/tests/support/redis.rs"]
 mod redis_support;
 
+#[macro_use]
+#[allow(dead_code, unreachable_pub)]
+#[path = "support/backend.rs"]
+mod backend;
+
 use std::collections::HashMap;
+
+use backend::Backend;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
@@ -180,85 +187,16 @@ impl SessionStore for Watched {
     }
 }
 
-/// Where a test keeps its sessions and idempotency records.
-#[derive(Debug, Clone, Copy)]
-enum Backend {
-    Memory,
-    #[cfg(feature = "redis")]
-    Redis,
-    #[cfg(feature = "postgres")]
-    Postgres,
-}
-
 /// An app on `backend` (keys, tokens and sessions all there, the session
 /// store watched), and its watched session store.
 fn app_on(backend: Backend) -> (TestClient, Arc<Watched>) {
-    let (config, store): (AutumnConfig, Arc<dyn SessionStore>) = match backend {
-        Backend::Memory => (
-            AutumnConfig::default(),
-            Arc::new(MemorySessionStore::new(1_000)),
-        ),
-        #[cfg(feature = "redis")]
-        Backend::Redis => {
-            let url = redis_support::require_redis();
-            let prefix = redis_support::unique_prefix();
-            let config = AutumnConfig::from_toml_str(&format!(
-                "[idempotency]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\n"
-            ))
-            .expect("config");
-            let connection = autumn_web::idempotency::RedisConnection::new(&url).expect("url");
-            let store = autumn_web::session::RedisSessionStore::new(
-                connection,
-                &format!("{prefix}:session"),
-            );
-            (config, Arc::new(store))
-        }
-        #[cfg(feature = "postgres")]
-        Backend::Postgres => {
-            let url = database::fresh_postgres_schema();
-            let config = AutumnConfig::from_toml_str(&format!(
-                "[idempotency]\nbackend = \"database\"\n[database]\nurl = \"{url}\"\n"
-            ))
-            .expect("config");
-            let pool = autumn_web::db::DbPool::new(&url, 4, Duration::from_secs(5)).expect("pool");
-            (
-                config,
-                Arc::new(autumn_web::session::DbSessionStore::new(pool)),
-            )
-        }
-    };
-    let store = Watched::over(store);
+    let storage = backend.storage();
+    let store = Watched::over(storage.session_store());
     let client = TestApp::from_builder(builder(store.clone()))
-        .with_config(config)
+        .with_config(storage.config(""))
         .idempotent()
         .build();
     (client, store)
-}
-
-/// Runs each listed case as a test on every backend of this build.
-macro_rules! on_every_backend {
-    ($($case:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                super::$case(super::Backend::Memory).await;
-            })*
-        }
-        #[cfg(feature = "redis")]
-        mod redis {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                super::$case(super::Backend::Redis).await;
-            })*
-        }
-        #[cfg(feature = "postgres")]
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                super::$case(super::Backend::Postgres).await;
-            })*
-        }
-    };
 }
 
 on_every_backend!(

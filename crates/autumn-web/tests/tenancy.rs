@@ -14,16 +14,20 @@ mod database;
 #[path = "../../autumn-idempotency/tests/support/redis.rs"]
 mod redis_support;
 
+#[macro_use]
+#[allow(dead_code, unreachable_pub)]
+#[path = "support/backend.rs"]
+mod backend;
+
 use std::collections::HashMap;
+
+use backend::Backend;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
-use std::time::Duration;
 
 use autumn_web::config::AutumnConfig;
 use autumn_web::prelude::*;
-use autumn_web::session::{
-    MemorySessionStore, SessionFuture, SessionId, SessionRecord, SessionStore,
-};
+use autumn_web::session::{SessionFuture, SessionId, SessionRecord, SessionStore};
 use autumn_web::tenancy::TenantResolveError;
 use autumn_web::test::{TestApp, TestClient, TestResponse};
 
@@ -276,86 +280,16 @@ async fn a_tenant_extractor_without_tenancy_is_a_readable_500() {
     assert_eq!(problem_code(&response), "tenant_not_resolved");
 }
 
-/// Where a test keeps its records and sessions.
-#[derive(Debug, Clone, Copy)]
-enum Backend {
-    Memory,
-    #[cfg(feature = "redis")]
-    Redis,
-    #[cfg(feature = "postgres")]
-    Postgres,
-}
-
-/// The `[idempotency]`/`[database]` part of the config for `backend`, and
-/// a session store there.
-fn backend_config(backend: Backend) -> (String, Arc<dyn SessionStore>) {
-    match backend {
-        Backend::Memory => (String::new(), Arc::new(MemorySessionStore::new(1_000))),
-        #[cfg(feature = "redis")]
-        Backend::Redis => {
-            let url = redis_support::require_redis();
-            let prefix = redis_support::unique_prefix();
-            let connection = autumn_web::idempotency::RedisConnection::new(&url).expect("url");
-            let store = autumn_web::session::RedisSessionStore::new(
-                connection,
-                &format!("{prefix}:session"),
-            );
-            (
-                format!(
-                    "[idempotency]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\n"
-                ),
-                Arc::new(store),
-            )
-        }
-        #[cfg(feature = "postgres")]
-        Backend::Postgres => {
-            let url = database::fresh_postgres_schema();
-            let pool = autumn_web::db::DbPool::new(&url, 4, Duration::from_secs(5)).expect("pool");
-            (
-                format!("[idempotency]\nbackend = \"database\"\n[database]\nurl = \"{url}\"\n"),
-                Arc::new(autumn_web::session::DbSessionStore::new(pool)),
-            )
-        }
-    }
-}
-
 /// An app on `backend` resolving tenants by `strategy`, its sessions in
 /// `sessions` (wrapped by the caller when it must watch them).
 fn app_on(backend: Backend, tenancy: &str, sessions: Option<Arc<dyn SessionStore>>) -> TestClient {
-    let (storage, store) = backend_config(backend);
-    let config =
-        AutumnConfig::from_toml_str(&format!("[tenancy]\nenabled = true\n{tenancy}\n{storage}"))
-            .expect("config");
-    TestApp::from_builder(builder().with_session_store(sessions.unwrap_or(store)))
+    let storage = backend.storage();
+    let config = storage.config(&format!("[tenancy]\nenabled = true\n{tenancy}"));
+    let sessions = sessions.unwrap_or_else(|| storage.session_store());
+    TestApp::from_builder(builder().with_session_store(sessions))
         .with_config(config)
         .idempotent()
         .build()
-}
-
-/// Runs each listed case as a test on every backend of this build.
-macro_rules! on_every_backend {
-    ($($case:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                super::$case(super::Backend::Memory).await;
-            })*
-        }
-        #[cfg(feature = "redis")]
-        mod redis {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                super::$case(super::Backend::Redis).await;
-            })*
-        }
-        #[cfg(feature = "postgres")]
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                super::$case(super::Backend::Postgres).await;
-            })*
-        }
-    };
 }
 
 on_every_backend!(
@@ -458,7 +392,7 @@ impl SessionStore for HeldSaves {
 }
 
 async fn switching_tenants_locks_the_retry_key_before_the_session_is_saved(backend: Backend) {
-    let (_, store) = backend_config(backend);
+    let store = backend.storage().session_store();
     let sessions = Arc::new(HeldSaves {
         inner: store,
         hold: AtomicBool::new(false),

@@ -1,0 +1,132 @@
+//! The backends an app-level test runs on, and [`on_every_backend!`], which
+//! runs a case once on each. Every run gets storage of its own (a Redis key
+//! prefix, a PostgreSQL schema), so the runs go in parallel.
+//!
+//! A test file includes it with `#[macro_use] #[path = "support/backend.rs"]
+//! mod backend;`, next to the `database` and `redis_support` modules of
+//! autumn-idempotency's test support, which it uses.
+
+use std::sync::Arc;
+#[cfg(feature = "postgres")]
+use std::time::Duration;
+
+use autumn_web::config::AutumnConfig;
+use autumn_web::session::{MemorySessionStore, SessionStore};
+
+/// Where a test keeps its idempotency records, submit tokens and sessions.
+#[derive(Debug, Clone, Copy)]
+pub enum Backend {
+    Memory,
+    #[cfg(feature = "redis")]
+    Redis,
+    #[cfg(feature = "postgres")]
+    Postgres,
+}
+
+/// Fresh storage on one backend: the configuration that puts an app there,
+/// and the means to build other stores beside it.
+pub struct Storage {
+    /// The `[idempotency]` (and `[database]`) part of `autumn.toml`.
+    pub toml: String,
+    /// Redis's URL and this run's key prefix.
+    #[cfg(feature = "redis")]
+    pub redis: Option<(String, String)>,
+    /// The URL of this run's PostgreSQL schema.
+    #[cfg(feature = "postgres")]
+    pub database_url: Option<String>,
+}
+
+impl Backend {
+    /// New storage on this backend, failing with how to start its service
+    /// when it does not answer.
+    pub fn storage(self) -> Storage {
+        let mut storage = Storage {
+            toml: String::new(),
+            #[cfg(feature = "redis")]
+            redis: None,
+            #[cfg(feature = "postgres")]
+            database_url: None,
+        };
+        match self {
+            Self::Memory => {}
+            #[cfg(feature = "redis")]
+            Self::Redis => {
+                let url = super::redis_support::require_redis();
+                let prefix = super::redis_support::unique_prefix();
+                storage.toml = format!(
+                    "[idempotency]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\n"
+                );
+                storage.redis = Some((url, prefix));
+            }
+            #[cfg(feature = "postgres")]
+            Self::Postgres => {
+                let url = super::database::fresh_postgres_schema();
+                storage.toml =
+                    format!("[idempotency]\nbackend = \"database\"\n[database]\nurl = \"{url}\"\n");
+                storage.database_url = Some(url);
+            }
+        }
+        storage
+    }
+}
+
+impl Storage {
+    /// The app's configuration: `extra` (other sections), then this storage.
+    pub fn config(&self, extra: &str) -> AutumnConfig {
+        AutumnConfig::from_toml_str(&format!("{extra}\n{}", self.toml)).expect("a valid config")
+    }
+
+    /// A pool on this run's database, when the backend is one.
+    #[cfg(feature = "postgres")]
+    pub fn pool(&self) -> Option<autumn_web::db::DbPool> {
+        self.database_url
+            .as_ref()
+            .map(|url| autumn_web::db::DbPool::new(url, 4, Duration::from_secs(5)).expect("a pool"))
+    }
+
+    /// A session store where the app's own would be: what a test wraps to
+    /// watch it.
+    pub fn session_store(&self) -> Arc<dyn SessionStore> {
+        #[cfg(feature = "redis")]
+        if let Some((url, prefix)) = &self.redis {
+            let connection =
+                autumn_web::idempotency::RedisConnection::new(url).expect("a Redis URL");
+            return Arc::new(autumn_web::session::RedisSessionStore::new(
+                connection,
+                &format!("{prefix}:session"),
+            ));
+        }
+        #[cfg(feature = "postgres")]
+        if let Some(pool) = self.pool() {
+            return Arc::new(autumn_web::session::DbSessionStore::new(pool));
+        }
+        Arc::new(MemorySessionStore::new(1_000))
+    }
+}
+
+/// Runs each listed case, an `async fn(Backend)` of the including file, as
+/// a test on every backend of this build.
+macro_rules! on_every_backend {
+    ($($case:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                super::$case(super::backend::Backend::Memory).await;
+            })*
+        }
+        #[cfg(feature = "redis")]
+        mod redis {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                super::$case(super::backend::Backend::Redis).await;
+            })*
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                super::$case(super::backend::Backend::Postgres).await;
+            })*
+        }
+    };
+}
