@@ -15,6 +15,8 @@ pub mod error_pages;
 mod route;
 mod scope;
 pub mod session;
+#[cfg(feature = "database")]
+mod sql;
 pub mod telemetry;
 pub mod tenancy;
 

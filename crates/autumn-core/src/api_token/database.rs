@@ -1,13 +1,13 @@
 //! [`DbApiTokenStore`]: API tokens in the app database's `autumn_api_tokens`
 //! table, on PostgreSQL or SQLite.
 
-#[cfg(feature = "sqlite")]
-use autumn_idempotency::database::sqlite_params;
 use autumn_idempotency::database::{CachedExt as _, DbConnection, DbError, DbPool};
 use diesel::QueryableByName;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::sql_types::{BigInt, Binary, Nullable, Text};
 use diesel_async::RunQueryDsl as _;
+
+use crate::sql::on_backend;
 
 use super::store::{ApiTokenFuture, ApiTokenRecord, ApiTokenStore, ApiTokenStoreError};
 
@@ -98,30 +98,6 @@ impl From<Row> for ApiTokenRecord {
 #[derive(Debug, Clone)]
 pub struct DbApiTokenStore {
     pool: DbPool,
-}
-
-/// Runs `$body` with `$conn` bound to the backend's connection and `$sql`
-/// the statement in the backend's dialect.
-macro_rules! on_backend {
-    ($connection:expr, $statement:expr, |$conn:ident, $sql:ident| $body:expr) => {
-        match $connection {
-            #[cfg(feature = "postgres")]
-            DbConnection::Postgres(mut object) => {
-                let $conn = &mut *object;
-                let $sql = $statement;
-                $body
-            }
-            #[cfg(feature = "sqlite")]
-            DbConnection::Sqlite(mut object) => {
-                let $conn = &mut *object;
-                let $sql = sqlite_params($statement);
-                $body
-            }
-            // A backend enabled in autumn-idempotency by another crate but
-            // not in this one.
-            _ => return Err(unsupported_backend()),
-        }
-    };
 }
 
 impl DbApiTokenStore {

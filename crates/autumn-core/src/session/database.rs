@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use autumn_idempotency::clock::SharedClock;
-#[cfg(feature = "sqlite")]
-use autumn_idempotency::database::sqlite_params;
 use autumn_idempotency::database::{CachedExt as _, DbConnection, DbError, DbPool, ExpiringTable};
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Binary, Text};
 use diesel_async::RunQueryDsl as _;
+
+use crate::sql::on_backend;
 
 use super::id::SessionId;
 use super::store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
@@ -80,30 +80,6 @@ struct Row {
 #[derive(Debug, Clone)]
 pub struct DbSessionStore {
     pool: DbPool,
-}
-
-/// Runs `$body` with `$conn` bound to the backend's connection and `$sql`
-/// the statement in the backend's dialect.
-macro_rules! on_backend {
-    ($connection:expr, $statement:expr, |$conn:ident, $sql:ident| $body:expr) => {
-        match $connection {
-            #[cfg(feature = "postgres")]
-            DbConnection::Postgres(mut object) => {
-                let $conn = &mut *object;
-                let $sql = $statement;
-                $body
-            }
-            #[cfg(feature = "sqlite")]
-            DbConnection::Sqlite(mut object) => {
-                let $conn = &mut *object;
-                let $sql = sqlite_params($statement);
-                $body
-            }
-            // A backend enabled in autumn-idempotency by another crate but
-            // not in this one.
-            _ => return Err(unsupported_backend()),
-        }
-    };
 }
 
 impl DbSessionStore {
