@@ -11,6 +11,8 @@ pub mod cross_origin;
 #[cfg(feature = "database")]
 pub mod db;
 mod error;
+#[cfg(feature = "database")]
+pub mod idempotency_tx;
 mod route;
 mod scope;
 pub mod session;

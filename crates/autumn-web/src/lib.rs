@@ -58,6 +58,8 @@ pub mod db {
 
 /// Idempotency keys: the layer, the stores and what handlers read.
 pub mod idempotency {
+    #[cfg(feature = "database")]
+    pub use autumn_core::idempotency_tx::IdempotencyTx;
     pub use autumn_idempotency::*;
 }
 
