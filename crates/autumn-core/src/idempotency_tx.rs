@@ -73,7 +73,11 @@ impl IdempotencyTx {
     /// transaction rolls back. 422 when the key's recovery point belongs to
     /// a request with another body. 500 for a body over 10 MiB, a
     /// [`ShardedDb`](crate::db::ShardedDb) connection, or a database error.
-    pub async fn commit<C>(&self, conn: &mut C, response: impl IntoResponse) -> AutumnResult<Response>
+    pub async fn commit<C>(
+        &self,
+        conn: &mut C,
+        response: impl IntoResponse,
+    ) -> AutumnResult<Response>
     where
         C: IdempotencyConnection + ?Sized,
     {

@@ -37,6 +37,34 @@ struct Remote {
 static REMOTES: LazyLock<Mutex<HashMap<String, Remote>>> = LazyLock::new(Mutex::default);
 static RUN: AtomicUsize = AtomicUsize::new(0);
 
+/// Signalled by a handler that "crashes", once its work is done, by key.
+static CRASHED: LazyLock<Mutex<HashMap<String, Arc<tokio::sync::Notify>>>> =
+    LazyLock::new(Mutex::default);
+
+/// Stops the handler of the request with `key` for good, telling the test.
+async fn crash(key: &str) {
+    let notify = CRASHED.lock().expect("crashed").get(key).cloned();
+    if let Some(notify) = notify {
+        notify.notify_one();
+    }
+    std::future::pending::<()>().await;
+}
+
+/// Sends `request` on a task of its own and returns once its handler
+/// "crashed" (see [`crash`]).
+async fn send_until_crash(key: &str, request: autumn_web::test::TestRequest) {
+    let notify = Arc::new(tokio::sync::Notify::new());
+    CRASHED
+        .lock()
+        .expect("crashed")
+        .insert(key.to_owned(), notify.clone());
+    // Left running: the "stopped process" never answers.
+    let _hung = tokio::spawn(request.send());
+    tokio::time::timeout(Duration::from_secs(30), notify.notified())
+        .await
+        .expect("the handler reached its crash point");
+}
+
 fn remote(key: &str) -> Remote {
     REMOTES
         .lock()
@@ -197,7 +225,7 @@ macro_rules! suite {
                 if mode == "hang" {
                     // The process "stops" after its commit: the handler never
                     // returns, so the middleware never rewrites or unlocks.
-                    std::future::pending::<()>().await;
+                    crash(&key(&headers)).await;
                 }
                 Ok(response)
             }
@@ -244,7 +272,7 @@ macro_rules! suite {
                     .await?;
                 }
                 if crash {
-                    std::future::pending::<()>().await;
+                    super::crash(&key(&headers)).await;
                 }
                 db.tx(|conn| {
                     async move { idem.commit(conn, (StatusCode::CREATED, "done")).await }
@@ -390,12 +418,13 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_late_commit_after_another_request_took_the_key_gets_409_and_rolls_back() {
                 let app = app().await;
-                register("late", &app.client, &app.clock);
-                let late = app.pay(Some("late"), "a", "late").await;
+                let key = format!("{}-late", stringify!($backend));
+                register(&key, &app.client, &app.clock);
+                let late = app.pay(Some(&key), "a", "late").await;
                 late.assert_status(409);
                 assert!(is_problem(&late), "{:?}", late.headers());
                 assert_eq!(app.payments().await, 1, "only the request holding the key committed");
-                app.pay(Some("late"), "a", "")
+                app.pay(Some(&key), "a", "")
                     .await
                     .assert_status(201)
                     .assert_header("x-idempotent-replayed", "true");
@@ -413,35 +442,28 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn after_a_crash_after_commit_retries_get_409_until_the_lock_expires_then_the_replay() {
                 let app = app().await;
-                let client = app.client.clone();
-                let crashed = tokio::spawn(async move {
-                    client
+                let key = format!("{}-hang", stringify!($backend));
+                send_until_crash(
+                    &key,
+                    app.client
                         .post("/payments")
-                        .header("idempotency-key", "k")
+                        .header("idempotency-key", &key)
                         .header("x-mode", "hang")
-                        .body("a")
-                        .send()
-                        .await
-                });
-                // The commit is done once its record is visible.
-                let mut waited = 0;
-                while app.records().await == 0 {
-                    tokio::task::yield_now().await;
-                    waited += 1;
-                    assert!(waited < 100_000, "the first run never committed");
-                }
+                        .body("a"),
+                )
+                .await;
+                assert_eq!(app.records().await, 1, "committed before the crash");
                 // The record is there, but its request still holds the lock.
-                let retry = app.pay(Some("k"), "a", "").await;
+                let retry = app.pay(Some(&key), "a", "").await;
                 retry.assert_status(409);
                 assert!(retry.header("x-idempotent-replayed").is_none());
                 app.lapse();
-                let replay = app.pay(Some("k"), "a", "").await;
+                let replay = app.pay(Some(&key), "a", "").await;
                 replay
                     .assert_status(201)
                     .assert_header("x-idempotent-replayed", "true");
                 assert!(replay.text().starts_with("paid a (run "), "{}", replay.text());
                 assert_eq!(app.payments().await, 1, "the handler ran once");
-                crashed.abort();
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -478,68 +500,56 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_retry_after_a_crash_skips_the_steps_that_are_done() {
                 let app = app().await;
-                let client = app.client.clone();
-                let crashed = tokio::spawn(async move {
-                    client
+                let key = format!("{}-crash-0", stringify!($backend));
+                send_until_crash(
+                    &key,
+                    app.client
                         .post("/checkout")
-                        .header("idempotency-key", "k")
+                        .header("idempotency-key", &key)
                         .header("x-mode", "crash")
-                        .body("cart")
-                        .send()
-                        .await
-                });
-                let mut waited = 0;
-                while app.charges().await == 0 {
-                    tokio::task::yield_now().await;
-                    waited += 1;
-                    assert!(waited < 100_000, "the first run never charged");
-                }
+                        .body("cart"),
+                )
+                .await;
+                assert_eq!(app.charges().await, 1, "charged before the crash");
                 // Still locked by the crashed run.
-                app.checkout("k", "cart", "").await.assert_status(409);
+                app.checkout(&key, "cart", "").await.assert_status(409);
                 app.lapse();
-                let retry = app.checkout("k", "cart", "").await;
+                let retry = app.checkout(&key, "cart", "").await;
                 retry.assert_status(201);
                 assert_eq!(retry.text(), "done");
                 assert_eq!(app.charges().await, 1, "the card was charged once");
-                app.checkout("k", "cart", "")
+                app.checkout(&key, "cart", "")
                     .await
                     .assert_header("x-idempotent-replayed", "true");
-                crashed.abort();
-            }
+                            }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_recovery_point_belongs_to_the_body_that_set_it() {
                 let app = app().await;
-                let client = app.client.clone();
-                let crashed = tokio::spawn(async move {
-                    client
+                let key = format!("{}-crash-1", stringify!($backend));
+                send_until_crash(
+                    &key,
+                    app.client
                         .post("/checkout")
-                        .header("idempotency-key", "k")
+                        .header("idempotency-key", &key)
                         .header("x-mode", "crash")
-                        .body("cart")
-                        .send()
-                        .await
-                });
-                let mut waited = 0;
-                while app.charges().await == 0 {
-                    tokio::task::yield_now().await;
-                    waited += 1;
-                    assert!(waited < 100_000, "the first run never charged");
-                }
+                        .body("cart"),
+                )
+                .await;
+                assert_eq!(app.charges().await, 1, "charged before the crash");
                 app.lapse();
                 // recovery_point, set_recovery_point and commit each refuse
                 // another body under the same key.
                 for mode in ["", "set-only", "commit-only"] {
-                    let response = app.checkout("k", "another cart", mode).await;
+                    let response = app.checkout(&key, "another cart", mode).await;
                     response.assert_status(422);
                     assert!(is_problem(&response), "{mode}");
                 }
                 assert_eq!(app.charges().await, 1);
                 // The body that set it still goes on from there.
-                app.checkout("k", "cart", "").await.assert_status(201);
+                app.checkout(&key, "cart", "").await.assert_status(201);
                 assert_eq!(app.charges().await, 1);
-                crashed.abort();
-            }
+                            }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn the_calls_on_a_sharded_db_connection_give_500() {

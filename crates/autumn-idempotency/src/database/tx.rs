@@ -324,7 +324,10 @@ impl IdempotencyContext {
         }
     }
 
-    async fn read_recovery(&self, conn: &mut TxConnection<'_>) -> Result<Option<Recovery>, TxError> {
+    async fn read_recovery(
+        &self,
+        conn: &mut TxConnection<'_>,
+    ) -> Result<Option<Recovery>, TxError> {
         let key = self.storage_key();
         let rows: Vec<Recovery> = on_tx_backend!(conn, |conn, sql| {
             diesel::sql_query(sql(GET_RECOVERY))
