@@ -603,3 +603,95 @@ suite!(
     database::fresh_sqlite_file(),
     "id INTEGER PRIMARY KEY AUTOINCREMENT"
 );
+
+/// What `commit` costs on the wire against the same handler on a plain
+/// `Db::tx`: the one owner-fenced statement inside the transaction, nothing
+/// after it (the middleware's rewrite replaces its usual record-and-unlock).
+#[cfg(feature = "postgres")]
+mod round_trips {
+    use super::*;
+    use autumn_web::db::{Db, PgConnection};
+    use autumn_web::idempotency::IdempotencyTx;
+    use autumn_web::prelude::*;
+    use autumn_web::reexports::diesel;
+    use autumn_web::reexports::diesel_async::RunQueryDsl as _;
+    use autumn_web::reexports::scoped_futures::ScopedFutureExt as _;
+    use autumn_web::test::TestApp;
+
+    async fn insert(conn: &mut PgConnection) -> Result<(), AutumnError> {
+        diesel::sql_query("INSERT INTO payments (note) VALUES ('x')")
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    #[post("/plain")]
+    async fn plain(mut db: Db) -> AutumnResult<Response> {
+        db.tx(|conn| {
+            async move {
+                insert(conn).await?;
+                Ok((StatusCode::CREATED, "paid").into_response())
+            }
+            .scope_boxed()
+        })
+        .await
+    }
+
+    #[post("/committed")]
+    async fn committed(idem: IdempotencyTx, mut db: Db) -> AutumnResult<Response> {
+        db.tx(|conn| {
+            async move {
+                insert(conn).await?;
+                idem.commit(conn, (StatusCode::CREATED, "paid")).await
+            }
+            .scope_boxed()
+        })
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn commit_costs_one_statement_inside_the_transaction() {
+        let url = database::fresh_postgres_schema();
+        exec(
+            &url,
+            "CREATE TABLE payments (id BIGSERIAL PRIMARY KEY, note TEXT NOT NULL)",
+        )
+        .await;
+        let proxy = database::RoundTrips::proxy(&url).await;
+        let client = TestApp::from_builder(
+            autumn_web::app()
+                .routes(routes![plain, committed])
+                .idempotent(),
+        )
+        .with_config(config(&format!(
+            "[idempotency]\nbackend = \"database\"\n[database]\nurl = \"{}\"\npool_size = 1\n",
+            proxy.url()
+        )))
+        .build();
+        let mut cost = HashMap::new();
+        for path in ["/plain", "/committed"] {
+            // Warm: the connection is made and every statement prepared.
+            for key in ["warm-1", "warm-2"] {
+                client
+                    .post(path)
+                    .header("idempotency-key", key)
+                    .send()
+                    .await
+                    .assert_status(201);
+            }
+            proxy.take();
+            client
+                .post(path)
+                .header("idempotency-key", "measured")
+                .send()
+                .await
+                .assert_status(201);
+            cost.insert(path, proxy.take());
+        }
+        assert_eq!(
+            cost["/committed"],
+            cost["/plain"] + 1,
+            "round trips of a first-time request: {cost:?}"
+        );
+    }
+}
