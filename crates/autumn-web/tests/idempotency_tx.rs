@@ -281,6 +281,41 @@ macro_rules! suite {
                 .await
             }
 
+            /// A sign-in that also pays: the session changes before or
+            /// after `commit`, so the record must be rewritten with the
+            /// session's Set-Cookie before anything replays it.
+            #[post("/login")]
+            async fn login(
+                idem: IdempotencyTx,
+                session: Session,
+                mut db: Db<$conn>,
+                headers: HeaderMap,
+            ) -> AutumnResult<Response> {
+                let mode = mode(&headers).to_owned();
+                let before = mode.starts_with("before");
+                if before {
+                    session.insert("user", "ann").await?;
+                }
+                let response = db
+                    .tx(|conn| {
+                        async move {
+                            diesel::sql_query("INSERT INTO payments (note) VALUES ('login')")
+                                .execute(conn)
+                                .await?;
+                            idem.commit(conn, (StatusCode::CREATED, "signed in")).await
+                        }
+                        .scope_boxed()
+                    })
+                    .await?;
+                if !before {
+                    session.insert("user", "ann").await?;
+                }
+                if mode.ends_with("crash") {
+                    crash(&key(&headers)).await;
+                }
+                Ok(response)
+            }
+
             /// The three calls on a shard's connection.
             #[post("/sharded")]
             async fn sharded(
@@ -330,7 +365,7 @@ macro_rules! suite {
                 let shared: SharedClock = Arc::new(clock.clone());
                 let client = TestApp::from_builder(
                     autumn_web::app()
-                        .routes(routes![pay, checkout, sharded])
+                        .routes(routes![pay, checkout, sharded, login])
                         .idempotent(),
                 )
                 .with_config(database_config(&url, backend))
@@ -565,6 +600,73 @@ macro_rules! suite {
                         assert!(is_problem(&response));
                     }
                 }
+            }
+
+            /// The retry comes from a client that never got the first
+            /// response (so no cookie): it must be given the Set-Cookie.
+            async fn session_change_reaches_the_replay(mode: &str) {
+                let app = app().await;
+                let key = format!("{}-login-{mode}", stringify!($backend));
+                let first = app
+                    .client
+                    .post("/login")
+                    .header("idempotency-key", &key)
+                    .header("x-mode", mode)
+                    .send()
+                    .await;
+                first.assert_status(201);
+                let cookie = first.header("set-cookie").expect("a session cookie").to_owned();
+                let retry = app
+                    .client
+                    .new_browser()
+                    .post("/login")
+                    .header("idempotency-key", &key)
+                    .header("x-mode", mode)
+                    .send()
+                    .await;
+                retry
+                    .assert_status(201)
+                    .assert_header("x-idempotent-replayed", "true");
+                assert_eq!(retry.header("set-cookie"), Some(cookie.as_str()));
+                assert_eq!(app.payments().await, 1);
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_session_change_before_commit_reaches_the_replay() {
+                session_change_reaches_the_replay("before").await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_session_change_after_commit_reaches_the_replay() {
+                session_change_reaches_the_replay("after").await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_crash_before_the_session_is_saved_never_replays_without_the_cookie() {
+                let app = app().await;
+                let key = format!("{}-login-crash", stringify!($backend));
+                send_until_crash(
+                    &key,
+                    app.client
+                        .post("/login")
+                        .header("idempotency-key", &key)
+                        .header("x-mode", "before-crash"),
+                )
+                .await;
+                assert_eq!(app.records().await, 1, "committed before the crash");
+                // Past the in-flight TTL the lock still stands: commit held
+                // it for the record's lifetime, as the session was pending.
+                app.lapse();
+                let retry = app
+                    .client
+                    .new_browser()
+                    .post("/login")
+                    .header("idempotency-key", &key)
+                    .send()
+                    .await;
+                retry.assert_status(409);
+                assert!(retry.header("x-idempotent-replayed").is_none());
+                assert_eq!(app.payments().await, 1);
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
