@@ -141,7 +141,8 @@ impl<C: PooledConnection + IdempotencyConnection> IdempotencyConnection for Db<C
 ///
 /// ```no_run
 /// # #[cfg(feature = "postgres")] mod demo {
-/// use autumn_core::db::{DbPool, ShardedDb};
+/// use autumn_core::db::ShardedDb;
+/// use autumn_idempotency::database::DbPool;
 /// use autumn_core::AutumnResult;
 /// use diesel_async::RunQueryDsl as _;
 /// use scoped_futures::ScopedFutureExt as _;
