@@ -21,7 +21,7 @@
 
 use std::ops::{Deref, DerefMut};
 
-use autumn_idempotency::database::{DbPool, PooledConnection};
+use autumn_idempotency::database::{DbPool, IdempotencyConnection, PooledConnection, TxConnection};
 use axum::extract::FromRequestParts;
 use http::request::Parts;
 use scoped_futures::ScopedBoxFuture;
@@ -123,5 +123,110 @@ impl<S: Send + Sync, C: PooledConnection> FromRequestParts<S> for Db<C> {
             ));
         };
         Self::from_pool(&pool).await
+    }
+}
+
+impl<C: PooledConnection + IdempotencyConnection> IdempotencyConnection for Db<C> {
+    fn idempotency_connection(&mut self) -> Option<TxConnection<'_>> {
+        self.conn.idempotency_connection()
+    }
+}
+
+/// A connection to one shard of an app that shards its data, from a pool of
+/// its own: queries and transactions work as on [`Db`].
+///
+/// The idempotency key's row lives on the primary database, not on a shard:
+/// `IdempotencyTx`'s `commit`, `set_recovery_point` and `recovery_point` on
+/// a `ShardedDb` connection give 500, saying to use the primary.
+///
+/// ```no_run
+/// # #[cfg(feature = "postgres")] mod demo {
+/// use autumn_core::db::ShardedDb;
+/// use autumn_idempotency::database::DbPool;
+/// use autumn_core::AutumnResult;
+/// use diesel_async::RunQueryDsl as _;
+/// use scoped_futures::ScopedFutureExt as _;
+///
+/// async fn archive(shard_pool: &DbPool) -> AutumnResult<usize> {
+///     let mut shard: ShardedDb = ShardedDb::from_pool(shard_pool).await?;
+///     shard
+///         .tx(|conn| {
+///             async move { diesel::sql_query("SELECT 1").execute(&mut **conn).await }
+///                 .scope_boxed()
+///         })
+///         .await
+///         .map_err(Into::into)
+/// }
+/// # }
+/// ```
+pub struct ShardedDb<C: PooledConnection = DefaultConnection> {
+    conn: C::Pooled,
+}
+
+impl<C: PooledConnection> std::fmt::Debug for ShardedDb<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardedDb").finish_non_exhaustive()
+    }
+}
+
+impl<C: PooledConnection> ShardedDb<C> {
+    /// Takes a connection from the shard's `pool`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::from_pool`].
+    pub async fn from_pool(pool: &DbPool) -> Result<Self, AutumnError> {
+        let db = Db::<C>::from_pool(pool).await?;
+        Ok(Self { conn: db.conn })
+    }
+
+    /// Runs `f` in a transaction on the shard, handing it this connection
+    /// (so it stays a shard's): committed when it returns `Ok`, rolled back
+    /// when it returns `Err`.
+    ///
+    /// # Errors
+    ///
+    /// What `f` returns, or the database's error converted into `E`.
+    pub async fn tx<'a, R, E, F>(&'a mut self, f: F) -> Result<R, E>
+    where
+        F: for<'r> FnOnce(&'r mut Self) -> ScopedBoxFuture<'a, 'r, Result<R, E>> + Send + 'a,
+        E: From<diesel::result::Error> + Send + 'a,
+        R: Send + 'a,
+    {
+        use diesel_async::TransactionManager as _;
+        type Manager<C> = <C as diesel_async::AsyncConnection>::TransactionManager;
+        Manager::<C>::begin_transaction(&mut *self.conn).await?;
+        match f(&mut *self).await {
+            Ok(value) => {
+                Manager::<C>::commit_transaction(&mut *self.conn).await?;
+                Ok(value)
+            }
+            Err(error) => {
+                // The caller's error says more than a failed rollback; a
+                // connection left in a transaction is not reused by the pool.
+                let _rolled_back = Manager::<C>::rollback_transaction(&mut *self.conn).await;
+                Err(error)
+            }
+        }
+    }
+}
+
+impl<C: PooledConnection> Deref for ShardedDb<C> {
+    type Target = C;
+
+    fn deref(&self) -> &C {
+        &self.conn
+    }
+}
+
+impl<C: PooledConnection> DerefMut for ShardedDb<C> {
+    fn deref_mut(&mut self) -> &mut C {
+        &mut self.conn
+    }
+}
+
+impl<C: PooledConnection> IdempotencyConnection for ShardedDb<C> {
+    fn idempotency_connection(&mut self) -> Option<TxConnection<'_>> {
+        None
     }
 }

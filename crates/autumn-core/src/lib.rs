@@ -12,6 +12,8 @@ pub mod cross_origin;
 pub mod db;
 mod error;
 pub mod error_pages;
+#[cfg(feature = "database")]
+pub mod idempotency_tx;
 mod route;
 mod scope;
 pub mod session;

@@ -226,6 +226,17 @@ impl IdempotencyContext {
         self.inner.held.in_flight_ttl
     }
 
+    /// Whether an outer layer still has work to do on the response (a
+    /// session change to save and its `Set-Cookie`).
+    #[cfg(feature = "database")]
+    pub(crate) fn finalize_pending(&self) -> bool {
+        self.inner
+            .held
+            .finalize
+            .as_ref()
+            .is_some_and(crate::finalize::FinalizeHook::pending)
+    }
+
     /// A key for a downstream call (a payment provider, another service) that
     /// is the same on every retry of this request and different for each
     /// `purpose` and each caller, so the downstream side deduplicates too.

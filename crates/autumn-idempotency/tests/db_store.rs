@@ -74,6 +74,82 @@ async fn sqlite_sweeper_keeps_the_table_bounded() {
     sweeping_drops_only_dead_rows(&database::fresh_sqlite_file()).await;
 }
 
+/// Renewing never shortens a lock (`IdempotencyTx::commit` extends it to the
+/// record's lifetime while a session change waits to be saved; the heartbeat
+/// must not undo that), and a live recovery point keeps its row from the
+/// sweeper and from the unlock's clean-up.
+async fn renewal_extends_only_and_recovery_points_keep_their_row(url: &str) {
+    use autumn_idempotency::clock::Clock as _;
+    use autumn_idempotency::database::DbConnection;
+    use diesel_async::SimpleAsyncConnection as _;
+    let clock = ManualClock::new();
+    let store = database::store(url, clock.clone());
+    let long = Duration::from_secs(600);
+    assert!(store.try_lock("k", "o", long).await.expect("lock"));
+    assert!(
+        store
+            .renew_lock("k", "o", Duration::from_secs(30))
+            .await
+            .expect("renew")
+    );
+    clock.advance(Duration::from_secs(31));
+    assert!(
+        !store.try_lock("k", "other", long).await.expect("try"),
+        "the longer deadline stands"
+    );
+    // A row holding only a recovery point (its run crashed, its lock lapsed).
+    let now = i64::try_from(clock.now_millis()).expect("millis fit");
+    let sql = format!(
+        "INSERT INTO autumn_idempotency_keys (storage_key, lock_owner, lock_expires_at, \
+           recovery_point, recovery_body_hash, recovery_expires_at) \
+         VALUES ('rp', 'gone', {now}, 'charged', X'01', {})",
+        now + 60_000
+    );
+    #[allow(unreachable_patterns)]
+    match store.pool().get().await.expect("connection") {
+        #[cfg(feature = "postgres")]
+        DbConnection::Postgres(mut conn) => conn
+            .batch_execute(&sql.replace("X'01'", "'\\x01'::bytea"))
+            .await
+            .expect("insert"),
+        #[cfg(feature = "sqlite")]
+        DbConnection::Sqlite(mut conn) => conn.batch_execute(&sql).await.expect("insert"),
+        _ => unreachable!(),
+    }
+    clock.advance(Duration::from_secs(1));
+    assert!(
+        store
+            .try_lock("rp", "retry", long)
+            .await
+            .expect("the key is free")
+    );
+    store.unlock("rp", "retry").await.expect("unlock");
+    assert_eq!(
+        store.sweep_expired().await.expect("sweep"),
+        0,
+        "the point is live"
+    );
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(
+        store.sweep_expired().await.expect("sweep"),
+        1,
+        "then it goes"
+    );
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_renewal_extends_only_and_recovery_points_keep_their_row() {
+    renewal_extends_only_and_recovery_points_keep_their_row(&database::fresh_postgres_schema())
+        .await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_renewal_extends_only_and_recovery_points_keep_their_row() {
+    renewal_extends_only_and_recovery_points_keep_their_row(&database::fresh_sqlite_file()).await;
+}
+
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_migrating_an_empty_database_at_once_all_succeed() {

@@ -53,11 +53,15 @@ pub mod config {
 #[cfg(feature = "database")]
 pub mod db {
     pub use autumn_core::db::*;
-    pub use autumn_idempotency::database::{DbPool, FRAMEWORK_MIGRATIONS};
+    pub use autumn_idempotency::database::{
+        DbConnection, DbPool, FRAMEWORK_MIGRATIONS, IdempotencyConnection,
+    };
 }
 
 /// Idempotency keys: the layer, the stores and what handlers read.
 pub mod idempotency {
+    #[cfg(feature = "database")]
+    pub use autumn_core::idempotency_tx::IdempotencyTx;
     pub use autumn_idempotency::*;
 }
 

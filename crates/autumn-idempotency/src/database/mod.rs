@@ -1,5 +1,6 @@
 //! The app database: a connection pool on PostgreSQL or SQLite, the
-//! framework's own migrations, and the database idempotency store.
+//! framework's own migrations, the database idempotency store, and writing
+//! a request's record in the app's own transaction.
 //!
 //! Both backends run on diesel-async: `AsyncPgConnection` for PostgreSQL (no
 //! libpq needed), and SQLite's synchronous connection run on tokio's blocking
@@ -9,6 +10,7 @@ mod migrations;
 mod pooled;
 mod sql;
 mod store;
+mod tx;
 
 use std::time::Duration;
 
@@ -21,6 +23,7 @@ pub use migrations::{FRAMEWORK_MIGRATIONS, FrameworkMigrations};
 pub use pooled::PooledConnection;
 pub use sql::{Cacheable, CachedExt, ExpiringTable, spawn_sweeper, sqlite_params};
 pub use store::DbIdempotencyStore;
+pub use tx::{COMMIT_BODY_LIMIT, IdempotencyConnection, TxConnection, TxError};
 
 /// A pooled PostgreSQL connection.
 #[cfg(feature = "postgres")]

@@ -111,13 +111,18 @@ const SET: &str = "INSERT INTO autumn_idempotency_keys \
 const UNLOCK: &str = "UPDATE autumn_idempotency_keys SET lock_owner = NULL, lock_expires_at = NULL \
      WHERE storage_key = $1 AND lock_owner = $2";
 
-/// $1 key, $2 now: drop the row once nothing in it is live.
+/// $1 key, $2 now: drop the row once nothing in it is live (a recovery
+/// point included).
 const DROP_DEAD: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key = $1 \
      AND (lock_expires_at IS NULL OR lock_expires_at <= $2) \
-     AND (record_expires_at IS NULL OR record_expires_at <= $2)";
+     AND (record_expires_at IS NULL OR record_expires_at <= $2) \
+     AND (recovery_expires_at IS NULL OR recovery_expires_at <= $2)";
 
-/// $1 key, $2 owner, $3 now, $4 new lock deadline.
-const RENEW: &str = "UPDATE autumn_idempotency_keys SET lock_expires_at = $4 \
+/// $1 key, $2 owner, $3 now, $4 new lock deadline. Never shortens the lock:
+/// `IdempotencyTx::commit` may have extended it to the record's lifetime
+/// (a session change still to be saved), and the heartbeat must not undo that.
+const RENEW: &str = "UPDATE autumn_idempotency_keys SET lock_expires_at = \
+       CASE WHEN lock_expires_at > $4 THEN lock_expires_at ELSE $4 END \
      WHERE storage_key = $1 AND lock_owner = $2 AND lock_expires_at > $3";
 
 /// $1 now, $2 batch size: deletes at most one batch of rows whose lock and
@@ -127,17 +132,21 @@ const RENEW: &str = "UPDATE autumn_idempotency_keys SET lock_expires_at = $4 \
 /// outer condition re-checks each row at delete time.
 const PG_SWEEP_BATCH: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key IN ( \
        SELECT storage_key FROM autumn_idempotency_keys \
-       WHERE GREATEST(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)) <= $1 \
+       WHERE GREATEST(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0), \
+         COALESCE(recovery_expires_at, 0)) <= $1 \
        LIMIT $2 FOR UPDATE SKIP LOCKED) \
-     AND GREATEST(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)) <= $1";
+     AND GREATEST(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0), \
+       COALESCE(recovery_expires_at, 0)) <= $1";
 
 /// [`PG_SWEEP_BATCH`] in SQLite's words (its expression index uses the
-/// two-argument `MAX`); SQLite runs one writer at a time, so nothing to skip.
+/// multi-argument `MAX`); SQLite runs one writer at a time, so nothing to skip.
 const SQLITE_SWEEP_BATCH: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key IN ( \
        SELECT storage_key FROM autumn_idempotency_keys \
-       WHERE MAX(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)) <= ?1 \
+       WHERE MAX(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0), \
+         COALESCE(recovery_expires_at, 0)) <= ?1 \
        LIMIT ?2) \
-     AND MAX(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)) <= ?1";
+     AND MAX(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0), \
+       COALESCE(recovery_expires_at, 0)) <= ?1";
 
 /// The table, swept one replica at a time (see [`ExpiringTable::sweep`]).
 const KEYS_TABLE: ExpiringTable = ExpiringTable {
@@ -224,6 +233,11 @@ impl DbIdempotencyStore {
     /// The pool the store uses.
     pub fn pool(&self) -> &DbPool {
         &self.pool
+    }
+
+    /// Now on the store's clock, in milliseconds: what its expiry checks use.
+    pub(crate) fn now_millis(&self) -> i64 {
+        self.now()
     }
 
     async fn conn(&self) -> Result<DbConnection, StoreError> {
@@ -394,6 +408,10 @@ impl Failed {
 }
 
 impl IdempotencyStore for DbIdempotencyStore {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
         Box::pin(async move {
             let now = self.now();

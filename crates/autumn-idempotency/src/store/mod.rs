@@ -146,6 +146,15 @@ pub trait IdempotencyStore: Send + Sync + 'static {
     fn size(&self) -> Option<StoreSize> {
         None
     }
+
+    /// The store as [`Any`](std::any::Any), for code that works with one
+    /// backend in particular and finds it by its type: `IdempotencyTx`
+    /// writes its record in the app's transaction only when this is a
+    /// `DbIdempotencyStore`. `None` (the default), so a store wrapping
+    /// another is not mistaken for it.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// What [`IdempotencyStore::claim`] found.

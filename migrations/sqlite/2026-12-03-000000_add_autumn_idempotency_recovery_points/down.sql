@@ -1,0 +1,6 @@
+DROP INDEX IF EXISTS autumn_idempotency_keys_expiry;
+ALTER TABLE autumn_idempotency_keys DROP COLUMN recovery_expires_at;
+ALTER TABLE autumn_idempotency_keys DROP COLUMN recovery_body_hash;
+ALTER TABLE autumn_idempotency_keys DROP COLUMN recovery_point;
+CREATE INDEX IF NOT EXISTS autumn_idempotency_keys_expiry
+    ON autumn_idempotency_keys (MAX(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0)));
