@@ -25,14 +25,14 @@
 //! # }
 //! ```
 
-use std::convert::Infallible;
-
 use autumn_idempotency::IdempotencyContext;
 use autumn_idempotency::database::{IdempotencyConnection, TxError};
-use axum::extract::FromRequestParts;
+use autumn_idempotency::key::storage_key;
+use axum::extract::{FromRequestParts, OriginalUri};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 
+use crate::scope::GoneSessionScope;
 use crate::{AutumnError, AutumnResult};
 
 /// The extractor that writes a request's record in the handler's database
@@ -149,12 +149,38 @@ fn autumn_error(error: TxError) -> AutumnError {
     }
 }
 
+/// Extracting it is when a retry whose session is gone (expired or
+/// deleted) takes over the recovery point its first attempt set under the
+/// old session's key: the retry runs under a new key, the one of a request
+/// with an unknown session id, and the point is copied to it before the
+/// handler runs, so the handler still skips the steps that are done.
+///
+/// Rejects with 503 when that copy fails: running the handler without the
+/// point could redo a step.
 impl<S: Send + Sync> FromRequestParts<S> for IdempotencyTx {
-    type Rejection = Infallible;
+    type Rejection = AutumnError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self {
-            context: parts.extensions.get::<IdempotencyContext>().cloned(),
-        })
+        let context = parts.extensions.get::<IdempotencyContext>().cloned();
+        if let (Some(context), Some(GoneSessionScope(gone))) =
+            (&context, parts.extensions.get::<GoneSessionScope>())
+        {
+            // The storage key as the middleware made it, under the old scope.
+            let uri = match parts.extensions.get::<OriginalUri>() {
+                Some(OriginalUri(original)) => original,
+                None => &parts.uri,
+            };
+            let path = uri
+                .path_and_query()
+                .map_or_else(|| uri.path(), |p| p.as_str());
+            let from = storage_key(parts.method.as_str(), path, gone.as_bytes(), context.key());
+            if let Err(error) = context.adopt_recovery_point(&from).await {
+                tracing::warn!(%error, "could not copy the recovery point of the gone session's key");
+                return Err(AutumnError::unavailable(
+                    "the idempotency store is unavailable; retry later",
+                ));
+            }
+        }
+        Ok(Self { context })
     }
 }

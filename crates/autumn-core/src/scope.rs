@@ -36,6 +36,9 @@ pub(crate) fn layer(
             let parts = ScopeParts::of(request.extensions(), request.headers(), &cookie_name);
             let tenant = request.extensions().get::<Tenant>().map(Tenant::id);
             let scope = parts.with_tenant(tenant.map(str::as_bytes));
+            if let Some(previous) = parts.gone_session_scope(tenant.map(str::as_bytes)) {
+                request.extensions_mut().insert(previous);
+            }
             if let Some(after_run) = crate::tenancy::scope_after_run(&parts, request.extensions()) {
                 request.extensions_mut().insert(after_run);
             }
@@ -55,24 +58,36 @@ fn request_scope(
     ScopeParts::of(extensions, headers, cookie_name).with_tenant(tenant.map(str::as_bytes))
 }
 
+/// Request extension: the scope a request whose session id the store does
+/// not know would have had under that session, had it still been stored.
+/// A retry whose session expired or was deleted runs under a new storage
+/// key; `IdempotencyTx` copies the recovery point from the key of this
+/// scope, so the retry still skips the steps that are done.
+#[derive(Debug, Clone)]
+pub(crate) struct GoneSessionScope(pub(crate) IdempotencyScope);
+
 /// The parts of a request's scope around its tenant, so the scope can be
 /// made again for another tenant (after a tenant switch).
 #[derive(Clone)]
 pub(crate) struct ScopeParts {
     /// The session part, if any.
     session: IdempotencyScope,
+    /// The session part had the store known the session id.
+    gone_session: Option<IdempotencyScope>,
     authorization: Option<HeaderValue>,
 }
 
 impl ScopeParts {
     fn of(extensions: &Extensions, headers: &HeaderMap, cookie_name: &str) -> Self {
         let mut session = IdempotencyScope::default();
+        let mut gone_session = None;
         match extensions.get::<SessionIdentity>() {
             Some(SessionIdentity { id, known: true }) => {
                 session = session.with_part("session", id.as_str())
             }
             Some(SessionIdentity { id, known: false }) => {
                 session = session.with_part("browser", id.as_str());
+                gone_session = Some(IdempotencyScope::default().with_part("session", id.as_str()));
             }
             // The session layer found no cookie worth resolving.
             None if extensions.get::<Session>().is_some() => {}
@@ -84,13 +99,26 @@ impl ScopeParts {
         }
         Self {
             session,
+            gone_session,
             authorization: headers.get(header::AUTHORIZATION).cloned(),
         }
     }
 
     /// The scope with `tenant` as its tenant part.
     pub(crate) fn with_tenant(&self, tenant: Option<&[u8]>) -> IdempotencyScope {
-        let mut scope = self.session.clone();
+        self.scope(self.session.clone(), tenant)
+    }
+
+    /// The scope under the session the store no longer knows, with `tenant`
+    /// (the request's tenant now: a tenant kept in the gone session is
+    /// gone with it).
+    fn gone_session_scope(&self, tenant: Option<&[u8]>) -> Option<GoneSessionScope> {
+        let session = self.gone_session.clone()?;
+        Some(GoneSessionScope(self.scope(session, tenant)))
+    }
+
+    fn scope(&self, session: IdempotencyScope, tenant: Option<&[u8]>) -> IdempotencyScope {
+        let mut scope = session;
         if let Some(tenant) = tenant {
             scope = scope.with_part("tenant", tenant);
         }

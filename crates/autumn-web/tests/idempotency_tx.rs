@@ -586,6 +586,54 @@ macro_rules! suite {
                 assert_eq!(app.charges().await, 1);
                             }
 
+            /// The spec: a retry whose session is gone runs under a new
+            /// key, and the middleware copies the recovery point from the
+            /// old session's key to it before the handler runs.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_retry_whose_session_is_gone_still_skips_the_steps_that_are_done() {
+                let app = app().await;
+                // Signed in: the client now sends the session cookie.
+                app.client.post("/login").send().await.assert_status(201);
+                let key = format!("{}-gone-session", stringify!($backend));
+                send_until_crash(
+                    &key,
+                    app.client
+                        .post("/checkout")
+                        .header("idempotency-key", &key)
+                        .header("x-mode", "crash")
+                        .body("cart"),
+                )
+                .await;
+                assert_eq!(app.charges().await, 1, "charged before the crash");
+                exec(&app.url, "DELETE FROM autumn_sessions").await;
+
+                // The cookie names a session the store no longer has: a new
+                // key, so the crashed run's lock does not apply (no 409),
+                // and the point copied to it still binds the first body.
+                let other = app.checkout(&key, "another cart", "").await;
+                other.assert_status(422);
+                assert!(is_problem(&other));
+                let retry = app.checkout(&key, "cart", "").await;
+                retry.assert_status(201);
+                assert_eq!(retry.text(), "done");
+                assert_eq!(app.charges().await, 1, "the card was charged once");
+                app.checkout(&key, "cart", "")
+                    .await
+                    .assert_header("x-idempotent-replayed", "true");
+
+                // Only the caller whose session it was takes the point over:
+                // another visitor's request with the same key runs anew.
+                app.client
+                    .new_browser()
+                    .post("/checkout")
+                    .header("idempotency-key", &key)
+                    .body("cart")
+                    .send()
+                    .await
+                    .assert_status(201);
+                assert_eq!(app.charges().await, 2);
+            }
+
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn the_calls_on_a_sharded_db_connection_give_500() {
                 let app = app().await;

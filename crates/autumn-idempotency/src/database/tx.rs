@@ -152,6 +152,19 @@ const SET_RECOVERY: &str = "UPDATE autumn_idempotency_keys SET recovery_point = 
 const GET_RECOVERY: &str = "SELECT recovery_point, recovery_body_hash, recovery_expires_at \
      FROM autumn_idempotency_keys WHERE storage_key = $1";
 
+/// $1 this request's key, $2 owner, $3 the key to copy from, $4 now. Copies
+/// a live recovery point, with its body and expiry, onto this request's row
+/// unless that has a live point of its own. The body stays bound: a retry
+/// with another body still gets 422 from the copy.
+const ADOPT_RECOVERY: &str = "UPDATE autumn_idempotency_keys SET \
+       recovery_point = (SELECT f.recovery_point FROM autumn_idempotency_keys f WHERE f.storage_key = $3), \
+       recovery_body_hash = (SELECT f.recovery_body_hash FROM autumn_idempotency_keys f WHERE f.storage_key = $3), \
+       recovery_expires_at = (SELECT f.recovery_expires_at FROM autumn_idempotency_keys f WHERE f.storage_key = $3) \
+     WHERE storage_key = $1 AND lock_owner = $2 \
+       AND (recovery_point IS NULL OR recovery_expires_at <= $4) \
+       AND EXISTS (SELECT 1 FROM autumn_idempotency_keys f WHERE f.storage_key = $3 \
+         AND f.recovery_point IS NOT NULL AND f.recovery_expires_at > $4)";
+
 /// Runs `$body` with `$conn` the backend's connection and `$sql` turning a
 /// statement into its dialect.
 macro_rules! on_tx_backend {
@@ -322,6 +335,53 @@ impl IdempotencyContext {
             }
             _ => Ok(None),
         }
+    }
+
+    /// Copies the live recovery point kept under `from` onto this
+    /// request's key, unless this key has a live one; returns whether it
+    /// copied. For a retry whose session is gone: it runs under a new
+    /// storage key, and `from` is the key it had under the old session, so
+    /// it still skips the steps that are done. Runs on the store's own
+    /// connection, before the handler's transactions. Without a
+    /// [`DbIdempotencyStore`] nothing is copied.
+    ///
+    /// # Errors
+    ///
+    /// The database's error.
+    pub async fn adopt_recovery_point(&self, from: &str) -> Result<bool, TxError> {
+        let Some(store) = self.database_store() else {
+            return Ok(false);
+        };
+        if from == self.storage_key() {
+            return Ok(false);
+        }
+        let now = store.now_millis();
+        let (key, owner) = (self.storage_key(), self.owner());
+        let copied = match store.pool().get().await? {
+            #[cfg(feature = "postgres")]
+            super::DbConnection::Postgres(mut conn) => {
+                diesel::sql_query(ADOPT_RECOVERY)
+                    .bind::<Text, _>(key)
+                    .bind::<Text, _>(owner)
+                    .bind::<Text, _>(from)
+                    .bind::<BigInt, _>(now)
+                    .cached()
+                    .execute(&mut *conn)
+                    .await?
+            }
+            #[cfg(feature = "sqlite")]
+            super::DbConnection::Sqlite(mut conn) => {
+                diesel::sql_query(sqlite_params(ADOPT_RECOVERY))
+                    .bind::<Text, _>(key)
+                    .bind::<Text, _>(owner)
+                    .bind::<Text, _>(from)
+                    .bind::<BigInt, _>(now)
+                    .cached()
+                    .execute(&mut *conn)
+                    .await?
+            }
+        };
+        Ok(copied == 1)
     }
 
     async fn read_recovery(
