@@ -726,7 +726,7 @@ macro_rules! suite {
                 let (mut parts, ()) = http::Request::new(()).into_parts();
                 let idem = IdempotencyTx::from_request_parts(&mut parts, &())
                     .await
-                    .expect("infallible");
+                    .expect("no gone session to copy from");
                 let error = idem
                     .commit(&mut shard, StatusCode::CREATED)
                     .await
