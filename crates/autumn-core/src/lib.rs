@@ -19,6 +19,7 @@ mod scope;
 pub mod session;
 #[cfg(feature = "database")]
 mod sql;
+pub mod state;
 pub mod telemetry;
 pub mod tenancy;
 

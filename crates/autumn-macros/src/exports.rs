@@ -59,6 +59,17 @@ pub(crate) const HTTP_METHOD: ExportPath =
 pub(crate) const AXUM_ROUTING: ExportPath =
     ExportPath(&["autumn_web", "__private", "axum", "routing"]);
 
+/// `::autumn_web::__private::test_runtime`, drives `#[autumn_web::test]`'s body.
+pub(crate) const TEST_RUNTIME: ExportPath =
+    ExportPath(&["autumn_web", "__private", "test_runtime"]);
+
+/// `::autumn_web::__private::maud::PreEscaped`, what `html!` returns.
+pub(crate) const MAUD_PRE_ESCAPED: ExportPath =
+    ExportPath(&["autumn_web", "__private", "maud", "PreEscaped"]);
+
+/// `::std::string::String`, the buffer `html!` writes into.
+pub(crate) const STRING: ExportPath = ExportPath(&["std", "string", "String"]);
+
 #[cfg(test)]
 mod tests {
     use super::*;

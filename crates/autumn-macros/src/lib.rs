@@ -33,9 +33,11 @@
 //! ```
 
 mod exports;
+mod html;
 mod main_fn;
 mod route;
 mod routes;
+mod test_fn;
 
 use proc_macro::TokenStream;
 use route::Method;
@@ -115,5 +117,48 @@ pub fn main(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item = proc_macro2::TokenStream::from(item);
     main_fn::expand(attr.into(), item.clone())
         .unwrap_or_else(|error| main_fn::recover(&error, item))
+        .into()
+}
+
+/// Writes HTML with maud's template syntax, returning a `Markup` (a
+/// response on its own, or part of a bigger template).
+///
+/// It is maud's `html!` expanding through `autumn_web`, so an app needs no
+/// `maud` dependency of its own. The syntax is maud's:
+/// <https://maud.lambda.xyz/>.
+///
+/// ```text
+/// let name = "<b>Ada</b>";
+/// let page = html! { h1 { "Hello, " (name) } };
+/// assert_eq!(page.into_string(), "<h1>Hello, &lt;b&gt;Ada&lt;/b&gt;</h1>");
+/// ```
+#[proc_macro]
+pub fn html(input: TokenStream) -> TokenStream {
+    html::expand(input.into()).into()
+}
+
+/// Runs an `async fn` test on a fresh tokio runtime, like `#[tokio::test]`,
+/// so an app's tests need no `tokio` dependency of their own.
+///
+/// The function takes no arguments and may return `()` or a `Result`;
+/// the attribute takes no arguments either. The runtime is current-thread
+/// with time and I/O enabled.
+///
+/// ```text
+/// #[autumn_web::test]
+/// async fn home_page_answers() {
+///     let app = TestApp::from_builder(autumn_web::app().routes(routes![home]));
+///     app.get("/").send().await.assert_ok();
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn test(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let item = proc_macro2::TokenStream::from(item);
+    test_fn::expand(attr.into(), item.clone())
+        .unwrap_or_else(|error| {
+            let mut tokens = error.to_compile_error();
+            tokens.extend(item);
+            tokens
+        })
         .into()
 }

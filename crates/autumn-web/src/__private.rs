@@ -5,6 +5,7 @@ use std::future::Future;
 
 pub use axum;
 pub use http;
+pub use maud;
 
 use crate::{AutumnConfig, Route};
 
@@ -53,4 +54,13 @@ pub fn run_main<F: Future>(main: F) -> F::Output {
             std::process::exit(1);
         }
     }
+}
+
+/// The runtime `#[autumn_web::test]` runs a test on: current-thread, time
+/// and I/O enabled, as `#[tokio::test]` builds it.
+pub fn test_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("autumn: cannot start the tokio runtime for the test")
 }

@@ -31,11 +31,12 @@
 //! [cross-origin requests](docs::security), [tenancy](docs::tenancy),
 //! [API tokens](docs::api_tokens), [error responses and pages](docs::errors).
 
+pub use autumn_core::state::State;
 pub use autumn_core::{
     AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, Route,
     RouteIdempotency, app,
 };
-pub use autumn_macros::{delete, get, main, patch, post, put, routes};
+pub use autumn_macros::{delete, get, html, main, patch, post, put, routes, test};
 
 /// API tokens: [`RequireApiToken`](api_token::RequireApiToken), the
 /// [`ApiPrincipal`](api_token::ApiPrincipal) extractor and the stores.
@@ -85,9 +86,21 @@ pub mod tenancy {
     pub use autumn_core::tenancy::*;
 }
 
-/// Testing an app in-process: [`TestApp`](test::TestApp).
+/// App state shared with every handler:
+/// [`AppBuilder::with_state`] and the [`State`] extractor.
+pub mod state {
+    pub use autumn_core::state::*;
+}
+
+/// Testing an app in-process: [`TestApp`](test::TestApp), with what tests
+/// commonly need next to it (JSON values, header names), so an app's tests
+/// need no dependencies beyond `autumn-web`. Write async tests with
+/// [`#[autumn_web::test]`](macro@crate::test).
 pub mod test {
     pub use autumn_test::*;
+    pub use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+    pub use http::{Method, StatusCode};
+    pub use serde_json::{Value, json};
 }
 
 /// The crates Autumn is built on, at the versions it uses.
@@ -111,17 +124,20 @@ pub mod prelude {
     pub use crate::session::Session;
     pub use crate::tenancy::Tenant;
     pub use crate::{
-        AutumnError, AutumnResult, Route, RouteIdempotency, delete, get, patch, post, put, routes,
+        AutumnError, AutumnResult, Route, RouteIdempotency, State, delete, get, html, patch, post,
+        put, routes,
     };
     pub use axum::Json;
-    pub use axum::extract::{Form, Path, Query};
-    pub use axum::response::{IntoResponse, Redirect, Response};
-    pub use http::StatusCode;
-    pub use maud::{Markup, html};
+    pub use axum::extract::{Extension, Form, Path, Query};
+    pub use axum::response::{Html, IntoResponse, Redirect, Response};
+    pub use http::{HeaderMap, StatusCode};
+    pub use maud::{DOCTYPE, Markup, PreEscaped};
 }
 
 /// The guides, compiled and tested with the crate.
 pub mod docs {
+    #[doc = include_str!("../../../README.md")]
+    pub mod readme {}
     #[doc = include_str!("../../../docs/idempotency.md")]
     pub mod idempotency {}
     #[doc = include_str!("../../../docs/configuration.md")]

@@ -93,6 +93,41 @@ fn redis_without_a_url_and_database_without_a_database_are_refused() {
 }
 
 #[test]
+fn a_redis_url_that_does_not_parse_says_invalid_url_and_shows_the_form() {
+    for url in ["localhost:6379", "http://cache:6379", "redis://:6379:x"] {
+        // Idempotency and sessions each check the URL they are given.
+        for sessions in ["false", "true"] {
+            let message = launch_error(configured(config(
+                &format!(
+                    "[idempotency]\nbackend = \"redis\"\nredis.url = \"{url}\"\n[session]\nenabled = {sessions}\nbackend = \"redis\"\n"
+                ),
+                "dev",
+            )));
+            assert!(message.contains("invalid URL"), "{url}: {message}");
+            assert!(
+                message.contains("redis://[user:password@]host[:port][/db]"),
+                "{url}: {message}"
+            );
+            assert!(
+                message.contains("idempotency.redis.url"),
+                "{url}: {message}"
+            );
+            assert!(!message.contains("cannot reach"), "{url}: {message}");
+        }
+    }
+}
+
+#[test]
+fn a_redis_url_that_does_not_parse_is_refused_for_sessions_alone() {
+    let message = launch_error(configured(config(
+        "[idempotency]\nbackend = \"memory\"\nredis.url = \"localhost:6379\"\n[session]\nbackend = \"redis\"\n",
+        "dev",
+    )));
+    assert!(message.contains("invalid URL"), "{message}");
+    assert!(message.contains("redis://"), "{message}");
+}
+
+#[test]
 fn duplicate_routes_and_old_path_syntax_are_refused() {
     let message = launch_error(TestApp::new().routes(routes![create, create_again]));
     assert!(message.contains("POST /orders"), "{message}");
@@ -147,14 +182,14 @@ async fn the_request_timeout_answers_408() {
     client.post("/slow").send().await.assert_status(408);
 }
 
-#[tokio::test]
+#[autumn_web::test]
 async fn scoped_routes_are_served_under_their_prefix() {
     let client = TestApp::new().scoped("/admin/", routes![create]).build();
     client.post("/admin/orders").send().await.assert_ok();
     client.post("/orders").send().await.assert_status(404);
 }
 
-#[tokio::test]
+#[autumn_web::test]
 async fn errors_choose_their_status_and_never_leak_internals() {
     #[post("/missing")]
     async fn missing() -> AutumnResult<&'static str> {

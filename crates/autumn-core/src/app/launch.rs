@@ -55,7 +55,8 @@ pub enum LaunchError {
     },
     /// The session backend is not part of this build.
     #[error(
-        "session.backend = \"{backend}\" is not available in this build of autumn-web; set session.backend = \"memory\" or enable the backend's feature"
+        "session.backend = \"{backend}\" is not available in this build of autumn-web; enable the autumn-web feature {feature}, or set session.backend = \"memory\"",
+        feature = backend_features(.backend)
     )]
     SessionBackendUnavailable {
         /// The backend that was asked for.
@@ -71,11 +72,22 @@ pub enum LaunchError {
     DatabaseMissing,
     /// The chosen backend is not part of this build.
     #[error(
-        "idempotency.backend = \"{backend}\" is not available in this build of autumn-web; use idempotency.backend = \"memory\""
+        "idempotency.backend = \"{backend}\" is not available in this build of autumn-web; enable the autumn-web feature {feature}, or use idempotency.backend = \"memory\"",
+        feature = backend_features(.backend)
     )]
     BackendUnavailable {
         /// The backend that was asked for.
         backend: String,
+    },
+    /// `idempotency.redis.url` is not a Redis URL.
+    #[error(
+        "idempotency.redis.url is an invalid URL ({url}): {reason}; expected redis://[user:password@]host[:port][/db], rediss://... for TLS, or redis+unix:///path/to/socket"
+    )]
+    RedisUrlInvalid {
+        /// The URL, password redacted.
+        url: String,
+        /// Why it does not parse.
+        reason: String,
     },
     /// Redis could not be reached at startup.
     #[error("cannot reach Redis for idempotency.redis.url ({url}): {message}")]
@@ -483,6 +495,10 @@ impl AppBuilder {
         for layer in self.layers {
             router = layer(router);
         }
+        // Outside the app's layers, so its middleware reads the state too.
+        if !self.states.is_empty() {
+            router = router.layer(self.states.layer());
+        }
         router = router.layer(scope::layer(&config)?);
         if let Some(tenancy) = TenancyLayer::from_config(&config, self.tenant_resolver)? {
             router = router.layer(tenancy);
@@ -554,9 +570,45 @@ fn database_pool(
         let _ = startup;
         Err(LaunchError::Database {
             url: redact(url),
-            message: "autumn-web was built without the `postgres` and `sqlite` features".into(),
+            message: format!(
+                "this build of autumn-web has no database; enable the autumn-web feature {}",
+                database_feature(url)
+            ),
         })
     }
+}
+
+/// The autumn-web feature(s) that bring `backend`, as the messages name them.
+fn backend_features(backend: &str) -> &'static str {
+    match backend {
+        "redis" => "`redis`",
+        "database" => "`postgres` or `sqlite`",
+        _ => "that provides it",
+    }
+}
+
+/// The autumn-web feature a `database.url` needs, told by its scheme.
+#[cfg_attr(feature = "database", allow(dead_code))]
+fn database_feature(url: &str) -> &'static str {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        "`postgres`"
+    } else if url.starts_with("sqlite:") || url.ends_with(".db") || url == ":memory:" {
+        "`sqlite`"
+    } else {
+        "`postgres` or `sqlite`"
+    }
+}
+
+/// Refuses a `idempotency.redis.url` that does not parse, before it is
+/// taken for an unreachable server.
+#[cfg(feature = "redis")]
+fn check_redis_url(url: &str) -> Result<(), LaunchError> {
+    redis::Client::open(url)
+        .map(drop)
+        .map_err(|error| LaunchError::RedisUrlInvalid {
+            url: redact(url),
+            reason: error.to_string(),
+        })
 }
 
 /// The store `[idempotency] backend` names, refusing what cannot work.
@@ -583,6 +635,7 @@ fn build_store(
             };
             #[cfg(feature = "redis")]
             {
+                check_redis_url(url)?;
                 let store = autumn_idempotency::RedisIdempotencyStore::new(
                     url,
                     &idempotency.redis.key_prefix,
@@ -747,6 +800,7 @@ fn redis_sessions(
     };
     #[cfg(feature = "redis")]
     {
+        check_redis_url(url)?;
         let connection = match startup.live_redis.first() {
             Some(store) => store.connection().clone(),
             None => {
@@ -898,4 +952,49 @@ fn check_routes(routes: &[Route]) -> Result<(), LaunchError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod feature_message_tests {
+    //! The messages a build without a backend's feature gives. Test builds
+    //! have every feature, so these check the text rather than the launch.
+
+    use super::*;
+
+    #[test]
+    fn a_missing_backend_names_the_feature_to_enable() {
+        let message = LaunchError::BackendUnavailable {
+            backend: "redis".into(),
+        }
+        .to_string();
+        assert!(
+            message.contains("enable the autumn-web feature `redis`"),
+            "{message}"
+        );
+        let message = LaunchError::SessionBackendUnavailable {
+            backend: "redis".into(),
+        }
+        .to_string();
+        assert!(
+            message.contains("enable the autumn-web feature `redis`"),
+            "{message}"
+        );
+        let message = LaunchError::SessionBackendUnavailable {
+            backend: "database".into(),
+        }
+        .to_string();
+        assert!(
+            message.contains("enable the autumn-web feature `postgres` or `sqlite`"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_database_url_names_the_feature_its_scheme_needs() {
+        assert_eq!(database_feature("postgres://u:p@db/app"), "`postgres`");
+        assert_eq!(database_feature("postgresql://db/app"), "`postgres`");
+        assert_eq!(database_feature("sqlite://data/app.db"), "`sqlite`");
+        assert_eq!(database_feature("data/app.db"), "`sqlite`");
+        assert_eq!(database_feature("mysql://db"), "`postgres` or `sqlite`");
+    }
 }

@@ -53,6 +53,7 @@ pub struct AppBuilder {
     pub(crate) clock: Option<SharedClock>,
     pub(crate) tenant_resolver: Option<Arc<dyn crate::tenancy::TenantResolver>>,
     pub(crate) error_pages: crate::error_pages::ErrorPagesLayer,
+    pub(crate) states: crate::state::States,
 }
 
 pub(crate) enum RawRouter {
@@ -166,6 +167,35 @@ impl AppBuilder {
     /// ```
     pub fn with_tenant_resolver(mut self, resolver: impl crate::tenancy::TenantResolver) -> Self {
         self.tenant_resolver = Some(Arc::new(resolver));
+        self
+    }
+
+    /// Shares `state` with every handler: a handler reads it with
+    /// [`State<S>`](crate::state::State), getting its own clone, so a pool
+    /// or a client (cheap to clone, shared inside) is registered once here.
+    /// Several states of different types can be registered; registering a
+    /// type again replaces the earlier value.
+    ///
+    /// The app's own layers (see [`layer`](Self::layer)) see the state too,
+    /// in the request's extensions.
+    ///
+    /// ```
+    /// # use autumn_core::app;
+    /// use autumn_core::state::State;
+    ///
+    /// #[derive(Clone)]
+    /// struct Greeting(&'static str);
+    ///
+    /// async fn hello(State(greeting): State<Greeting>) -> &'static str {
+    ///     greeting.0
+    /// }
+    ///
+    /// let app = app()
+    ///     .with_state(Greeting("hello"))
+    ///     .merge(axum::Router::new().route("/", axum::routing::get(hello)));
+    /// ```
+    pub fn with_state<S: Clone + Send + Sync + 'static>(mut self, state: S) -> Self {
+        self.states.insert(state);
         self
     }
 

@@ -1,0 +1,120 @@
+//! App state: values the app shares with every handler, such as a client
+//! or a pool, registered with
+//! [`AppBuilder::with_state`](crate::AppBuilder::with_state) and read with
+//! the [`State`] extractor.
+//!
+//! Autumn's routes are axum `MethodRouter<()>`s built by the route macros,
+//! so axum's own `State<S>` (which needs a `Router<S>` typed with the state)
+//! cannot reach them. Instead each registered value travels in the request's
+//! extensions under a private wrapper type, which keeps it apart from the
+//! app's own extensions of the same type; [`State<S>`] reads it back.
+
+use std::any::type_name;
+
+use axum::extract::FromRequestParts;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use http::request::Parts;
+
+/// A value registered with
+/// [`AppBuilder::with_state`](crate::AppBuilder::with_state), cloned for
+/// each request that asks for it.
+///
+/// Share a pool or a client by registering it once; keep what must be
+/// mutable behind an `Arc<Mutex<..>>` or an atomic, since every request
+/// gets its own clone.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use autumn_core::state::State;
+///
+/// #[derive(Clone)]
+/// struct Counter(Arc<AtomicU64>);
+///
+/// async fn visit(State(counter): State<Counter>) -> String {
+///     let seen = counter.0.fetch_add(1, Ordering::Relaxed) + 1;
+///     format!("visit {seen}")
+/// }
+///
+/// let app = autumn_core::app()
+///     .with_state(Counter(Arc::new(AtomicU64::new(0))))
+///     .merge(axum::Router::new().route("/", axum::routing::get(visit)));
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct State<S>(pub S);
+
+/// How a state value travels in the request's extensions: wrapped, so an
+/// app's `String` state never meets another layer's `String` extension.
+#[derive(Clone)]
+pub(crate) struct Registered<S>(pub(crate) S);
+
+/// Why the [`State`] extractor failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateRejection {
+    /// 500 `state_missing`: no value of the type was registered.
+    #[error(
+        "this handler takes State<{type_name}>, but the app has no state of that type; register it with app().with_state(..)"
+    )]
+    Missing {
+        /// The state type the handler asked for.
+        type_name: &'static str,
+    },
+}
+
+impl IntoResponse for StateRejection {
+    fn into_response(self) -> Response {
+        tracing::error!(error = %self, "state extractor rejected");
+        autumn_idempotency::problem_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Some("state_missing"),
+            &self.to_string(),
+        )
+    }
+}
+
+impl<S, B> FromRequestParts<B> for State<S>
+where
+    S: Clone + Send + Sync + 'static,
+    B: Send + Sync,
+{
+    type Rejection = StateRejection;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &B) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Registered<S>>()
+            .map(|registered| State(registered.0.clone()))
+            .ok_or(StateRejection::Missing {
+                type_name: type_name::<S>(),
+            })
+    }
+}
+
+/// Puts every registered value into each request's extensions.
+#[derive(Clone, Default)]
+pub(crate) struct States(pub(crate) http::Extensions);
+
+impl States {
+    pub(crate) fn insert<S: Clone + Send + Sync + 'static>(&mut self, state: S) {
+        self.0.insert(Registered(state));
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// A layer adding the values to each request (a value the request
+    /// already carries under the same type is replaced).
+    pub(crate) fn layer(
+        self,
+    ) -> tower::util::MapRequestLayer<
+        impl Fn(axum::extract::Request) -> axum::extract::Request + Clone,
+    > {
+        tower::util::MapRequestLayer::new(move |mut request: axum::extract::Request| {
+            request.extensions_mut().extend(self.0.clone());
+            request
+        })
+    }
+}
