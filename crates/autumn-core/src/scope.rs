@@ -36,6 +36,8 @@ pub(crate) fn layer(
             let parts = ScopeParts::of(request.extensions(), request.headers(), &cookie_name);
             let tenant = request.extensions().get::<Tenant>().map(Tenant::id);
             let scope = parts.with_tenant(tenant.map(str::as_bytes));
+            // Only IdempotencyTx (a database feature) reads it.
+            #[cfg(feature = "database")]
             if let Some(previous) = parts.gone_session_scope(tenant.map(str::as_bytes)) {
                 request.extensions_mut().insert(previous);
             }
@@ -64,6 +66,7 @@ fn request_scope(
 /// key; `IdempotencyTx` copies the recovery point from the key of this
 /// scope, so the retry still skips the steps that are done.
 #[derive(Debug, Clone)]
+#[cfg(feature = "database")]
 pub(crate) struct GoneSessionScope(pub(crate) IdempotencyScope);
 
 /// The parts of a request's scope around its tenant, so the scope can be
@@ -73,6 +76,7 @@ pub(crate) struct ScopeParts {
     /// The session part, if any.
     session: IdempotencyScope,
     /// The session part had the store known the session id.
+    #[cfg_attr(not(feature = "database"), allow(dead_code))]
     gone_session: Option<IdempotencyScope>,
     authorization: Option<HeaderValue>,
 }
@@ -112,6 +116,7 @@ impl ScopeParts {
     /// The scope under the session the store no longer knows, with `tenant`
     /// (the request's tenant now: a tenant kept in the gone session is
     /// gone with it).
+    #[cfg(feature = "database")]
     fn gone_session_scope(&self, tenant: Option<&[u8]>) -> Option<GoneSessionScope> {
         let session = self.gone_session.clone()?;
         Some(GoneSessionScope(self.scope(session, tenant)))
