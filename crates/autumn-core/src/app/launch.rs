@@ -143,6 +143,14 @@ pub enum LaunchError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// The actuator could not listen on its own port.
+    #[error("cannot listen on {address} for the actuator (server.host / actuator.port): {source}")]
+    ActuatorBind {
+        /// The address.
+        address: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     /// The server failed while running.
     #[error("server error: {0}")]
     Serve(std::io::Error),
@@ -151,6 +159,8 @@ pub enum LaunchError {
 /// A built app.
 pub(crate) struct Launched {
     pub(crate) router: Router,
+    /// `/actuator/*` when `[actuator] port` serves it apart from the app.
+    pub(crate) actuator: Option<Router>,
     pub(crate) config: AutumnConfig,
     pub(crate) startup: Startup,
 }
@@ -368,6 +378,11 @@ impl AppBuilder {
         };
         let database = database_pool(&config, &mut startup)?;
         let mut idempotency_store = None;
+        let given = actuator::Given {
+            idempotency: (self.idempotent && config.idempotency.enabled)
+                .then_some(self.store.is_some()),
+            session: self.session_store.is_some(),
+        };
         let idempotency = if self.idempotent && config.idempotency.enabled {
             let store = match self.store {
                 Some(store) => store,
@@ -457,7 +472,15 @@ impl AppBuilder {
             &mut metrics,
             &mut startup,
         )?;
-        router = router.merge(actuator::routes(metrics.clone()));
+        let health = actuator::health(&config, database.as_ref(), given);
+        let actuator = actuator_routes(&config, metrics.clone(), health);
+        let actuator = match (actuator, config.actuator.port) {
+            (Some(routes), None) => {
+                router = router.merge(routes);
+                None
+            }
+            (routes, _) => routes,
+        };
         let sessions = session_layer(
             &config,
             self.session_store,
@@ -515,16 +538,31 @@ impl AppBuilder {
         }
         Ok(Launched {
             router,
+            actuator,
             config,
             startup,
         })
     }
 }
 
-#[cfg(feature = "database")]
-type Database = autumn_idempotency::database::DbPool;
-#[cfg(not(feature = "database"))]
-type Database = std::convert::Infallible;
+type Database = actuator::Pool;
+
+/// `/actuator/*` unless `[actuator] enabled = false`; served apart from the
+/// app when `[actuator] port` is set, so it is kept off the app's listener.
+fn actuator_routes(
+    config: &AutumnConfig,
+    metrics: AppMetrics,
+    health: actuator::Health,
+) -> Option<Router> {
+    let settings = &config.actuator;
+    settings.enabled.then(|| {
+        let routes = actuator::routes(metrics, health);
+        match settings.port {
+            Some(_) => routes.layer(TraceLayer::new_for_http()),
+            None => routes,
+        }
+    })
+}
 
 /// The app's pool when `[database] url` is set (connections are made on
 /// first use; the startup check proves the database answers).

@@ -87,10 +87,60 @@ async fn serve_launched(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), LaunchError> {
     let bound = listener.local_addr().map_err(LaunchError::Serve)?;
+    let actuator = bind_actuator(&launched).await?;
     tracing::info!(profile = %launched.config.profile, "autumn listening on http://{bound}");
-    super::server::serve(listener, launched.router, &launched.config.server, shutdown).await;
+    let Some((actuator_listener, actuator_router)) = actuator else {
+        super::server::serve(listener, launched.router, &launched.config.server, shutdown).await;
+        tracing::info!("autumn stopped");
+        return Ok(());
+    };
+    // One shutdown for both listeners: the app's signal stops the actuator too.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let app_shutdown = async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    };
+    let actuator_shutdown = async move {
+        let mut stopped = stopped;
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    tokio::join!(
+        super::server::serve(
+            listener,
+            launched.router,
+            &launched.config.server,
+            app_shutdown
+        ),
+        super::server::serve(
+            actuator_listener,
+            actuator_router,
+            &launched.config.server,
+            actuator_shutdown
+        ),
+    );
     tracing::info!("autumn stopped");
     Ok(())
+}
+
+/// The actuator's own listener on `server.host:actuator.port`, when it
+/// is served apart from the app.
+async fn bind_actuator(
+    launched: &Launched,
+) -> Result<Option<(TcpListener, axum::Router)>, LaunchError> {
+    let (Some(router), Some(port)) = (&launched.actuator, launched.config.actuator.port) else {
+        return Ok(None);
+    };
+    let address = format!("{}:{port}", launched.config.server.host);
+    let listener =
+        TcpListener::bind(&address)
+            .await
+            .map_err(|source| LaunchError::ActuatorBind {
+                address: address.clone(),
+                source,
+            })?;
+    let bound = listener.local_addr().map_err(LaunchError::Serve)?;
+    tracing::info!("actuator listening on http://{bound}/actuator/health");
+    Ok(Some((listener, router.clone())))
 }
 
 async fn shutdown_signal() {

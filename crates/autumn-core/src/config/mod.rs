@@ -55,9 +55,10 @@ mod tests;
 
 pub use error::ConfigError;
 pub use sections::{
-    Backend, CrossOriginConfig, DatabaseConfig, IdempotencyConfig, LogConfig, MIN_HEADER_BYTES,
-    MemoryConfig, RedisConfig, SecurityConfig, ServerConfig, SessionConfig, SubmitTokenConfig,
-    TenancyConfig, TenantStrategy, TimeoutsConfig,
+    ActuatorConfig, Backend, CrossOriginConfig, DatabaseConfig, HEALTH_COMPONENTS,
+    IdempotencyConfig, LogConfig, LogFormat, MIN_HEADER_BYTES, MemoryConfig, RedisConfig,
+    SecurityConfig, ServerConfig, SessionConfig, SubmitTokenConfig, TenancyConfig, TenantStrategy,
+    TimeoutsConfig,
 };
 
 use load::Layers;
@@ -74,6 +75,8 @@ pub struct AutumnConfig {
     pub server: ServerConfig,
     /// `[log]`: logging.
     pub log: LogConfig,
+    /// `[actuator]`: health, liveness, readiness and metrics endpoints.
+    pub actuator: ActuatorConfig,
     /// `[database]`: the SQL database connection pool.
     pub database: DatabaseConfig,
     /// `[idempotency]`: replay protection for requests carrying an `Idempotency-Key`.

@@ -86,6 +86,14 @@ fn defaults_without_files_or_env() {
         },
         log: LogConfig {
             level: "info".to_owned(),
+            format: LogFormat::Text,
+            access_log: true,
+        },
+        actuator: ActuatorConfig {
+            enabled: true,
+            port: None,
+            health_timeout_ms: 2_000,
+            optional: Vec::new(),
         },
         database: DatabaseConfig {
             url: None,
@@ -633,8 +641,8 @@ fn unknown_top_level_section() {
     assert_eq!(
         one_line(&load_err(&dir, &[])),
         format!(
-            "unknown key `servr` in {} (expected one of: server, log, database, idempotency, \
-             security, session, tenancy)",
+            "unknown key `servr` in {} (expected one of: server, log, actuator, database, \
+             idempotency, security, session, tenancy)",
             file(&dir, "autumn.toml").display()
         )
     );
@@ -911,6 +919,13 @@ fn effective_settings_cover_every_key() {
         keep_alive_timeout_ms = 15
         [log]
         level = "l"
+        format = "json"
+        access_log = false
+        [actuator]
+        enabled = false
+        port = 9
+        health_timeout_ms = 16
+        optional = ["db"]
         [database]
         url = "sqlite://x"
         pool_size = 3
@@ -962,7 +977,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 47);
+    assert_eq!(settings.len(), 53);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
