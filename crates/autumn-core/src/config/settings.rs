@@ -33,6 +33,7 @@ impl AutumnConfig {
             tenancy,
             profile: _,
             provenance,
+            files: _,
         } = self;
         let mut out = Leaves::default();
 
