@@ -32,7 +32,7 @@
 //! [API tokens](docs::api_tokens), [error responses and pages](docs::errors).
 
 pub use autumn_core::{
-    AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, Route,
+    AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, RequestId, Route,
     RouteIdempotency, app,
 };
 pub use autumn_macros::{delete, get, main, patch, post, put, routes};
@@ -83,6 +83,12 @@ pub mod session {
 /// [`TenantResolver`](tenancy::TenantResolver) an app plugs in.
 pub mod tenancy {
     pub use autumn_core::tenancy::*;
+}
+
+/// Logging: the subscriber `[log]` describes, and the
+/// [`RequestId`](telemetry::RequestId) of each request.
+pub mod telemetry {
+    pub use autumn_core::telemetry::*;
 }
 
 /// Testing an app in-process: [`TestApp`](test::TestApp).

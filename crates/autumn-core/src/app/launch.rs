@@ -11,7 +11,6 @@ use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayGuardLa
 use axum::Router;
 use http::StatusCode;
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
 
 use super::{AppBuilder, RawRouter};
 use crate::actuator::{self, AppMetrics};
@@ -473,6 +472,7 @@ impl AppBuilder {
             &mut startup,
         )?;
         let health = actuator::health(&config, database.as_ref(), given);
+        crate::telemetry::log_startup(&config, &health);
         let actuator = actuator_routes(&config, metrics.clone(), health);
         let actuator = match (actuator, config.actuator.port) {
             (Some(routes), None) => {
@@ -530,7 +530,7 @@ impl AppBuilder {
                 crate::error_pages::panic_response,
             ))
             .layer(self.error_pages);
-        router = router.layer(TraceLayer::new_for_http());
+        router = crate::telemetry::request_log_layer(&config.log, router);
         if config.tenancy.enabled && config.tenancy.strategy == TenantStrategy::Path {
             // Before routing: the routes are matched below the tenant segment.
             let strip = tower::util::MapRequestLayer::new(tenancy::strip_path_tenant(&config));
@@ -558,7 +558,7 @@ fn actuator_routes(
     settings.enabled.then(|| {
         let routes = actuator::routes(metrics, health);
         match settings.port {
-            Some(_) => routes.layer(TraceLayer::new_for_http()),
+            Some(_) => crate::telemetry::request_log_layer(&config.log, routes),
             None => routes,
         }
     })

@@ -18,8 +18,12 @@ impl AppBuilder {
     /// [`try_run`](Self::try_run) to handle it yourself.
     pub async fn run(self) {
         if let Err(error) = self.try_run().await {
-            tracing::error!("{error}");
-            eprintln!("autumn: {error}");
+            // Once: to the log when there is one, else to standard error.
+            if tracing::dispatcher::has_been_set() {
+                tracing::error!("{error}");
+            } else {
+                eprintln!("autumn: {error}");
+            }
             std::process::exit(1);
         }
     }
