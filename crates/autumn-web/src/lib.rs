@@ -86,7 +86,7 @@ pub mod tenancy {
 }
 
 /// Logging: the subscriber `[log]` describes, and the
-/// [`RequestId`](telemetry::RequestId) of each request.
+/// [`RequestId`] of each request.
 pub mod telemetry {
     pub use autumn_core::telemetry::*;
 }
