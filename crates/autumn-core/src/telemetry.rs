@@ -26,10 +26,11 @@ pub fn init_tracing(level: &str) {
 
 /// Installs the global `tracing` subscriber `[log]` describes, writing to
 /// standard output: `RUST_LOG` when set, else `log.level`; text (coloured
-/// only when standard output is a terminal) or JSON lines by `log.format`.
-/// Does nothing if a subscriber is already installed.
+/// only when standard output is a terminal and `NO_COLOR` is unset) or JSON
+/// lines by `log.format`. Does nothing if a subscriber is already installed.
 pub fn init_logging(config: &LogConfig) {
-    let ansi = std::io::stdout().is_terminal();
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
+    let ansi = std::io::stdout().is_terminal() && !no_color;
     let _already_installed =
         tracing::subscriber::set_global_default(subscriber(config, std::io::stdout, ansi)).is_err();
 }

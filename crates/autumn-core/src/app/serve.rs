@@ -13,17 +13,15 @@ impl AppBuilder {
     /// requests and first-time runs whose client hung up (within
     /// `[server] shutdown_grace_ms`) and returns.
     ///
-    /// A launch failure (bad configuration, a port in use) logs one line
-    /// naming what to fix and exits the process with status 1; use
+    /// A launch failure (bad configuration, a port in use) prints one line
+    /// naming what to fix on standard error and exits the process with
+    /// status 1; use
     /// [`try_run`](Self::try_run) to handle it yourself.
     pub async fn run(self) {
         if let Err(error) = self.try_run().await {
-            // Once: to the log when there is one, else to standard error.
-            if tracing::dispatcher::has_been_set() {
-                tracing::error!("{error}");
-            } else {
-                eprintln!("autumn: {error}");
-            }
+            // Once, on standard error, where a failed start is looked for:
+            // not again in the log, which may be the same terminal.
+            eprintln!("autumn: {error}");
             std::process::exit(1);
         }
     }
@@ -92,7 +90,13 @@ async fn serve_launched(
 ) -> Result<(), LaunchError> {
     let bound = listener.local_addr().map_err(LaunchError::Serve)?;
     let actuator = bind_actuator(&launched).await?;
+    // The app's line first: it is the one tools wait for to find the app.
     tracing::info!(profile = %launched.config.profile, "autumn listening on http://{bound}");
+    if let Some((listener, _)) = &actuator
+        && let Ok(address) = listener.local_addr()
+    {
+        tracing::info!("actuator served on http://{address}/actuator");
+    }
     let Some((actuator_listener, actuator_router)) = actuator else {
         super::server::serve(listener, launched.router, &launched.config.server, shutdown).await;
         tracing::info!("autumn stopped");
@@ -142,8 +146,6 @@ async fn bind_actuator(
                 address: address.clone(),
                 source,
             })?;
-    let bound = listener.local_addr().map_err(LaunchError::Serve)?;
-    tracing::info!("actuator listening on http://{bound}/actuator/health");
     Ok(Some((listener, router.clone())))
 }
 
