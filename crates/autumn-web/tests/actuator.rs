@@ -308,3 +308,83 @@ fn the_actuator_can_move_to_a_port_of_its_own() {
         "the actuator stops with the app"
     );
 }
+
+/// A TCP proxy to `upstream` that can stop passing bytes on (a service that
+/// hangs rather than refuses), on the current runtime.
+struct Freezable {
+    port: u16,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Freezable {
+    async fn to(upstream: u16) -> Self {
+        use std::sync::atomic::Ordering;
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let port = listener.local_addr().expect("address").port();
+        let frozen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = frozen.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    return;
+                };
+                let (mut client_in, mut client_out) = client.into_split();
+                let (mut server_in, mut server_out) = server.into_split();
+                let up = flag.clone();
+                tokio::spawn(async move {
+                    let mut buffer = [0u8; 4096];
+                    while let Ok(n @ 1..) = client_in.read(&mut buffer).await {
+                        // Frozen: swallow the command, answer nothing.
+                        if !up.load(Ordering::SeqCst)
+                            && server_out.write_all(&buffer[..n]).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut server_in, &mut client_out).await;
+                });
+            }
+        });
+        Self { port, frozen }
+    }
+
+    fn freeze(&self) {
+        self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+// Two workers: the proxy keeps serving while the app's startup check blocks one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_hangs_is_down_after_the_health_timeout() {
+    let server = redis::RedisServer::new();
+    let proxy = Freezable::to(server.port()).await;
+    let toml = format!(
+        "{}[actuator]\nhealth_timeout_ms = 300\n",
+        redis_toml(&format!("redis://127.0.0.1:{}", proxy.port))
+    );
+    let client = app_with(&toml);
+    let (status, body) = health(&client, "/actuator/health").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    proxy.freeze();
+    let started = std::time::Instant::now();
+    let (status, body) = health(&client, "/actuator/health").await;
+    let took = started.elapsed();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    for name in ["idempotency", "session"] {
+        let component = &body["components"][name];
+        assert_eq!(component["status"], "DOWN", "{body}");
+        assert_eq!(
+            component["details"]["error"], "no answer within 300 ms",
+            "{body}"
+        );
+    }
+    // Bounded by the timeout, not by the hung service.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
