@@ -27,3 +27,4 @@ pub use app::{AppBuilder, LaunchError, app};
 pub use config::AutumnConfig;
 pub use error::{AutumnError, AutumnResult, ErrorKind};
 pub use route::{Route, RouteIdempotency};
+pub use telemetry::RequestId;

@@ -37,13 +37,13 @@ pub fn macro_route(
     Route::from_macro(method, path, name, handler, idempotent)
 }
 
-/// The body of `#[autumn_web::main]`: logging from `[log]` (or `RUST_LOG`),
+/// The body of `#[autumn_web::main]`: logging as `[log]` says (or `RUST_LOG`),
 /// then a multi-threaded tokio runtime running `main`.
 pub fn run_main<F: Future>(main: F) -> F::Output {
     // A configuration error is reported by `run()` with the key to fix; here
     // it only means logging starts at the default level.
-    let level = AutumnConfig::load().map_or_else(|_| "info".to_owned(), |c| c.log.level);
-    autumn_core::telemetry::init_tracing(&level);
+    let log = AutumnConfig::load().map(|c| c.log).unwrap_or_default();
+    autumn_core::telemetry::init_logging(&log);
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -33,7 +33,7 @@
 
 pub use autumn_core::state::State;
 pub use autumn_core::{
-    AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, Route,
+    AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, RequestId, Route,
     RouteIdempotency, app,
 };
 pub use autumn_macros::{delete, get, html, main, patch, post, put, routes, test};
@@ -90,6 +90,12 @@ pub mod tenancy {
 /// [`AppBuilder::with_state`] and the [`State`] extractor.
 pub mod state {
     pub use autumn_core::state::*;
+}
+
+/// Logging: the subscriber `[log]` describes, and the
+/// [`RequestId`] of each request.
+pub mod telemetry {
+    pub use autumn_core::telemetry::*;
 }
 
 /// Testing an app in-process: [`TestApp`](test::TestApp), with what tests

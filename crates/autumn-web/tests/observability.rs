@@ -1,4 +1,5 @@
-//! What the app tells operators: the boot warnings about lock and request
+//! What the app tells operators: the startup report, the access log and
+//! request ids, JSON lines, the boot warnings about lock and request
 //! timeouts and about clocks far from Redis's or PostgreSQL's, and the debug
 //! events of the idempotency layer.
 
@@ -201,4 +202,190 @@ fn a_clock_far_from_postgres_warns_at_boot_with_the_skew_and_the_key() {
 
     let close = boot_log_with_clock(&toml, clock_off_by(-1_000));
     assert!(!close.contains("clock_skew_ms"), "{close}");
+}
+
+// ---- access log, request id, JSON lines, the startup report ----------------------------------
+
+#[post("/traced")]
+async fn traced(id: autumn_web::RequestId) -> (StatusCode, String) {
+    tracing::info!("inside the handler");
+    (StatusCode::CREATED, id.to_string())
+}
+
+/// What serving the requests `requests` makes logs, with the subscriber
+/// `subscriber` and the configuration `toml`; the responses' request ids
+/// and bodies.
+fn serve_logged(
+    subscriber: impl tracing::Subscriber + Send + Sync + 'static,
+    toml: &str,
+    sent_ids: &[Option<&str>],
+) -> Vec<(String, String)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    tracing::subscriber::with_default(subscriber, || {
+        runtime.block_on(async {
+            let client = TestApp::new()
+                .routes(routes![traced])
+                .with_config(AutumnConfig::from_toml_str(toml).expect("config"))
+                .build();
+            let mut answers = Vec::new();
+            for sent in sent_ids {
+                let mut request = client.post("/traced");
+                if let Some(id) = sent {
+                    request = request.header("x-request-id", id);
+                }
+                let response = request.send().await;
+                response.assert_status(StatusCode::CREATED);
+                let id = response
+                    .header("x-request-id")
+                    .expect("the response carries its request id")
+                    .to_owned();
+                answers.push((id, response.text()));
+            }
+            answers
+        })
+    })
+}
+
+#[test]
+fn every_request_has_an_access_log_line_at_info_with_its_request_id() {
+    let (captured, subscriber) = capturing(tracing::Level::INFO);
+    let answers = serve_logged(subscriber, "", &[None]);
+    let (id, body) = &answers[0];
+    assert_eq!(id.len(), 32, "a generated id: {id}");
+    assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    assert_eq!(body, id, "the handler sees the id the response carries");
+
+    let log = captured.text();
+    let access: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("autumn::access"))
+        .collect();
+    assert_eq!(access.len(), 1, "one line per request: {log}");
+    let line = access[0];
+    assert!(line.contains(" INFO "), "{line}");
+    assert!(line.contains("POST /traced 201"), "{line}");
+    assert!(
+        line.contains("method=POST path=/traced status=201 latency_ms="),
+        "{line}"
+    );
+    assert!(line.contains(&format!("request_id={id}")), "{line}");
+
+    // What the handler logs is inside the request's span, so it names the id.
+    let inside = log
+        .lines()
+        .find(|line| line.contains("inside the handler"))
+        .unwrap_or_else(|| panic!("the handler's line: {log}"));
+    assert!(inside.contains(&format!("request_id={id}")), "{inside}");
+}
+
+#[test]
+fn a_request_id_sent_is_kept_and_one_unfit_to_log_is_replaced() {
+    let (captured, subscriber) = capturing(tracing::Level::INFO);
+    let long = "x".repeat(129);
+    let answers = serve_logged(
+        subscriber,
+        "",
+        &[Some("edge-4f2a"), Some(long.as_str()), None],
+    );
+    assert_eq!(answers[0].0, "edge-4f2a");
+    assert_eq!(answers[0].1, "edge-4f2a");
+    assert_ne!(answers[1].0, long, "too long to keep");
+    assert_eq!(answers[1].0.len(), 32);
+    assert_ne!(answers[2].0, answers[1].0, "each request its own id");
+    let log = captured.text();
+    assert!(log.contains("request_id=edge-4f2a"), "{log}");
+    assert!(!log.contains(&long), "{log}");
+}
+
+#[test]
+fn the_access_log_can_be_turned_off() {
+    let (captured, subscriber) = capturing(tracing::Level::INFO);
+    let answers = serve_logged(subscriber, "[log]\naccess_log = false\n", &[None]);
+    assert_eq!(answers[0].0.len(), 32, "the request id stays");
+    let log = captured.text();
+    assert!(!log.contains("autumn::access"), "{log}");
+    assert!(log.contains("inside the handler"), "{log}");
+}
+
+#[test]
+fn the_json_format_writes_one_object_a_line_with_the_request_id() {
+    let captured = Captured::default();
+    let mut config = autumn_web::config::LogConfig::default();
+    config.format = autumn_web::config::LogFormat::Json;
+    let subscriber = autumn_web::telemetry::subscriber(&config, captured.clone(), false);
+    let answers = serve_logged(subscriber, "[log]\nformat = \"json\"\n", &[None]);
+    let id = &answers[0].0;
+    let log = captured.text();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    let access = lines
+        .iter()
+        .find(|line| line["target"] == "autumn::access")
+        .unwrap_or_else(|| panic!("an access line: {log}"));
+    assert_eq!(access["level"], "INFO");
+    assert_eq!(access["fields"]["status"], 201);
+    assert_eq!(access["fields"]["method"], "POST");
+    assert_eq!(access["fields"]["path"], "/traced");
+    assert_eq!(access["fields"]["request_id"], id.as_str());
+    let inside = lines
+        .iter()
+        .find(|line| line["fields"]["message"] == "inside the handler")
+        .unwrap_or_else(|| panic!("the handler's line: {log}"));
+    assert_eq!(inside["span"]["request_id"], id.as_str(), "{inside}");
+    assert!(!log.contains('\u{1b}'), "no colours in JSON: {log}");
+}
+
+#[test]
+fn the_startup_report_names_the_profile_the_files_the_stores_and_the_database() {
+    let url = database::empty_postgres_schema();
+    // Trust authentication takes any password: one to see redacted.
+    let url = url.replacen("postgres@", "postgres:hunter2@", 1);
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("autumn.toml"),
+        format!("[idempotency]\nbackend = \"database\"\n[database]\nurl = \"{url}\"\n"),
+    )
+    .expect("write autumn.toml");
+    let config =
+        AutumnConfig::load_from(dir.path(), &std::collections::HashMap::new()).expect("config");
+    let (captured, subscriber) = capturing(tracing::Level::INFO);
+    tracing::subscriber::with_default(subscriber, || {
+        TestApp::from_builder(autumn_web::app().routes(routes![create]).idempotent())
+            .with_config(config)
+            .build();
+    });
+    let log = captured.text();
+    let one = |needle: &str| {
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains(needle)).collect();
+        assert_eq!(lines.len(), 1, "one line with {needle:?}: {log}");
+        lines[0].to_owned()
+    };
+    assert!(one("profile: ").contains("INFO"), "{log}");
+    let files = one("configuration read from");
+    assert!(
+        files.contains(&dir.path().join("autumn.toml").display().to_string()),
+        "{files}"
+    );
+    assert!(
+        files.contains(&format!(
+            "not found: {}",
+            dir.path().join("autumn-dev.toml").display()
+        )),
+        "{files}"
+    );
+    let stores = one("stores: ");
+    assert!(stores.contains("idempotency: database"), "{stores}");
+    assert!(stores.contains("session: database"), "{stores}");
+    let database = one("database: postgres://");
+    assert!(database.contains("postgres:***@"), "{database}");
+    assert!(!log.contains("hunter2"), "the password never shows: {log}");
+    assert!(
+        one("framework migrations applied: ").contains("INFO"),
+        "a new schema gets the framework tables: {log}"
+    );
 }

@@ -193,6 +193,10 @@ fn refused_start(env: &[(&str, &str)]) -> String {
     assert!(!output.status.success(), "it must not start: {env:?}");
     let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    // Printed once: not again in the log on standard output.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let message = stderr.trim_start_matches("autumn: ");
+    assert!(!stdout.contains(message), "printed twice: {stdout}");
     stderr
 }
 
@@ -301,4 +305,26 @@ async fn create_token_prints_a_token_the_api_accepts_and_a_refreshed_token_repla
 
 fn start_binary_with(command: Command) -> ServerProcess {
     ServerProcess::start(command)
+}
+
+#[test]
+fn the_log_has_no_colours_when_standard_output_is_not_a_terminal() {
+    // The startup report is logged, then the database check fails.
+    let output = Command::new(env!("CARGO_BIN_EXE_orders"))
+        .env_clear()
+        .env("AUTUMN_SERVER__PORT", "0")
+        .env(
+            "AUTUMN_DATABASE__URL",
+            "postgres://postgres@127.0.0.1:1/none",
+        )
+        .output()
+        .expect("the orders binary runs");
+    assert!(!output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("INFO"), "the startup report: {stdout}");
+    assert!(stdout.contains("profile: dev"), "{stdout}");
+    assert!(
+        !stdout.contains('\u{1b}'),
+        "no escape codes in a pipe: {stdout:?}"
+    );
 }

@@ -11,7 +11,6 @@ use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayGuardLa
 use axum::Router;
 use http::StatusCode;
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
 
 use super::{AppBuilder, RawRouter};
 use crate::actuator::{self, AppMetrics};
@@ -155,6 +154,14 @@ pub enum LaunchError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// The actuator could not listen on its own port.
+    #[error("cannot listen on {address} for the actuator (server.host / actuator.port): {source}")]
+    ActuatorBind {
+        /// The address.
+        address: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     /// The server failed while running.
     #[error("server error: {0}")]
     Serve(std::io::Error),
@@ -163,6 +170,8 @@ pub enum LaunchError {
 /// A built app.
 pub(crate) struct Launched {
     pub(crate) router: Router,
+    /// `/actuator/*` when `[actuator] port` serves it apart from the app.
+    pub(crate) actuator: Option<Router>,
     pub(crate) config: AutumnConfig,
     pub(crate) startup: Startup,
 }
@@ -380,6 +389,11 @@ impl AppBuilder {
         };
         let database = database_pool(&config, &mut startup)?;
         let mut idempotency_store = None;
+        let given = actuator::Given {
+            idempotency: (self.idempotent && config.idempotency.enabled)
+                .then_some(self.store.is_some()),
+            session: self.session_store.is_some(),
+        };
         let idempotency = if self.idempotent && config.idempotency.enabled {
             let store = match self.store {
                 Some(store) => store,
@@ -469,7 +483,16 @@ impl AppBuilder {
             &mut metrics,
             &mut startup,
         )?;
-        router = router.merge(actuator::routes(metrics.clone()));
+        let health = actuator::health(&config, database.as_ref(), given);
+        crate::telemetry::log_startup(&config, &health);
+        let actuator = actuator_routes(&config, metrics.clone(), health);
+        let actuator = match (actuator, config.actuator.port) {
+            (Some(routes), None) => {
+                router = router.merge(routes);
+                None
+            }
+            (routes, _) => routes,
+        };
         let sessions = session_layer(
             &config,
             self.session_store,
@@ -523,7 +546,7 @@ impl AppBuilder {
                 crate::error_pages::panic_response,
             ))
             .layer(self.error_pages);
-        router = router.layer(TraceLayer::new_for_http());
+        router = crate::telemetry::request_log_layer(&config.log, router);
         if config.tenancy.enabled && config.tenancy.strategy == TenantStrategy::Path {
             // Before routing: the routes are matched below the tenant segment.
             let strip = tower::util::MapRequestLayer::new(tenancy::strip_path_tenant(&config));
@@ -531,16 +554,31 @@ impl AppBuilder {
         }
         Ok(Launched {
             router,
+            actuator,
             config,
             startup,
         })
     }
 }
 
-#[cfg(feature = "database")]
-type Database = autumn_idempotency::database::DbPool;
-#[cfg(not(feature = "database"))]
-type Database = std::convert::Infallible;
+type Database = actuator::Pool;
+
+/// `/actuator/*` unless `[actuator] enabled = false`; served apart from the
+/// app when `[actuator] port` is set, so it is kept off the app's listener.
+fn actuator_routes(
+    config: &AutumnConfig,
+    metrics: AppMetrics,
+    health: actuator::Health,
+) -> Option<Router> {
+    let settings = &config.actuator;
+    settings.enabled.then(|| {
+        let routes = actuator::routes(metrics, health);
+        match settings.port {
+            Some(_) => crate::telemetry::request_log_layer(&config.log, routes),
+            None => routes,
+        }
+    })
+}
 
 /// The app's pool when `[database] url` is set (connections are made on
 /// first use; the startup check proves the database answers).

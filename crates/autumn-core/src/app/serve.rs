@@ -13,12 +13,14 @@ impl AppBuilder {
     /// requests and first-time runs whose client hung up (within
     /// `[server] shutdown_grace_ms`) and returns.
     ///
-    /// A launch failure (bad configuration, a port in use) logs one line
-    /// naming what to fix and exits the process with status 1; use
+    /// A launch failure (bad configuration, a port in use) prints one line
+    /// naming what to fix on standard error and exits the process with
+    /// status 1; use
     /// [`try_run`](Self::try_run) to handle it yourself.
     pub async fn run(self) {
         if let Err(error) = self.try_run().await {
-            tracing::error!("{error}");
+            // Once, on standard error, where a failed start is looked for:
+            // not again in the log, which may be the same terminal.
             eprintln!("autumn: {error}");
             std::process::exit(1);
         }
@@ -87,10 +89,64 @@ async fn serve_launched(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), LaunchError> {
     let bound = listener.local_addr().map_err(LaunchError::Serve)?;
+    let actuator = bind_actuator(&launched).await?;
+    // The app's line first: it is the one tools wait for to find the app.
     tracing::info!(profile = %launched.config.profile, "autumn listening on http://{bound}");
-    super::server::serve(listener, launched.router, &launched.config.server, shutdown).await;
+    if let Some((listener, _)) = &actuator
+        && let Ok(address) = listener.local_addr()
+    {
+        tracing::info!("actuator served on http://{address}/actuator");
+    }
+    let Some((actuator_listener, actuator_router)) = actuator else {
+        super::server::serve(listener, launched.router, &launched.config.server, shutdown).await;
+        tracing::info!("autumn stopped");
+        return Ok(());
+    };
+    // One shutdown for both listeners: the app's signal stops the actuator too.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let app_shutdown = async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    };
+    let actuator_shutdown = async move {
+        let mut stopped = stopped;
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    tokio::join!(
+        super::server::serve(
+            listener,
+            launched.router,
+            &launched.config.server,
+            app_shutdown
+        ),
+        super::server::serve(
+            actuator_listener,
+            actuator_router,
+            &launched.config.server,
+            actuator_shutdown
+        ),
+    );
     tracing::info!("autumn stopped");
     Ok(())
+}
+
+/// The actuator's own listener on `server.host:actuator.port`, when it
+/// is served apart from the app.
+async fn bind_actuator(
+    launched: &Launched,
+) -> Result<Option<(TcpListener, axum::Router)>, LaunchError> {
+    let (Some(router), Some(port)) = (&launched.actuator, launched.config.actuator.port) else {
+        return Ok(None);
+    };
+    let address = format!("{}:{port}", launched.config.server.host);
+    let listener =
+        TcpListener::bind(&address)
+            .await
+            .map_err(|source| LaunchError::ActuatorBind {
+                address: address.clone(),
+                source,
+            })?;
+    Ok(Some((listener, router.clone())))
 }
 
 async fn shutdown_signal() {

@@ -10,10 +10,15 @@ pub(super) const PREFIX: &str = "AUTUMN_";
 /// The variable selecting the profile; not a configuration key.
 pub(super) const PROFILE_VAR: &str = "AUTUMN_PROFILE";
 
+/// The variable naming the configuration file to read instead of looking
+/// for `autumn.toml`; not a configuration key.
+pub(super) const CONFIG_VAR: &str = "AUTUMN_CONFIG";
+
 /// Top-level sections, used only to warn about near-miss variable names.
 const SECTIONS: &[&str] = &[
     "server",
     "log",
+    "actuator",
     "database",
     "idempotency",
     "security",

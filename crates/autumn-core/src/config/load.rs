@@ -9,7 +9,7 @@ use toml::{Table, Value};
 
 use super::env::{self, EnvEntry};
 use super::settings::redact;
-use super::{AutumnConfig, ConfigError, Profile, Provenance, Source};
+use super::{AutumnConfig, ConfigError, ConfigFile, ConfigFiles, Profile, Provenance, Source};
 
 /// The merged configuration table, plus which source set each leaf key last.
 #[derive(Debug, Default)]
@@ -17,18 +17,26 @@ pub(super) struct Layers {
     table: Table,
     sources: BTreeMap<String, Source>,
     env: Vec<EnvEntry>,
+    /// The files looked for, in order, and whether each was there.
+    files: Vec<ConfigFile>,
 }
 
 impl Layers {
     /// Merges the TOML file at `path` over the current layers; a missing file is skipped.
     pub(super) fn add_file(&mut self, path: &Path) -> Result<(), ConfigError> {
+        let found = |found| ConfigFile {
+            path: path.to_path_buf(),
+            found,
+        };
         match std::fs::read_to_string(path) {
             Ok(text) => {
                 tracing::debug!(path = %path.display(), "reading configuration file");
+                self.files.push(found(true));
                 self.add_toml(&text, Source::File(path.to_path_buf()))
             }
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
                 tracing::debug!(path = %path.display(), "no configuration file");
+                self.files.push(found(false));
                 Ok(())
             }
             Err(error) => Err(ConfigError::Read {
@@ -79,6 +87,7 @@ impl Layers {
                 Ok(mut config) => {
                     config.profile = profile;
                     config.provenance = Provenance(self.sources);
+                    config.files = ConfigFiles(self.files);
                     config.validate()?;
                     return Ok(config);
                 }

@@ -4,9 +4,11 @@
 //! other values replace):
 //!
 //! 1. built-in defaults (see `autumn.toml.example`);
-//! 2. `autumn.toml` in the working directory, if present;
-//! 3. `autumn-{profile}.toml`, if present, where the profile comes from `AUTUMN_PROFILE`
-//!    (default `dev`);
+//! 2. `autumn.toml`, if present: in the working directory or the nearest directory above it
+//!    that has one, up to the workspace root (see [`AutumnConfig::discover`]), or the file
+//!    `AUTUMN_CONFIG` names;
+//! 3. `autumn-{profile}.toml` next to it, if present, where the profile comes from
+//!    `AUTUMN_PROFILE` (default `dev`);
 //! 4. environment variables `AUTUMN_SECTION__KEY`: the name after `AUTUMN_`, lowercased and
 //!    split on `__`, is the key path, so `AUTUMN_SERVER__PORT=8080` sets `server.port` and
 //!    `AUTUMN_IDEMPOTENCY__REDIS__URL` sets `idempotency.redis.url`. A value is read as TOML when
@@ -55,9 +57,10 @@ mod tests;
 
 pub use error::ConfigError;
 pub use sections::{
-    Backend, CrossOriginConfig, DatabaseConfig, IdempotencyConfig, LogConfig, MIN_HEADER_BYTES,
-    MemoryConfig, RedisConfig, SecurityConfig, ServerConfig, SessionConfig, SubmitTokenConfig,
-    TenancyConfig, TenantStrategy, TimeoutsConfig,
+    ActuatorConfig, Backend, CrossOriginConfig, DatabaseConfig, HEALTH_COMPONENTS,
+    IdempotencyConfig, LogConfig, LogFormat, MIN_HEADER_BYTES, MemoryConfig, RedisConfig,
+    SecurityConfig, ServerConfig, SessionConfig, SubmitTokenConfig, TenancyConfig, TenantStrategy,
+    TimeoutsConfig,
 };
 
 use load::Layers;
@@ -74,6 +77,8 @@ pub struct AutumnConfig {
     pub server: ServerConfig,
     /// `[log]`: logging.
     pub log: LogConfig,
+    /// `[actuator]`: health, liveness, readiness and metrics endpoints.
+    pub actuator: ActuatorConfig,
     /// `[database]`: the SQL database connection pool.
     pub database: DatabaseConfig,
     /// `[idempotency]`: replay protection for requests carrying an `Idempotency-Key`.
@@ -90,16 +95,18 @@ pub struct AutumnConfig {
     /// Which source set each key, for [`AutumnConfig::effective_settings`].
     #[serde(skip)]
     provenance: Provenance,
+    /// The files looked for, for [`AutumnConfig::files`].
+    #[serde(skip)]
+    files: ConfigFiles,
 }
 
 impl AutumnConfig {
-    /// Loads the configuration from the current directory and the process environment.
-    ///
-    /// See [`AutumnConfig::load_from`].
+    /// Loads the configuration found from the current directory (see
+    /// [`AutumnConfig::discover`]) and the process environment.
     ///
     /// # Errors
     ///
-    /// As [`AutumnConfig::load_from`], or [`ConfigError::CurrentDir`] when the current
+    /// As [`AutumnConfig::discover`], or [`ConfigError::CurrentDir`] when the current
     /// directory is unavailable.
     pub fn load() -> Result<Self, ConfigError> {
         let dir = std::env::current_dir().map_err(|error| ConfigError::CurrentDir { error })?;
@@ -112,7 +119,75 @@ impl AutumnConfig {
                 ))
             })
             .collect();
-        Self::load_from(&dir, &env)
+        Self::discover(&dir, &env)
+    }
+
+    /// Loads the configuration as a program started in `start` would: from the file
+    /// `env["AUTUMN_CONFIG"]` names (relative to `start`) when it is set, else from the
+    /// nearest directory, `start` or above it, that has an `autumn.toml` or
+    /// `autumn-{profile}.toml`. The search stops at the workspace root, the first directory
+    /// with a `.git` or a `Cargo.lock`, so a project never reads a file from outside itself;
+    /// when it finds nothing, the files are looked for in `start`. The profile file is
+    /// looked for next to the file read. [`files`](Self::files) says which were read.
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use autumn_core::config::AutumnConfig;
+    ///
+    /// let project = tempfile::tempdir()?;
+    /// std::fs::write(project.path().join("Cargo.lock"), "")?;
+    /// std::fs::write(project.path().join("autumn.toml"), "[server]\nport = 8080\n")?;
+    /// let nested = project.path().join("src/bin");
+    /// std::fs::create_dir_all(&nested)?;
+    ///
+    /// let config = AutumnConfig::discover(&nested, &HashMap::new())?;
+    /// assert_eq!(config.server.port, 8080);
+    /// assert_eq!(config.files()[0].path, project.path().join("autumn.toml"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`AutumnConfig::load_from`]; [`ConfigError::Read`] when the file `AUTUMN_CONFIG`
+    /// names cannot be read (a missing one included: it was asked for).
+    pub fn discover(start: &Path, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        let profile = profile_of(env)?;
+        if let Some(named) = env.get(env::CONFIG_VAR).map(|path| path.trim())
+            && !named.is_empty()
+        {
+            let file = start.join(named);
+            if let Err(error) = std::fs::metadata(&file) {
+                return Err(ConfigError::Read { path: file, error });
+            }
+            let dir = file.parent().unwrap_or(start);
+            let mut layers = Layers::default();
+            layers.add_file(&file)?;
+            layers.add_file(&dir.join(format!("autumn-{}.toml", profile.name())))?;
+            layers.add_env(env);
+            return layers.finish(profile);
+        }
+        let names = [
+            "autumn.toml".to_owned(),
+            format!("autumn-{}.toml", profile.name()),
+        ];
+        let found = start
+            .ancestors()
+            .scan(false, |past_root, dir| {
+                if *past_root {
+                    return None;
+                }
+                *past_root = dir.join(".git").exists() || dir.join("Cargo.lock").is_file();
+                Some(dir)
+            })
+            .find(|dir| names.iter().any(|name| dir.join(name).is_file()));
+        Self::load_from(found.unwrap_or(start), env)
+    }
+
+    /// The configuration files looked for, in the order they were layered, and whether each
+    /// was there; empty for a configuration not loaded from files.
+    #[must_use]
+    pub fn files(&self) -> &[ConfigFile] {
+        &self.files.0
     }
 
     /// Loads the configuration from the files in `dir` and the variables in `env`.
@@ -126,17 +201,7 @@ impl AutumnConfig {
     /// [`ConfigError`] when a file cannot be read or parsed, a key is unknown, a value has the
     /// wrong type, or `AUTUMN_PROFILE` is not a valid profile name.
     pub fn load_from(dir: &Path, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
-        let profile = match env.get(env::PROFILE_VAR).map(|name| name.trim()) {
-            Some(name) if !name.is_empty() => {
-                if !Profile::is_valid_name(name) {
-                    return Err(ConfigError::InvalidProfile {
-                        name: name.to_owned(),
-                    });
-                }
-                Profile::new(name)
-            }
-            _ => Profile::default(),
-        };
+        let profile = profile_of(env)?;
         let mut layers = Layers::default();
         layers.add_file(&dir.join("autumn.toml"))?;
         layers.add_file(&dir.join(format!("autumn-{}.toml", profile.name())))?;
@@ -155,6 +220,41 @@ impl AutumnConfig {
         let mut layers = Layers::default();
         layers.add_toml(toml, Source::Inline)?;
         layers.finish(Profile::default())
+    }
+}
+
+/// The profile `AUTUMN_PROFILE` names, `dev` when it is unset or empty.
+fn profile_of(env: &HashMap<String, String>) -> Result<Profile, ConfigError> {
+    match env.get(env::PROFILE_VAR).map(|name| name.trim()) {
+        Some(name) if !name.is_empty() => {
+            if !Profile::is_valid_name(name) {
+                return Err(ConfigError::InvalidProfile {
+                    name: name.to_owned(),
+                });
+            }
+            Ok(Profile::new(name))
+        }
+        _ => Ok(Profile::default()),
+    }
+}
+
+/// A configuration file looked for while loading; see [`AutumnConfig::files`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConfigFile {
+    /// Where it was looked for.
+    pub path: PathBuf,
+    /// Whether it was there (and read).
+    pub found: bool,
+}
+
+/// The files looked for. Always compares equal, like [`Provenance`].
+#[derive(Debug, Clone, Default)]
+struct ConfigFiles(Vec<ConfigFile>);
+
+impl PartialEq for ConfigFiles {
+    fn eq(&self, _other: &Self) -> bool {
+        true
     }
 }
 

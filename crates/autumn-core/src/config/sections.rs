@@ -106,13 +106,83 @@ impl Default for TimeoutsConfig {
 pub struct LogConfig {
     /// A `tracing` `EnvFilter` directive; `RUST_LOG` wins when it is set.
     pub level: String,
+    /// How each line is written: `text` for people, `json` (one object a
+    /// line) for log collectors.
+    pub format: LogFormat,
+    /// One info line per request (method, path, status, latency, request id)
+    /// under the `autumn::access` target.
+    pub access_log: bool,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
         Self {
             level: "info".to_owned(),
+            format: LogFormat::Text,
+            access_log: true,
         }
+    }
+}
+
+/// `log.format`: how log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum LogFormat {
+    /// Plain text, coloured only when the output is a terminal.
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
+impl LogFormat {
+    /// The name used in configuration files.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Json => "json",
+        }
+    }
+}
+
+/// `[actuator]`: the health, liveness, readiness and metrics endpoints.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ActuatorConfig {
+    /// Serve `/actuator/*` at all.
+    pub enabled: bool,
+    /// Serve `/actuator/*` on this port (on `server.host`) instead of the
+    /// app's, so it can be kept off the public listener; unset: the app's port.
+    pub port: Option<u16>,
+    /// Milliseconds a health check of one store or the database may take
+    /// before it counts as down.
+    pub health_timeout_ms: u64,
+    /// Health components (`idempotency`, `submit_token`, `session`, `db`)
+    /// shown but not required: when one is down, health and readiness stay up.
+    pub optional: Vec<String>,
+}
+
+/// The health components an app can report.
+pub const HEALTH_COMPONENTS: [&str; 4] = ["idempotency", "submit_token", "session", "db"];
+
+impl Default for ActuatorConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            port: None,
+            health_timeout_ms: 2_000,
+            optional: Vec::new(),
+        }
+    }
+}
+
+impl ActuatorConfig {
+    /// How long one health check may take.
+    #[must_use]
+    pub fn health_timeout(&self) -> Duration {
+        Duration::from_millis(self.health_timeout_ms)
     }
 }
 

@@ -5,9 +5,9 @@ use std::fmt::Display;
 use toml::Value;
 
 use super::{
-    AutumnConfig, CrossOriginConfig, DatabaseConfig, IdempotencyConfig, LogConfig, MemoryConfig,
-    RedisConfig, SecurityConfig, ServerConfig, SessionConfig, Setting, Source, SubmitTokenConfig,
-    TenancyConfig, TimeoutsConfig,
+    ActuatorConfig, AutumnConfig, CrossOriginConfig, DatabaseConfig, IdempotencyConfig, LogConfig,
+    MemoryConfig, RedisConfig, SecurityConfig, ServerConfig, SessionConfig, Setting, Source,
+    SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -25,6 +25,7 @@ impl AutumnConfig {
         let Self {
             server,
             log,
+            actuator,
             database,
             idempotency,
             security,
@@ -32,6 +33,7 @@ impl AutumnConfig {
             tenancy,
             profile: _,
             provenance,
+            files: _,
         } = self;
         let mut out = Leaves::default();
 
@@ -66,8 +68,25 @@ impl AutumnConfig {
             keep_alive_timeout_ms,
         );
 
-        let LogConfig { level } = log;
+        let LogConfig {
+            level,
+            format,
+            access_log,
+        } = log;
         out.string("log.level", level);
+        out.string("log.format", format.as_str());
+        out.plain("log.access_log", access_log);
+
+        let ActuatorConfig {
+            enabled,
+            port,
+            health_timeout_ms,
+            optional,
+        } = actuator;
+        out.plain("actuator.enabled", enabled);
+        out.optional("actuator.port", port.as_ref());
+        out.plain("actuator.health_timeout_ms", health_timeout_ms);
+        out.strings("actuator.optional", optional);
 
         let DatabaseConfig {
             url,

@@ -86,6 +86,14 @@ fn defaults_without_files_or_env() {
         },
         log: LogConfig {
             level: "info".to_owned(),
+            format: LogFormat::Text,
+            access_log: true,
+        },
+        actuator: ActuatorConfig {
+            enabled: true,
+            port: None,
+            health_timeout_ms: 2_000,
+            optional: Vec::new(),
         },
         database: DatabaseConfig {
             url: None,
@@ -633,8 +641,8 @@ fn unknown_top_level_section() {
     assert_eq!(
         one_line(&load_err(&dir, &[])),
         format!(
-            "unknown key `servr` in {} (expected one of: server, log, database, idempotency, \
-             security, session, tenancy)",
+            "unknown key `servr` in {} (expected one of: server, log, actuator, database, \
+             idempotency, security, session, tenancy)",
             file(&dir, "autumn.toml").display()
         )
     );
@@ -911,6 +919,13 @@ fn effective_settings_cover_every_key() {
         keep_alive_timeout_ms = 15
         [log]
         level = "l"
+        format = "json"
+        access_log = false
+        [actuator]
+        enabled = false
+        port = 9
+        health_timeout_ms = 16
+        optional = ["db"]
         [database]
         url = "sqlite://x"
         pool_size = 3
@@ -962,7 +977,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 47);
+    assert_eq!(settings.len(), 53);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
@@ -1167,4 +1182,94 @@ fn tenancy_strategies_parse_and_bad_combinations_name_their_key() {
     let error = AutumnConfig::from_toml_str("[tenancy]\nstrategy = \"cookie\"\n")
         .expect_err("an unknown strategy");
     assert!(one_line(&error).contains("tenancy.strategy"), "{error}");
+}
+
+// ---- finding the configuration file ----------------------------------------------------------
+
+/// A project root (it has a `Cargo.lock`) holding `files`, with an empty `src/bin` below it.
+fn project_with(files: &[(&str, &str)]) -> (TempDir, PathBuf) {
+    let project = dir_with(files);
+    std::fs::write(project.path().join("Cargo.lock"), "").expect("write Cargo.lock");
+    let nested = project.path().join("src").join("bin");
+    std::fs::create_dir_all(&nested).expect("create src/bin");
+    (project, nested)
+}
+
+#[test]
+fn autumn_toml_is_found_from_a_directory_below_it() {
+    let (project, nested) = project_with(&[
+        ("autumn.toml", "[server]\nport = 8080\n"),
+        ("autumn-dev.toml", "[server]\nhost = \"0.0.0.0\"\n"),
+    ]);
+    let config = AutumnConfig::discover(&nested, &env(&[])).expect("config");
+    assert_eq!(config.server.port, 8080);
+    assert_eq!(config.server.host, "0.0.0.0", "the profile file next to it");
+    assert_eq!(
+        config.files(),
+        [
+            ConfigFile {
+                path: file(&project, "autumn.toml"),
+                found: true
+            },
+            ConfigFile {
+                path: file(&project, "autumn-dev.toml"),
+                found: true
+            },
+        ]
+    );
+    assert_eq!(
+        setting(&config.effective_settings(), "server.port").source,
+        Source::File(file(&project, "autumn.toml"))
+    );
+}
+
+#[test]
+fn the_nearest_autumn_toml_wins_and_the_search_stops_at_the_workspace_root() {
+    let (project, nested) = project_with(&[("autumn.toml", "[server]\nport = 1\n")]);
+    std::fs::write(nested.join("autumn.toml"), "[server]\nport = 2\n").expect("write");
+    let config = AutumnConfig::discover(&nested, &env(&[])).expect("config");
+    assert_eq!(config.server.port, 2);
+
+    // Above the workspace root is another project's business.
+    let outer = dir_with(&[("autumn.toml", "[server]\nport = 3\n")]);
+    let inner = outer.path().join("app");
+    std::fs::create_dir_all(inner.join(".git")).expect("create app/.git");
+    let config = AutumnConfig::discover(&inner, &env(&[])).expect("config");
+    assert_eq!(config.server.port, ServerConfig::default().port);
+    assert_eq!(
+        config.files()[0],
+        ConfigFile {
+            path: inner.join("autumn.toml"),
+            found: false
+        },
+        "looked for where it started"
+    );
+    drop(project);
+}
+
+#[test]
+fn autumn_config_names_the_file_to_read() {
+    let (project, nested) = project_with(&[
+        ("autumn.toml", "[server]\nport = 1\n"),
+        ("deploy.toml", "[server]\nport = 4\n"),
+    ]);
+    let config = AutumnConfig::discover(&nested, &env(&[("AUTUMN_CONFIG", "../../deploy.toml")]))
+        .expect("config");
+    assert_eq!(config.server.port, 4);
+    assert!(config.files()[0].found);
+    assert!(config.files()[0].path.ends_with("deploy.toml"));
+
+    let absolute = file(&project, "deploy.toml");
+    let config = AutumnConfig::discover(
+        Path::new("/"),
+        &env(&[("AUTUMN_CONFIG", absolute.to_str().expect("a UTF-8 path"))]),
+    )
+    .expect("config");
+    assert_eq!(config.server.port, 4);
+
+    // Asked for by name, a missing file is an error rather than the defaults.
+    let error = AutumnConfig::discover(&nested, &env(&[("AUTUMN_CONFIG", "missing.toml")]))
+        .expect_err("a missing AUTUMN_CONFIG file");
+    assert!(matches!(error, ConfigError::Read { .. }), "{error}");
+    assert!(one_line(&error).contains("missing.toml"), "{error}");
 }

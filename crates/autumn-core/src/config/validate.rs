@@ -89,6 +89,7 @@ impl AutumnConfig {
             });
         }
         self.check_tenancy()?;
+        self.check_actuator()?;
         self.trusted_origins().map(drop)
     }
 
@@ -130,6 +131,42 @@ impl AutumnConfig {
                     .iter()
                     .all(|path| path.starts_with('/')),
                 "every entry must be a path starting with `/`",
+            ),
+        ];
+        match checks.into_iter().find(|(_, ok, _)| !ok) {
+            Some((key, _, message)) => Err(ConfigError::InvalidValue {
+                key: key.to_owned(),
+                origin: self.source(key),
+                message: message.to_owned(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// `[actuator]` values that cannot work: a health check with no time to
+    /// answer, a port the app already listens on, a component that does not exist.
+    fn check_actuator(&self) -> Result<(), ConfigError> {
+        let actuator = &self.actuator;
+        let checks: [(&'static str, bool, &str); 3] = [
+            (
+                "actuator.health_timeout_ms",
+                actuator.health_timeout_ms >= 1,
+                "must be at least 1: every health check would time out",
+            ),
+            (
+                "actuator.port",
+                actuator
+                    .port
+                    .is_none_or(|port| port == 0 || port != self.server.port),
+                "must differ from server.port; remove it to serve the actuator on the app's port",
+            ),
+            (
+                "actuator.optional",
+                actuator
+                    .optional
+                    .iter()
+                    .all(|name| super::HEALTH_COMPONENTS.contains(&name.as_str())),
+                "every entry must be one of \"idempotency\", \"submit_token\", \"session\", \"db\"",
             ),
         ];
         match checks.into_iter().find(|(_, ok, _)| !ok) {

@@ -35,13 +35,22 @@ impl FrameworkMigrations {
         let conn = pool.get().await?;
         // Migrations use diesel's synchronous API: run them on the blocking
         // pool, over the pooled connection.
-        tokio::task::spawn_blocking(move || run_blocking(conn))
+        let applied = tokio::task::spawn_blocking(move || run_blocking(conn))
             .await
-            .map_err(|e| DbError::Migration(e.to_string()))?
+            .map_err(|e| DbError::Migration(e.to_string()))??;
+        // Logged here rather than on the blocking thread, which does not
+        // carry the caller's subscriber.
+        if applied.is_empty() {
+            tracing::info!("framework migrations: none pending");
+        } else {
+            tracing::info!("framework migrations applied: {}", applied.join(", "));
+        }
+        Ok(())
     }
 }
 
-fn run_blocking(conn: super::DbConnection) -> Result<(), DbError> {
+/// Runs the pending migrations; the versions applied.
+fn run_blocking(conn: super::DbConnection) -> Result<Vec<String>, DbError> {
     #[cfg(feature = "postgres")]
     use diesel::connection::SimpleConnection as _;
     use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
@@ -58,18 +67,21 @@ fn run_blocking(conn: super::DbConnection) -> Result<(), DbError> {
             wrapper
                 .batch_execute(&format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"))
                 .map_err(|e| DbError::Migration(e.to_string()))?;
-            let outcome = wrapper.run_pending_migrations(POSTGRES).map(drop);
+            let outcome = wrapper
+                .run_pending_migrations(POSTGRES)
+                .map(|versions| versions.iter().map(ToString::to_string).collect());
             let unlocked =
                 wrapper.batch_execute(&format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"));
-            outcome.map_err(migration)?;
+            let applied = outcome.map_err(migration)?;
             unlocked.map_err(|e| DbError::Migration(e.to_string()))?;
+            Ok(applied)
         }
         #[cfg(feature = "sqlite")]
         super::DbConnection::Sqlite(object) => {
             let conn = diesel_async::pooled_connection::deadpool::Object::take(object);
             let mut wrapper: AsyncConnectionWrapper<super::SqliteConnection> = conn.into();
-            wrapper.run_pending_migrations(SQLITE).map_err(migration)?;
+            let applied = wrapper.run_pending_migrations(SQLITE).map_err(migration)?;
+            Ok(applied.iter().map(ToString::to_string).collect())
         }
     }
-    Ok(())
 }

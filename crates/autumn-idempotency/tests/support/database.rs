@@ -187,6 +187,16 @@ impl PrivatePostgres {
         self.pg_ctl("restart");
     }
 
+    /// Stops the server (fast shutdown: open connections are closed).
+    pub fn stop(&self) {
+        self.pg_ctl("stop");
+    }
+
+    /// Starts a stopped server again on the same port.
+    pub fn resume(&self) {
+        self.pg_ctl("start");
+    }
+
     fn data(&self) -> std::path::PathBuf {
         self.dir.path().join("data")
     }
