@@ -4,11 +4,13 @@
 //!   builds), after making sure the services the tests need are up.
 //! - `bench`: the idempotency benchmark.
 //! - `services`: only the service setup (see `services.rs`).
+//! - `new`: a new app from the starter template (see `new.rs`).
 //! - `soak`: the examples under load for a while, checked for double runs,
 //!   5xx and memory growth.
 //!
 //! Std only, so that it builds in seconds before anything else.
 
+mod new;
 mod services;
 mod soak;
 
@@ -29,6 +31,8 @@ commands:
             can log in (as root on Debian/Ubuntu: apt-get install, start
             and set up whatever is missing), and that Chromium and
             ChromeDriver are installed
+  new       a new app: cargo xtask new NAME [--path DIR] [--git URL]
+            (a page, a form, a JSON API, a test, autumn.toml)
   soak      the orders and saas examples on Redis under mixed load for 2
             minutes (--long: 10, --secs N: N), then: no handler run twice
             per key, no 5xx but the documented 503s, RSS flat
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("bench") => bench(&root),
         Some("services") => services::ensure(&root).map(|_| ()),
+        Some("new") => new::run(&root, &args.collect::<Vec<_>>()),
         Some("soak") => soak::run(&root, &args.collect::<Vec<_>>()),
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");

@@ -1,0 +1,6 @@
+//! Serves the app on the address autumn.toml names.
+
+#[autumn_web::main]
+async fn main() {
+    starter::app().run().await;
+}
