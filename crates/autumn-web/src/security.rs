@@ -153,8 +153,10 @@ const GUARD_SCRIPT: &str = r#"(function () {
 /// - the form stays marked until the next `pageshow`, so leave the attribute
 ///   off forms whose answer does not replace the page (a download, a
 ///   `target="_blank"` form);
-/// - the script is inline: under a Content Security Policy, allow it with a
-///   hash or a nonce.
+/// - the script is inline: the default `Content-Security-Policy`
+///   ([`DEFAULT_CONTENT_SECURITY_POLICY`](crate::config::DEFAULT_CONTENT_SECURITY_POLICY))
+///   allows it by its hash; a policy of your own must keep that
+///   `'sha256-…'` source in `script-src`.
 ///
 /// ```
 /// use autumn_web::prelude::*;

@@ -545,7 +545,8 @@ impl AppBuilder {
             .layer(tower_http::catch_panic::CatchPanicLayer::custom(
                 crate::error_pages::panic_response,
             ))
-            .layer(self.error_pages);
+            .layer(self.error_pages.clone());
+        router = super::middleware::install(&config, router, &self.error_pages)?;
         router = crate::telemetry::request_log_layer(&config.log, router);
         if config.tenancy.enabled && config.tenancy.strategy == TenantStrategy::Path {
             // Before routing: the routes are matched below the tenant segment.

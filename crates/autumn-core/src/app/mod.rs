@@ -2,6 +2,7 @@
 //! running server out.
 
 mod launch;
+mod middleware;
 mod serve;
 mod server;
 

@@ -24,6 +24,9 @@ const SECTIONS: &[&str] = &[
     "security",
     "session",
     "tenancy",
+    "static",
+    "compression",
+    "cors",
 ];
 
 /// One environment variable that sets a configuration key.

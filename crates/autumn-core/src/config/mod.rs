@@ -57,10 +57,11 @@ mod tests;
 
 pub use error::ConfigError;
 pub use sections::{
-    ActuatorConfig, Backend, CrossOriginConfig, DatabaseConfig, HEALTH_COMPONENTS,
-    IdempotencyConfig, LogConfig, LogFormat, MIN_HEADER_BYTES, MemoryConfig, RedisConfig,
-    SecurityConfig, ServerConfig, SessionConfig, SubmitTokenConfig, TenancyConfig, TenantStrategy,
-    TimeoutsConfig,
+    ActuatorConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
+    DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, HEALTH_COMPONENTS, HeadersConfig,
+    IdempotencyConfig, LogConfig, LogFormat, MIN_HEADER_BYTES, MemoryConfig, REFERRER_POLICIES,
+    RedisConfig, SecurityConfig, ServerConfig, SessionConfig, StaticConfig, SubmitTokenConfig,
+    TenancyConfig, TenantStrategy, TimeoutsConfig,
 };
 
 use load::Layers;
@@ -89,6 +90,13 @@ pub struct AutumnConfig {
     pub session: SessionConfig,
     /// `[tenancy]`: multi-tenant request routing.
     pub tenancy: TenancyConfig,
+    /// `[static]`: files served from a directory (`static` is a keyword, hence the name).
+    #[serde(rename = "static")]
+    pub static_files: StaticConfig,
+    /// `[compression]`: compressing response bodies.
+    pub compression: CompressionConfig,
+    /// `[cors]`: cross-origin resource sharing.
+    pub cors: CorsConfig,
     /// The profile this configuration was loaded for (`AUTUMN_PROFILE`, default `dev`).
     #[serde(skip)]
     pub profile: Profile,

@@ -380,6 +380,127 @@ pub struct SecurityConfig {
     pub cross_origin: CrossOriginConfig,
     /// `[security.submit_token]`: one-time tokens embedded in HTML forms.
     pub submit_token: SubmitTokenConfig,
+    /// `[security.headers]`: the security headers added to every response.
+    pub headers: HeadersConfig,
+}
+
+/// The `Content-Security-Policy` sent by default.
+///
+/// Scripts only from the app's own origin, plus the inline
+/// `double_submit_guard` script, allowed by its SHA-256 hash (so no inline
+/// script an attacker injects runs); inline styles allowed, as Autumn's error
+/// pages carry one; no plugins, no `<base>` elsewhere, no framing by other
+/// sites.
+pub const DEFAULT_CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self' 'sha256-B3VrGZpjtzbYDUjDg7QuarTEeZmnVKwCjAAvM9mArnc='; style-src 'self' 'unsafe-inline'; img-src 'self' data:; object-src 'none'; base-uri 'self'; frame-ancestors 'self'";
+
+/// The `Referrer-Policy` values a browser understands.
+pub const REFERRER_POLICIES: [&str; 8] = [
+    "no-referrer",
+    "no-referrer-when-downgrade",
+    "origin",
+    "origin-when-cross-origin",
+    "same-origin",
+    "strict-origin",
+    "strict-origin-when-cross-origin",
+    "unsafe-url",
+];
+
+/// `[security.headers]`: headers that tell the browser to be stricter with the app's pages.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct HeadersConfig {
+    /// Whether the headers are added (`X-Content-Type-Options: nosniff` always, the others as
+    /// set below). A response that already has one of them keeps its own.
+    pub enabled: bool,
+    /// Whether `Strict-Transport-Security` is sent; unset means yes in production profiles.
+    pub hsts: Option<bool>,
+    /// The `Content-Security-Policy`; empty sends none.
+    pub content_security_policy: String,
+    /// The `Referrer-Policy`, one of [`REFERRER_POLICIES`]; empty sends none.
+    pub referrer_policy: String,
+}
+
+impl Default for HeadersConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            hsts: None,
+            content_security_policy: DEFAULT_CONTENT_SECURITY_POLICY.to_owned(),
+            referrer_policy: "strict-origin-when-cross-origin".to_owned(),
+        }
+    }
+}
+
+/// `[static]`: files served from a directory.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct StaticConfig {
+    /// The directory served, relative to the working directory; unset serves none.
+    pub dir: Option<String>,
+    /// The path the directory is served under.
+    pub mount: String,
+}
+
+impl Default for StaticConfig {
+    fn default() -> Self {
+        Self {
+            dir: None,
+            mount: "/static".to_owned(),
+        }
+    }
+}
+
+/// `[compression]`: compressing response bodies.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct CompressionConfig {
+    /// Whether a response is compressed (gzip or brotli) when the request's `Accept-Encoding`
+    /// asks for it and the body is larger than 32 bytes; images, gRPC and event streams never
+    /// are.
+    pub enabled: bool,
+}
+
+impl Default for CompressionConfig {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
+/// `[cors]`: which other origins' scripts may call the app and read its answers.
+///
+/// Off while `allowed_origins` is empty. It does not let other sites' pages send mutating
+/// requests past the cross-origin check: that is `[security.cross_origin] trusted_origins`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct CorsConfig {
+    /// Origins allowed, as a browser writes them in `Origin` (`scheme://host[:port]`), or
+    /// `["*"]` for any.
+    pub allowed_origins: Vec<String>,
+    /// Methods a cross-origin request may use.
+    pub allowed_methods: Vec<String>,
+    /// Request headers a cross-origin request may send.
+    pub allowed_headers: Vec<String>,
+    /// Seconds a browser may cache a preflight's answer.
+    pub max_age_secs: u64,
+}
+
+impl Default for CorsConfig {
+    fn default() -> Self {
+        Self {
+            allowed_origins: Vec::new(),
+            allowed_methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+                .map(str::to_owned)
+                .to_vec(),
+            allowed_headers: ["authorization", "content-type", "idempotency-key"]
+                .map(str::to_owned)
+                .to_vec(),
+            max_age_secs: 600,
+        }
+    }
 }
 
 /// `[security.cross_origin]`: refusing mutating requests that a browser sends on behalf of

@@ -5,9 +5,10 @@ use std::fmt::Display;
 use toml::Value;
 
 use super::{
-    ActuatorConfig, AutumnConfig, CrossOriginConfig, DatabaseConfig, IdempotencyConfig, LogConfig,
-    MemoryConfig, RedisConfig, SecurityConfig, ServerConfig, SessionConfig, Setting, Source,
-    SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+    ActuatorConfig, AutumnConfig, CompressionConfig, CorsConfig, CrossOriginConfig, DatabaseConfig,
+    HeadersConfig, IdempotencyConfig, LogConfig, MemoryConfig, RedisConfig, SecurityConfig,
+    ServerConfig, SessionConfig, Setting, Source, StaticConfig, SubmitTokenConfig, TenancyConfig,
+    TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -31,6 +32,9 @@ impl AutumnConfig {
             security,
             session,
             tenancy,
+            static_files,
+            compression,
+            cors,
             profile: _,
             provenance,
             files: _,
@@ -131,6 +135,7 @@ impl AutumnConfig {
         let SecurityConfig {
             cross_origin,
             submit_token,
+            headers,
         } = security;
         let CrossOriginConfig {
             enabled,
@@ -166,6 +171,19 @@ impl AutumnConfig {
         out.plain("security.submit_token.max_form_bytes", max_form_bytes);
         out.plain("security.submit_token.max_record_bytes", max_record_bytes);
         out.plain("security.submit_token.in_flight_wait_ms", in_flight_wait_ms);
+        let HeadersConfig {
+            enabled,
+            hsts,
+            content_security_policy,
+            referrer_policy,
+        } = headers;
+        out.plain("security.headers.enabled", enabled);
+        out.optional("security.headers.hsts", *hsts);
+        out.string(
+            "security.headers.content_security_policy",
+            content_security_policy,
+        );
+        out.string("security.headers.referrer_policy", referrer_policy);
 
         let SessionConfig {
             enabled,
@@ -199,6 +217,24 @@ impl AutumnConfig {
         out.string("tenancy.header", header);
         out.optional_string("tenancy.base_domain", base_domain.as_deref());
         out.strings("tenancy.exempt_paths", exempt_paths);
+
+        let StaticConfig { dir, mount } = static_files;
+        out.optional_string("static.dir", dir.as_deref());
+        out.string("static.mount", mount);
+
+        let CompressionConfig { enabled } = compression;
+        out.plain("compression.enabled", enabled);
+
+        let CorsConfig {
+            allowed_origins,
+            allowed_methods,
+            allowed_headers,
+            max_age_secs,
+        } = cors;
+        out.strings("cors.allowed_origins", allowed_origins);
+        out.strings("cors.allowed_methods", allowed_methods);
+        out.strings("cors.allowed_headers", allowed_headers);
+        out.plain("cors.max_age_secs", max_age_secs);
 
         out.0
             .into_iter()

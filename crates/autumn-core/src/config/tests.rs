@@ -134,6 +134,12 @@ fn defaults_without_files_or_env() {
                 max_record_bytes: 1_048_576,
                 in_flight_wait_ms: 0,
             },
+            headers: HeadersConfig {
+                enabled: true,
+                hsts: None,
+                content_security_policy: super::DEFAULT_CONTENT_SECURITY_POLICY.to_owned(),
+                referrer_policy: "strict-origin-when-cross-origin".to_owned(),
+            },
         },
         session: SessionConfig {
             enabled: true,
@@ -150,6 +156,21 @@ fn defaults_without_files_or_env() {
             header: "X-Tenant-Id".to_owned(),
             base_domain: None,
             exempt_paths: Vec::new(),
+        },
+        static_files: StaticConfig {
+            dir: None,
+            mount: "/static".to_owned(),
+        },
+        compression: CompressionConfig { enabled: true },
+        cors: CorsConfig {
+            allowed_origins: Vec::new(),
+            allowed_methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+                .map(str::to_owned)
+                .to_vec(),
+            allowed_headers: ["authorization", "content-type", "idempotency-key"]
+                .map(str::to_owned)
+                .to_vec(),
+            max_age_secs: 600,
         },
         profile: Profile::new("dev"),
         ..AutumnConfig::default()
@@ -642,7 +663,7 @@ fn unknown_top_level_section() {
         one_line(&load_err(&dir, &[])),
         format!(
             "unknown key `servr` in {} (expected one of: server, log, actuator, database, \
-             idempotency, security, session, tenancy)",
+             idempotency, security, session, tenancy, static, compression, cors)",
             file(&dir, "autumn.toml").display()
         )
     );
@@ -972,12 +993,27 @@ fn effective_settings_cover_every_key() {
         header = "t"
         base_domain = "example.com"
         exempt_paths = ["/signup"]
+        [security.headers]
+        enabled = false
+        hsts = true
+        content_security_policy = "default-src 'none'"
+        referrer_policy = "no-referrer"
+        [static]
+        dir = "public"
+        mount = "/assets"
+        [compression]
+        enabled = false
+        [cors]
+        allowed_origins = ["https://app.example"]
+        allowed_methods = ["GET"]
+        allowed_headers = ["x-a"]
+        max_age_secs = 5
     "#;
     let dir = dir_with(&[("autumn.toml", full)]);
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 53);
+    assert_eq!(settings.len(), 64);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

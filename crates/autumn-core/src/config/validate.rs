@@ -90,6 +90,8 @@ impl AutumnConfig {
         }
         self.check_tenancy()?;
         self.check_actuator()?;
+        self.check_middleware()?;
+        self.cors_origins().map(drop)?;
         self.trusted_origins().map(drop)
     }
 
@@ -177,6 +179,89 @@ impl AutumnConfig {
             }),
             None => Ok(()),
         }
+    }
+
+    /// `[static]`, `[cors]` and `[security.headers]` values that cannot be sent or served.
+    fn check_middleware(&self) -> Result<(), ConfigError> {
+        let mount = self.static_files.mount.as_str();
+        let cors = &self.cors;
+        let headers = &self.security.headers;
+        let checks: [(&'static str, bool, &str); 6] = [
+            (
+                "static.mount",
+                mount.starts_with('/')
+                    && mount.trim_end_matches('/').len() > 1
+                    && !mount.contains(['{', '}', '*']),
+                "must be a path below `/` such as \"/static\", without `{` or `*`",
+            ),
+            (
+                "static.dir",
+                self.static_files.dir.as_deref() != Some(""),
+                "must name a directory; remove the key to serve no files",
+            ),
+            (
+                "cors.allowed_methods",
+                cors.allowed_methods
+                    .iter()
+                    .all(|method| http::Method::from_bytes(method.as_bytes()).is_ok()),
+                "every entry must be an HTTP method such as \"GET\"",
+            ),
+            (
+                "cors.allowed_headers",
+                cors.allowed_headers
+                    .iter()
+                    .all(|name| http::HeaderName::try_from(name.as_str()).is_ok()),
+                "every entry must be a header name such as \"content-type\"",
+            ),
+            (
+                "security.headers.content_security_policy",
+                http::HeaderValue::try_from(headers.content_security_policy.as_str()).is_ok(),
+                "must be a valid header value: printable ASCII, no line breaks",
+            ),
+            (
+                "security.headers.referrer_policy",
+                headers.referrer_policy.is_empty()
+                    || super::REFERRER_POLICIES.contains(&headers.referrer_policy.as_str()),
+                "must be one of \"no-referrer\", \"no-referrer-when-downgrade\", \"origin\", \"origin-when-cross-origin\", \"same-origin\", \"strict-origin\", \"strict-origin-when-cross-origin\", \"unsafe-url\", or \"\" for none",
+            ),
+        ];
+        match checks.into_iter().find(|(_, ok, _)| !ok) {
+            Some((key, _, message)) => Err(ConfigError::InvalidValue {
+                key: key.to_owned(),
+                origin: self.source(key),
+                message: message.to_owned(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// `cors.allowed_origins`, parsed: `None` for `["*"]` (any origin). An origin a browser
+    /// would never send as written would silently never match, so it is refused.
+    pub(crate) fn cors_origins(&self) -> Result<Option<Vec<TrustedOrigin>>, ConfigError> {
+        const KEY: &str = "cors.allowed_origins";
+        let invalid = |message: String| ConfigError::InvalidValue {
+            key: KEY.to_owned(),
+            origin: self.source(KEY),
+            message,
+        };
+        let origins = &self.cors.allowed_origins;
+        if origins.iter().any(|origin| origin == "*") {
+            return match origins.len() {
+                1 => Ok(None),
+                _ => Err(invalid(
+                    "\"*\" allows every origin, so it must be the only entry".to_owned(),
+                )),
+            };
+        }
+        origins
+            .iter()
+            .map(|origin| {
+                origin
+                    .parse::<TrustedOrigin>()
+                    .map_err(|error| invalid(error.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 
     /// `security.cross_origin.trusted_origins`, parsed: an origin that a browser would never
