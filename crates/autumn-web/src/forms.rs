@@ -202,6 +202,8 @@ impl<F: Into<String>, M: Into<String>> FromIterator<(F, M)> for FieldErrors {
 ///
 /// let rejected = FormPage::invalid(html! { form { "..." } }).into_response();
 /// assert_eq!(rejected.status(), StatusCode::UNPROCESSABLE_ENTITY);
+/// let too_large = FormPage::rejected(StatusCode::PAYLOAD_TOO_LARGE, html! { "..." });
+/// assert_eq!(too_large.into_response().status(), StatusCode::PAYLOAD_TOO_LARGE);
 /// let accepted = FormPage::redirect("/done").into_response();
 /// assert_eq!(accepted.status(), StatusCode::SEE_OTHER);
 /// ```
@@ -213,7 +215,7 @@ pub struct FormPage {
 
 #[derive(Debug)]
 enum Kind {
-    Invalid(Markup),
+    Rejected(StatusCode, Markup),
     Redirect(String),
 }
 
@@ -225,8 +227,17 @@ impl FormPage {
     /// which is fresh: the 4xx leaves the posted token unrecorded, and the
     /// page is a new form that needs a token of its own.
     pub fn invalid(page: Markup) -> Self {
+        Self::rejected(StatusCode::UNPROCESSABLE_ENTITY, page)
+    }
+
+    /// The rejected form rendered again with another status: 413 for an
+    /// upload that is too large, say. Like [`invalid`](Self::invalid), it
+    /// needs the request's fresh token. Use a 4xx: the submit-token layer
+    /// records a 2xx or 3xx as the form's final answer, which a rejection is
+    /// not.
+    pub fn rejected(status: StatusCode, page: Markup) -> Self {
         Self {
-            kind: Kind::Invalid(page),
+            kind: Kind::Rejected(status, page),
         }
     }
 
@@ -242,7 +253,7 @@ impl FormPage {
 impl IntoResponse for FormPage {
     fn into_response(self) -> Response {
         match self.kind {
-            Kind::Invalid(page) => (StatusCode::UNPROCESSABLE_ENTITY, page).into_response(),
+            Kind::Rejected(status, page) => (status, page).into_response(),
             Kind::Redirect(location) => Redirect::to(&location).into_response(),
         }
     }
