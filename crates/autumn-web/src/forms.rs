@@ -73,12 +73,13 @@
 //! # let _ = routes![new_invite, create_invite, invites];
 //! ```
 //!
-//! **The re-render takes the request's [`SubmitToken`].** The token the
-//! rejected form posted was claimed by the submit-token layer before the
-//! handler ran, and released again because the answer was a 4xx; the
-//! `SubmitToken` the handler extracts is a fresh one, minted for this
-//! request. The re-rendered page is a new form, so it carries that fresh
-//! token, and its next post is guarded like the first.
+//! **The re-render takes the request's
+//! [`SubmitToken`](crate::security::SubmitToken).** The token the rejected
+//! form posted was claimed by the submit-token layer before the handler ran,
+//! and released again because the answer was a 4xx; the `SubmitToken` the
+//! handler extracts is a fresh one, minted for this request. The
+//! re-rendered page is a new form, so it carries that fresh token, and its
+//! next post is guarded like the first.
 //!
 //! The [forms guide](crate::docs::forms) has the whole story.
 
