@@ -27,7 +27,7 @@
 //! [configuration](docs::configuration), [testing](docs::testing),
 //! [middleware](docs::middleware),
 //! [running several replicas](docs::cloud_native),
-//! [submit tokens](docs::submit_tokens),
+//! [submit tokens](docs::submit_tokens), [forms](docs::forms),
 //! [cross-origin requests](docs::security), [tenancy](docs::tenancy),
 //! [API tokens](docs::api_tokens), [error responses and pages](docs::errors).
 
@@ -71,6 +71,8 @@ pub mod idempotency {
 pub mod error_pages {
     pub use autumn_core::error_pages::*;
 }
+
+pub mod forms;
 
 pub mod security;
 
@@ -127,6 +129,7 @@ pub mod prelude {
     pub use crate::api_token::ApiPrincipal;
     #[cfg(feature = "database")]
     pub use crate::db::Db;
+    pub use crate::forms::{FieldErrors, Flash, FormPage};
     pub use crate::session::Session;
     pub use crate::tenancy::Tenant;
     pub use crate::{
@@ -158,6 +161,8 @@ pub mod docs {
     pub mod submit_tokens {}
     #[doc = include_str!("../../../docs/sessions.md")]
     pub mod sessions {}
+    #[doc = include_str!("../../../docs/forms.md")]
+    pub mod forms {}
     #[doc = include_str!("../../../docs/security.md")]
     pub mod security {}
     #[doc = include_str!("../../../docs/api-tokens.md")]

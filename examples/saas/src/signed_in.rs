@@ -1,5 +1,6 @@
-//! Who is signed in, kept in the server-side session: the user's id under
-//! [`USER_ID`], and a one-time message for the next page under [`FLASH`].
+//! Who is signed in, kept in the server-side session under [`USER_ID`].
+//! (One-time messages for the next page are the framework's
+//! [`Flash`](autumn_web::forms::Flash), in the same session.)
 
 use autumn_web::AutumnError;
 use autumn_web::session::Session;
@@ -12,8 +13,6 @@ use crate::users::{User, Users};
 
 /// The session key holding the signed-in user's id.
 pub(crate) const USER_ID: &str = "user_id";
-/// The session key holding the message the next page shows once.
-pub(crate) const FLASH: &str = "flash";
 
 /// Signs `user` in: a new session id first, so that an id the browser had
 /// before (possibly planted by someone else) is not the signed-in one.
@@ -21,18 +20,6 @@ pub(crate) async fn sign_in(session: &Session, user: Uuid) -> Result<(), AutumnE
     session.cycle_id().await?;
     session.insert(USER_ID, user).await?;
     Ok(())
-}
-
-/// Leaves `message` for the next page to show once.
-pub(crate) async fn flash(session: &Session, message: String) -> Result<(), AutumnError> {
-    session.insert(FLASH, message).await?;
-    Ok(())
-}
-
-/// The message left for this page, taken out of the session so that it is
-/// shown once.
-pub(crate) async fn take_flash(session: &Session) -> Result<Option<String>, AutumnError> {
-    Ok(session.remove(FLASH).await?)
 }
 
 fn session(parts: &Parts) -> Result<Session, AutumnError> {
@@ -46,7 +33,6 @@ fn session(parts: &Parts) -> Result<Session, AutumnError> {
 #[derive(Debug, Clone)]
 pub(crate) struct Viewer {
     pub(crate) user: Option<User>,
-    pub(crate) session: Session,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Viewer {
@@ -55,15 +41,12 @@ impl<S: Send + Sync> FromRequestParts<S> for Viewer {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let session = session(parts)?;
         let Some(id) = session.get::<Uuid>(USER_ID).await? else {
-            return Ok(Self {
-                user: None,
-                session,
-            });
+            return Ok(Self { user: None });
         };
         let users = Users::from_request_parts(parts, state).await?;
         // An id whose account is gone signs nobody in.
         let user = users.find(id).await?;
-        Ok(Self { user, session })
+        Ok(Self { user })
     }
 }
 
@@ -72,7 +55,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Viewer {
 #[derive(Debug, Clone)]
 pub(crate) struct SignedIn {
     pub(crate) user: User,
-    pub(crate) session: Session,
 }
 
 /// Why [`SignedIn`] did not extract: nobody is signed in (303 to the login
@@ -100,10 +82,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SignedIn {
             .await
             .map_err(NotSignedIn::Failed)?;
         match viewer.user {
-            Some(user) => Ok(Self {
-                user,
-                session: viewer.session,
-            }),
+            Some(user) => Ok(Self { user }),
             None => Err(NotSignedIn::Anonymous),
         }
     }

@@ -6,6 +6,7 @@
 //! profile form sent twice (a double-click, a resend) stores the picture
 //! once: the second post gets the first one's 303 replayed.
 
+use autumn_web::forms::{FieldErrors, Flash, FlashMessage, FormPage};
 use autumn_web::prelude::*;
 use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
 use axum::Extension;
@@ -13,9 +14,9 @@ use axum::extract::Multipart;
 use axum::extract::multipart::{Field, MultipartError};
 use http::{HeaderValue, header};
 
-use super::page;
+use super::{error_summary, page};
 use crate::Site;
-use crate::signed_in::{SignedIn, flash, take_flash};
+use crate::signed_in::SignedIn;
 use crate::users::{Avatar, User, Users};
 
 /// The largest picture accepted, in bytes (1 MiB).
@@ -33,30 +34,23 @@ const IMAGE_TYPES: [(&str, &[u8]); 4] = [
     ("image/webp", b"RIFF"),
 ];
 
-/// What is wrong with a posted profile form.
-#[derive(Debug, Default)]
-struct Errors {
-    name: Option<&'static str>,
-    avatar: Option<&'static str>,
-}
-
 /// The account page: the one-time message, the profile and its form.
 fn account_page(
     site: &Site,
     user: &User,
     has_avatar: bool,
-    notice: Option<&str>,
+    messages: &[FlashMessage],
     (token, field_name): (&SubmitToken, &SubmitFormField),
     name: &str,
-    errors: &Errors,
+    errors: &FieldErrors,
 ) -> Markup {
     page(
         site,
         Some(user),
         "Your account",
         html! {
-            @if let Some(notice) = notice {
-                p role="status" class="flash" { (notice) }
+            @for message in messages {
+                p role="status" class={ "flash " (message.kind) } { (message.text) }
             }
             h1 { "Your account" }
             p { "Signed in as " strong #who { (user.name) } " (" (user.email) ")." }
@@ -66,16 +60,7 @@ fn account_page(
                 p #no-avatar { "No picture yet." }
             }
             h2 { "Profile" }
-            @if errors.name.is_some() || errors.avatar.is_some() {
-                div role="alert" class="errors" {
-                    p { "Please correct the following:" }
-                    ul {
-                        @for message in errors.name.iter().chain(errors.avatar.iter()) {
-                            li { (message) }
-                        }
-                    }
-                }
-            }
+            (error_summary(errors.iter().map(|(_, message)| message)))
             form method="POST" action="/account/profile" enctype="multipart/form-data"
                 novalidate data-autumn-once {
                 // First, before the file: see the module docs.
@@ -83,13 +68,13 @@ fn account_page(
                 p {
                     label for="name" { "Display name" }
                     input #name type="text" name="name" required autocomplete="name"
-                        value=(name) aria-invalid=[errors.name.map(|_| "true")];
+                        value=(name) aria-invalid=[errors.get("name").map(|_| "true")];
                 }
                 p {
                     label for="avatar" { "Picture (PNG, JPEG, GIF or WebP, at most 1 MiB)" }
                     input #avatar-file type="file" name="avatar"
                         accept="image/png,image/jpeg,image/gif,image/webp"
-                        aria-invalid=[errors.avatar.map(|_| "true")];
+                        aria-invalid=[errors.get("avatar").map(|_| "true")];
                 }
                 button type="submit" { "Save profile" }
             }
@@ -103,21 +88,22 @@ fn account_page(
 #[get("/account")]
 pub(crate) async fn account(
     Extension(site): Extension<Site>,
-    SignedIn { user, session }: SignedIn,
+    SignedIn { user }: SignedIn,
+    flash: Flash,
     users: Users,
     token: SubmitToken,
     field: SubmitFormField,
 ) -> AutumnResult<Markup> {
-    let notice = take_flash(&session).await?;
+    let messages = flash.take().await?;
     let has_avatar = users.avatar(user.id).await?.is_some();
     Ok(account_page(
         &site,
         &user,
         has_avatar,
-        notice.as_deref(),
+        &messages,
         (&token, &field),
         &user.name,
-        &Errors::default(),
+        &FieldErrors::new(),
     ))
 }
 
@@ -211,32 +197,34 @@ fn check_avatar(avatar: &Avatar) -> Option<&'static str> {
 #[post("/account/profile")]
 pub(crate) async fn save_profile(
     Extension(site): Extension<Site>,
-    SignedIn { user, session }: SignedIn,
+    SignedIn { user }: SignedIn,
+    flash: Flash,
     users: Users,
     token: SubmitToken,
     field: SubmitFormField,
     multipart: Multipart,
-) -> AutumnResult<Response> {
+) -> AutumnResult<FormPage> {
     let has_avatar = || async { users.avatar(user.id).await.map(|found| found.is_some()) };
-    let rejected = |status: StatusCode, name: &str, errors: Errors, has_avatar: bool| {
+    let rejected = |status: StatusCode, name: &str, errors: FieldErrors, has_avatar: bool| {
         let page = account_page(
             &site,
             &user,
             has_avatar,
-            None,
+            &[],
             (&token, &field),
             name,
             &errors,
         );
-        Ok((status, page).into_response())
+        Ok(FormPage::rejected(status, page))
     };
     let profile = match read_profile(multipart).await {
         Ok(profile) => profile,
         Err(Unreadable::TooLarge) => {
-            let errors = Errors {
-                avatar: Some("The picture is larger than 1 MiB. Choose a smaller one."),
-                ..Errors::default()
-            };
+            let mut errors = FieldErrors::new();
+            errors.add(
+                "avatar",
+                "The picture is larger than 1 MiB. Choose a smaller one.",
+            );
             return rejected(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 &user.name,
@@ -251,17 +239,16 @@ pub(crate) async fn save_profile(
         }
     };
     let name = profile.name.trim();
-    let errors = Errors {
-        name: if name.is_empty() {
-            Some("Enter a display name.")
-        } else if name.chars().count() > MAX_NAME_CHARS {
-            Some("Choose a display name of at most 100 characters.")
-        } else {
-            None
-        },
-        avatar: profile.avatar.as_ref().and_then(check_avatar),
-    };
-    if errors.name.is_some() || errors.avatar.is_some() {
+    let mut errors = FieldErrors::new();
+    if name.is_empty() {
+        errors.add("name", "Enter a display name.");
+    } else if name.chars().count() > MAX_NAME_CHARS {
+        errors.add("name", "Choose a display name of at most 100 characters.");
+    }
+    if let Some(problem) = profile.avatar.as_ref().and_then(check_avatar) {
+        errors.add("avatar", problem);
+    }
+    if !errors.is_empty() {
         return rejected(
             StatusCode::UNPROCESSABLE_ENTITY,
             name,
@@ -276,17 +263,14 @@ pub(crate) async fn save_profile(
     if let Some(avatar) = &profile.avatar {
         users.store_avatar(user.id, avatar).await?;
     }
-    flash(&session, "Your profile was saved.".to_owned()).await?;
-    Ok(Redirect::to("/account").into_response())
+    flash.set("notice", "Your profile was saved.").await?;
+    Ok(FormPage::redirect("/account"))
 }
 
 /// `GET /account/avatar`: the signed-in user's picture; 404 when they have
 /// none.
 #[get("/account/avatar")]
-pub(crate) async fn avatar(
-    SignedIn { user, .. }: SignedIn,
-    users: Users,
-) -> AutumnResult<Response> {
+pub(crate) async fn avatar(SignedIn { user }: SignedIn, users: Users) -> AutumnResult<Response> {
     let avatar = users
         .avatar(user.id)
         .await?

@@ -9,17 +9,18 @@
 //! answer set included. That is what makes a double-clicked "Log in" end
 //! with one session, signed in.
 //!
-//! A rejected post answers 422 with the form rendered again, with the
-//! errors, the values entered (never the password) and a fresh token, since
-//! that rendering is a new form.
+//! A rejected post answers 422 ([`FormPage::invalid`]) with the form
+//! rendered again, with the [`FieldErrors`], the values entered (never the
+//! password) and a fresh token, since that rendering is a new form.
 
+use autumn_web::forms::{FieldErrors, Flash, FormPage};
 use autumn_web::prelude::*;
 use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
 use axum::Extension;
 use serde::{Deserialize, Serialize};
 
-use super::page;
-use crate::signed_in::{Viewer, flash, sign_in};
+use super::{error_summary, page};
+use crate::signed_in::{Viewer, sign_in};
 use crate::users::Users;
 use crate::{Site, password};
 
@@ -68,24 +69,6 @@ impl std::fmt::Debug for LoginForm {
     }
 }
 
-/// What is wrong with a posted signup form, by field.
-#[derive(Debug, Default)]
-struct Errors {
-    email: Option<&'static str>,
-    name: Option<&'static str>,
-    password: Option<&'static str>,
-}
-
-impl Errors {
-    fn any(&self) -> bool {
-        self.email.is_some() || self.name.is_some() || self.password.is_some()
-    }
-
-    fn messages(&self) -> impl Iterator<Item = &'static str> {
-        [self.email, self.name, self.password].into_iter().flatten()
-    }
-}
-
 /// A valid signup: the email trimmed and lowercased, the name trimmed.
 struct Signup {
     email: String,
@@ -93,31 +76,25 @@ struct Signup {
 }
 
 impl SignupForm {
-    fn validate(&self) -> Result<Signup, Errors> {
+    fn validate(&self) -> Result<Signup, FieldErrors> {
         let email = self.email.trim().to_lowercase();
         let name = self.name.trim();
         let chars = self.password.chars().count();
-        let errors = Errors {
-            email: if email.is_empty() {
-                Some("Enter your email address.")
-            } else if !looks_like_email(&email) {
-                Some("Enter an email address like name@example.com.")
-            } else {
-                None
-            },
-            name: name.is_empty().then_some("Enter your name."),
-            password: if chars < MIN_PASSWORD_CHARS {
-                Some("Choose a password of at least 8 characters.")
-            } else if chars > MAX_PASSWORD_CHARS {
-                Some("Choose a password of at most 1024 characters.")
-            } else {
-                None
-            },
-        };
-        if errors.any() {
-            return Err(errors);
+        let mut errors = FieldErrors::new();
+        if email.is_empty() {
+            errors.add("email", "Enter your email address.");
+        } else if !looks_like_email(&email) {
+            errors.add("email", "Enter an email address like name@example.com.");
         }
-        Ok(Signup {
+        if name.is_empty() {
+            errors.add("name", "Enter your name.");
+        }
+        if chars < MIN_PASSWORD_CHARS {
+            errors.add("password", "Choose a password of at least 8 characters.");
+        } else if chars > MAX_PASSWORD_CHARS {
+            errors.add("password", "Choose a password of at most 1024 characters.");
+        }
+        errors.into_result(Signup {
             email,
             name: name.to_owned(),
         })
@@ -135,23 +112,6 @@ fn looks_like_email(email: &str) -> bool {
         && !domain.starts_with('.')
         && !domain.ends_with('.')
         && !email.contains(char::is_whitespace)
-}
-
-/// The list of what to correct, above a rejected form.
-fn error_summary<'a>(messages: impl Iterator<Item = &'a str>) -> Markup {
-    let messages: Vec<&str> = messages.collect();
-    html! {
-        @if !messages.is_empty() {
-            div role="alert" class="errors" {
-                p { "Please correct the following:" }
-                ul {
-                    @for message in &messages {
-                        li { (message) }
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// A labelled input, marked invalid with its message when there is one.
@@ -183,7 +143,7 @@ fn signup_page(
     token: &SubmitToken,
     field_name: &SubmitFormField,
     form: &SignupForm,
-    errors: &Errors,
+    errors: &FieldErrors,
 ) -> Markup {
     page(
         site,
@@ -191,14 +151,14 @@ fn signup_page(
         "Sign up",
         html! {
             h1 { "Create your account" }
-            (error_summary(errors.messages()))
+            (error_summary(errors.iter().map(|(_, message)| message)))
             // `novalidate`: the server's checks are the ones that count, so
             // the browser does not pre-empt them with its own messages.
             form method="POST" action="/signup" novalidate data-autumn-once {
                 (submit_token_field(token, field_name))
-                (field("email", "Email", "email", "email", form.email.trim(), errors.email))
-                (field("name", "Name", "text", "name", form.name.trim(), errors.name))
-                (field("password", "Password", "password", "new-password", "", errors.password))
+                (field("email", "Email", "email", "email", form.email.trim(), errors.get("email")))
+                (field("name", "Name", "text", "name", form.name.trim(), errors.get("name")))
+                (field("password", "Password", "password", "new-password", "", errors.get("password")))
                 button type="submit" { "Sign up" }
             }
             p { "Have an account? " a href="/login" { "Log in" } "." }
@@ -218,29 +178,31 @@ pub(crate) async fn signup_form(
         &token,
         &field,
         &SignupForm::default(),
-        &Errors::default(),
+        &FieldErrors::new(),
     )
 }
 
 /// `POST /signup`: creates the user, signs them in (a new session id) with
-/// a welcome message for the account page, and answers 303 to it; or 422
-/// with the form again.
+/// a welcome message (a flash) for the account page, and answers 303 to it;
+/// or 422 with the form again.
 ///
 /// It takes a [`SubmitToken`] only to render that form again: the token the
-/// form posted was checked and consumed by the layer before this runs, and
-/// the one extracted here is the fresh one minted for this request.
+/// form posted was checked by the layer before this runs (and is released
+/// again by the 422), and the one extracted here is the fresh one minted for
+/// this request.
 #[post("/signup")]
 pub(crate) async fn signup(
     Extension(site): Extension<Site>,
     users: Users,
     session: Session,
+    flash: Flash,
     token: SubmitToken,
     field: SubmitFormField,
     Form(form): Form<SignupForm>,
-) -> AutumnResult<Response> {
-    let rejected = |errors: Errors| {
+) -> AutumnResult<FormPage> {
+    let rejected = |errors: FieldErrors| {
         let page = signup_page(&site, &token, &field, &form, &errors);
-        Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
+        Ok(FormPage::invalid(page))
     };
     let signup = match form.validate() {
         Ok(signup) => signup,
@@ -252,14 +214,15 @@ pub(crate) async fn signup(
     }
     let hash = password::hash(form.password.clone()).await?;
     let Some(user) = users.create(&signup.email, &signup.name, &hash).await? else {
-        return rejected(Errors {
-            email: Some("This email address is already registered."),
-            ..Errors::default()
-        });
+        let mut errors = FieldErrors::new();
+        errors.add("email", "This email address is already registered.");
+        return rejected(errors);
     };
     sign_in(&session, user.id).await?;
-    flash(&session, format!("Welcome, {}!", user.name)).await?;
-    Ok(Redirect::to("/account").into_response())
+    flash
+        .set("notice", format!("Welcome, {}!", user.name))
+        .await?;
+    Ok(FormPage::redirect("/account"))
 }
 
 /// The login page, with `error` and the email entered when a post was
@@ -310,11 +273,11 @@ pub(crate) async fn login(
     token: SubmitToken,
     field: SubmitFormField,
     Form(form): Form<LoginForm>,
-) -> AutumnResult<Response> {
+) -> AutumnResult<FormPage> {
     let email = form.email.trim().to_lowercase();
     let rejected = |error: &'static str| {
         let page = login_page(&site, &token, &field, &form.email, Some(error));
-        Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
+        Ok(FormPage::invalid(page))
     };
     if email.is_empty() || form.password.is_empty() {
         return rejected("Enter your email address and your password.");
@@ -335,7 +298,7 @@ pub(crate) async fn login(
     site.hold().await;
     users.record_login(user.id).await?;
     sign_in(&session, user.id).await?;
-    Ok(Redirect::to("/account").into_response())
+    Ok(FormPage::redirect("/account"))
 }
 
 /// `GET /logout`: a button that logs out (a form, so that logging out is a

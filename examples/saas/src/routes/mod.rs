@@ -34,6 +34,23 @@ pub(crate) fn all() -> Vec<Route> {
     ]
 }
 
+/// The list of what to correct, above a rejected form.
+pub(crate) fn error_summary<'a>(messages: impl Iterator<Item = &'a str>) -> Markup {
+    let messages: Vec<&str> = messages.collect();
+    html! {
+        @if !messages.is_empty() {
+            div role="alert" class="errors" {
+                p { "Please correct the following:" }
+                ul {
+                    @for message in &messages {
+                        li { (message) }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The page around `content`, with a menu for `viewer` (signed in or not)
 /// and the guard script when the app opted in.
 pub(crate) fn page(site: &Site, viewer: Option<&User>, title: &str, content: Markup) -> Markup {
