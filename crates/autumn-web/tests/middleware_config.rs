@@ -530,6 +530,25 @@ fn a_static_dir_that_is_not_there_stops_the_launch() {
 }
 
 #[test]
+fn a_static_mount_over_a_route_stops_the_launch_naming_the_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let toml = format!(
+        "[static]\ndir = {:?}\nmount = \"/report\"\n",
+        dir.path().display().to_string()
+    );
+    let Err(error) = TestApp::new()
+        .routes(routes![report])
+        .with_config(config(&toml))
+        .try_build()
+    else {
+        panic!("a mount over a route must stop the launch");
+    };
+    let message = error.to_string();
+    assert!(message.contains("static.mount"), "{message}");
+    assert!(!message.contains('\n'), "{message}");
+}
+
+#[test]
 fn environment_variables_set_every_section() {
     let dir = tempfile::tempdir().expect("tempdir");
     let env: HashMap<String, String> = [

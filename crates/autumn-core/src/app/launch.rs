@@ -429,6 +429,9 @@ impl AppBuilder {
             }));
         }
         check_routes(&routes)?;
+        if config.static_files.dir.is_some() {
+            check_static_mount(&config.static_files.mount, &routes, &self.raw)?;
+        }
 
         let mut router = Router::new();
         for route in routes {
@@ -958,6 +961,35 @@ fn join(prefix: &str, path: &str) -> String {
     match path {
         "/" if !prefix.is_empty() => prefix.to_owned(),
         _ => format!("{prefix}{path}"),
+    }
+}
+
+/// The static files' mount must not cover a route of the app (the router
+/// would refuse the overlap at startup with a panic, not a message).
+fn check_static_mount(mount: &str, routes: &[Route], raw: &[RawRouter]) -> Result<(), LaunchError> {
+    let mount = mount.trim_end_matches('/');
+    let covered = |path: &str| {
+        path == mount
+            || path
+                .strip_prefix(mount)
+                .is_some_and(|below| below.starts_with('/'))
+    };
+    let clash = routes
+        .iter()
+        .map(|route| route.path.as_ref())
+        .chain(raw.iter().filter_map(|raw| match raw {
+            RawRouter::Nest(path, _) => Some(path.as_str()),
+            RawRouter::Merge(_) => None,
+        }))
+        .find(|path| covered(path));
+    match clash {
+        Some(path) => Err(LaunchError::InvalidSetting {
+            key: "static.mount",
+            message: format!(
+                "{mount:?} covers the app's route {path:?}; serve the static files under another path"
+            ),
+        }),
+        None => Ok(()),
     }
 }
 

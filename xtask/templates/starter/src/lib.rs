@@ -18,7 +18,10 @@ pub struct Notes(Arc<Mutex<Vec<Note>>>);
 impl Notes {
     /// Every note, oldest first.
     pub fn all(&self) -> Vec<Note> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn add(&self, text: String) -> Note {

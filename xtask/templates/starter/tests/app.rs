@@ -78,5 +78,8 @@ async fn a_retried_api_call_adds_one_note() {
     assert_eq!(notes.all().len(), 1);
 
     let listed = client.get("/api/notes").send().await;
-    assert_eq!(listed.json::<autumn_web::test::Value>()[0]["text"], "call Ada");
+    assert_eq!(
+        listed.json::<autumn_web::test::Value>()[0]["text"],
+        "call Ada"
+    );
 }
