@@ -8,29 +8,23 @@
 //! `submit_token_in_flight` at once; the browser shows that answer, and
 //! because the browser's `Accept` prefers HTML it is a page with the detail.
 //!
-//! The browser helpers are the minimum copied from `browser.rs` (including
-//! that file would run its tests a second time in this binary).
+//! The browser comes from `support/chromium.rs`, shared with `forms.rs`.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt as _;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+#[allow(dead_code, unreachable_pub)]
+#[path = "support/chromium.rs"]
+mod chromium;
+
+use std::time::Duration;
 
 use autumn_web::config::AutumnConfig;
 use autumn_web::prelude::*;
 use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
+use chromium::{Chromedriver, browser};
+use fantoccini::Locator;
 use fantoccini::actions::{InputSource as _, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
-use fantoccini::wd::Capabilities;
-use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-const INSTALL_HINT: &str = "install Debian's Chromium and ChromeDriver as root: \
-     apt-get update && apt-get install -y chromium chromium-driver \
-     (or run `cargo xtask ci`, which installs them)";
 /// The gap between the two clicks of a double-click.
 const DOUBLE_CLICK_GAP: Duration = Duration::from_millis(50);
 /// How long the browser gets to settle on a page.
@@ -65,92 +59,6 @@ async fn place_order(Form(order): Form<Item>) -> AutumnResult<Redirect> {
         .await
         .map_err(|_| AutumnError::unavailable("closed"))?;
     Ok(Redirect::to(&format!("/ordered/{}", order.item)))
-}
-
-/// A chromedriver child process on a free loopback port, killed with the
-/// browser it started when dropped.
-struct Chromedriver {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Chromedriver {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Chromedriver {
-    fn start() -> Self {
-        for file in [CHROMIUM, CHROMEDRIVER] {
-            assert!(
-                Path::new(file).is_file(),
-                "{file} is missing, so the browser test cannot run: {INSTALL_HINT}"
-            );
-        }
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|listener| listener.local_addr())
-                .expect("a free loopback port")
-                .port();
-            let mut child = Command::new(CHROMEDRIVER)
-                .process_group(0)
-                .arg(format!("--port={port}"))
-                .arg("--allowed-ips=127.0.0.1")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("{CHROMEDRIVER} does not start ({e}): {INSTALL_HINT}"));
-            let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                    return Self {
-                        child,
-                        url: format!("http://{addr}"),
-                    };
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("{CHROMEDRIVER} never listened on a loopback port");
-    }
-}
-
-async fn browser(driver: &Chromedriver, profile: &Path) -> Client {
-    let args = [
-        "--headless".to_owned(),
-        "--no-sandbox".to_owned(),
-        "--disable-gpu".to_owned(),
-        "--disable-dev-shm-usage".to_owned(),
-        "--no-first-run".to_owned(),
-        "--disable-background-networking".to_owned(),
-        "--window-size=1024,768".to_owned(),
-        format!("--user-data-dir={}", profile.display()),
-    ];
-    let mut capabilities = Capabilities::new();
-    capabilities.insert("browserName".into(), json!("chrome"));
-    capabilities.insert(
-        "goog:chromeOptions".into(),
-        json!({ "binary": CHROMIUM, "args": args }),
-    );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(capabilities)
-        .connect(&driver.url)
-        .await
-        .unwrap_or_else(|e| panic!("chromedriver could not start Chromium ({e}); {INSTALL_HINT}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
