@@ -1,42 +1,46 @@
 //! `cargo xtask new NAME [--path DIR] [--git URL]`: writes a runnable app.
 //!
-//! The files come from `xtask/templates/starter`. `examples/starter` is
-//! that template rendered for the name `starter` inside this repository,
-//! and a test below keeps the two equal, so the template is built and
-//! tested by CI like any other member of the workspace.
+//! The files are `examples/starter`'s, a member of this workspace (so CI
+//! builds and tests the template like any other app), with its name and
+//! its path to `autumn-web` replaced by the new app's.
 
 use std::env;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
-/// The template's files: their path in the app, and their text with
-/// `{{name}}`, `{{crate_name}}` and `{{autumn_web}}` left to fill in.
+/// The template's files: their path in the app, and their text as
+/// `examples/starter` has it.
 const TEMPLATE: &[(&str, &str)] = &[
     (
         "Cargo.toml",
-        include_str!("../templates/starter/Cargo.toml"),
+        include_str!("../../examples/starter/Cargo.toml"),
     ),
     (
         "autumn.toml",
-        include_str!("../templates/starter/autumn.toml"),
+        include_str!("../../examples/starter/autumn.toml"),
     ),
     (
         ".gitignore",
-        include_str!("../templates/starter/.gitignore"),
+        include_str!("../../examples/starter/.gitignore"),
     ),
     (
         "src/lib.rs",
-        include_str!("../templates/starter/src/lib.rs"),
+        include_str!("../../examples/starter/src/lib.rs"),
     ),
     (
         "src/main.rs",
-        include_str!("../templates/starter/src/main.rs"),
+        include_str!("../../examples/starter/src/main.rs"),
     ),
     (
         "tests/app.rs",
-        include_str!("../templates/starter/tests/app.rs"),
+        include_str!("../../examples/starter/tests/app.rs"),
     ),
 ];
+
+/// What `examples/starter` says that names itself, and what it depends on.
+const EXAMPLE_NAME: &str = "name = \"starter\"";
+const EXAMPLE_CRATE: &str = "starter::";
+const EXAMPLE_DEPENDENCY: &str = "{ path = \"../../crates/autumn-web\" }";
 
 pub(crate) const USAGE: &str = "\
 usage: cargo xtask new NAME [--path DIR] [--git URL]
@@ -168,9 +172,9 @@ fn render(name: &str, source: &Source) -> Vec<(&'static str, String)> {
         .iter()
         .map(|(path, text)| {
             let text = text
-                .replace("{{name}}", name)
-                .replace("{{crate_name}}", &crate_name)
-                .replace("{{autumn_web}}", &dependency);
+                .replace(EXAMPLE_NAME, &format!("name = {}", toml_string(name)))
+                .replace(EXAMPLE_CRATE, &format!("{crate_name}::"))
+                .replace(EXAMPLE_DEPENDENCY, &dependency);
             (*path, text)
         })
         .collect()
@@ -256,8 +260,8 @@ mod tests {
                 .unwrap_or_else(|e| panic!("examples/starter/{path}: {e}"));
             assert_eq!(
                 actual, expected,
-                "examples/starter/{path} differs from xtask/templates/starter/{path} \
-                 rendered for `starter`: change both, or regenerate examples/starter"
+                "examples/starter/{path} is not what rendering it for `starter` gives: \
+                 a name or a dependency path the renderer does not know"
             );
         }
 
