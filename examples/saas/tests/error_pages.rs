@@ -19,7 +19,7 @@ use std::time::Duration;
 use autumn_web::config::AutumnConfig;
 use autumn_web::prelude::*;
 use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
-use chromium::{Chromedriver, browser};
+use chromium::{Chromedriver, Served, browser};
 use fantoccini::Locator;
 use fantoccini::actions::{InputSource as _, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use serde_json::json;
@@ -65,19 +65,13 @@ async fn place_order(Form(order): Form<Item>) -> AutumnResult<Redirect> {
 async fn a_double_clicked_slow_form_shows_an_html_409_page() {
     let config = AutumnConfig::from_toml_str("[security.submit_token]\nin_flight_wait_ms = 0\n")
         .expect("config");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind port 0");
-    let address = listener.local_addr().expect("bound address");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(
+    let served = Served::start(
         autumn_web::app()
             .routes(routes![order_form, place_order])
-            .with_config(config)
-            .serve(listener, async move {
-                let _ = stopped.await;
-            }),
-    );
+            .with_config(config),
+    )
+    .await;
+    let address = served.address;
 
     let driver = Chromedriver::start();
     let profile = tempfile::tempdir().expect("temp dir");
@@ -158,10 +152,5 @@ async fn a_double_clicked_slow_form_shows_an_html_409_page() {
     let _ = client.close().await;
     // Let the first post finish, then stop the server.
     RELEASE.add_permits(1);
-    let _ = stop.send(());
-    tokio::time::timeout(Duration::from_secs(10), served)
-        .await
-        .expect("the server stops")
-        .expect("the server task does not panic")
-        .expect("the server stops cleanly");
+    served.stop().await;
 }

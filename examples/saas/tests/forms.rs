@@ -15,7 +15,7 @@ mod chromium;
 use std::time::Duration;
 
 use autumn_web::config::AutumnConfig;
-use chromium::{Chromedriver, browser};
+use chromium::{Chromedriver, Served, browser};
 use fantoccini::{Client, Locator};
 
 /// How long the browser gets to settle on a page.
@@ -71,18 +71,11 @@ async fn a_rejected_signup_is_rendered_again_and_the_accepted_one_greets_once() 
     let url = format!("sqlite://{}", dir.path().join("saas.db").display());
     let config =
         AutumnConfig::from_toml_str(&format!("[database]\nurl = \"{url}\"\n")).expect("config");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind port 0");
-    let address = listener.local_addr().expect("bound address");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(
-        saas::app_with_delay(false, Duration::ZERO)
-            .with_config(saas::configure(config))
-            .serve(listener, async move {
-                let _ = stopped.await;
-            }),
-    );
+    let served = Served::start(
+        saas::app_with_delay(false, Duration::ZERO).with_config(saas::configure(config)),
+    )
+    .await;
+    let address = served.address;
 
     let driver = Chromedriver::start();
     let profile = tempfile::tempdir().expect("temp dir");
@@ -179,10 +172,5 @@ async fn a_rejected_signup_is_rendered_again_and_the_accepted_one_greets_once() 
     );
 
     let _ = client.close().await;
-    let _ = stop.send(());
-    tokio::time::timeout(Duration::from_secs(10), served)
-        .await
-        .expect("the server stops")
-        .expect("the server task does not panic")
-        .expect("the server stops cleanly");
+    served.stop().await;
 }
