@@ -5,9 +5,10 @@
 //!
 //! Autumn's routes are axum `MethodRouter<()>`s built by the route macros,
 //! so axum's own `State<S>` (which needs a `Router<S>` typed with the state)
-//! cannot reach them. Instead each registered value travels in the request's
-//! extensions under a private wrapper type, which keeps it apart from the
-//! app's own extensions of the same type; [`State<S>`] reads it back.
+//! cannot reach them. Instead the registered values travel together, in one
+//! shared map under a private type, in the request's extensions, which keeps
+//! them apart from the app's own extensions of the same type; [`State<S>`]
+//! reads its value from there.
 
 use std::any::type_name;
 
@@ -84,7 +85,8 @@ where
     async fn from_request_parts(parts: &mut Parts, _state: &B) -> Result<Self, Self::Rejection> {
         parts
             .extensions
-            .get::<Registered<S>>()
+            .get::<Shared>()
+            .and_then(|shared| shared.0.get::<Registered<S>>())
             .map(|registered| State(registered.0.clone()))
             .ok_or(StateRejection::Missing {
                 type_name: type_name::<S>(),
@@ -92,9 +94,15 @@ where
     }
 }
 
-/// Puts every registered value into each request's extensions.
+/// The values registered so far, by type.
 #[derive(Clone, Default)]
-pub(crate) struct States(pub(crate) http::Extensions);
+pub(crate) struct States(http::Extensions);
+
+/// How the registered values reach a request: one shared map in one
+/// extension, so a request costs one reference count, not a copy of the
+/// map and of every value in it.
+#[derive(Clone)]
+struct Shared(std::sync::Arc<http::Extensions>);
 
 impl States {
     pub(crate) fn insert<S: Clone + Send + Sync + 'static>(&mut self, state: S) {
@@ -105,15 +113,15 @@ impl States {
         self.0.is_empty()
     }
 
-    /// A layer adding the values to each request (a value the request
-    /// already carries under the same type is replaced).
+    /// A layer giving each request the registered values.
     pub(crate) fn layer(
         self,
     ) -> tower::util::MapRequestLayer<
         impl Fn(axum::extract::Request) -> axum::extract::Request + Clone,
     > {
+        let shared = Shared(std::sync::Arc::new(self.0));
         tower::util::MapRequestLayer::new(move |mut request: axum::extract::Request| {
-            request.extensions_mut().extend(self.0.clone());
+            request.extensions_mut().insert(shared.clone());
             request
         })
     }

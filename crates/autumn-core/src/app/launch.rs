@@ -10,6 +10,7 @@ use autumn_idempotency::submit::SubmitTokenLayer;
 use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayGuardLayer, ReplayMode};
 use axum::Router;
 use http::StatusCode;
+use tower::ServiceBuilder;
 use tower_http::timeout::TimeoutLayer;
 
 use super::{AppBuilder, RawRouter};
@@ -511,46 +512,54 @@ impl AppBuilder {
         // cross-origin check, so a forged request reaches none of the app's
         // code and no store, then timeout and trace outermost (the path
         // strategy's cut comes before routing, so outside them all).
-        if let Some(submit) = submit {
-            router = router.layer(submit);
-        }
+        // Each `Router::layer` boxes once more, and every request clones
+        // each box with all beneath it: so the framework's layers are
+        // grouped into as few boxes as their places allow.
         #[cfg(feature = "database")]
-        if let Some(pool) = database {
-            router = router.layer(axum::Extension(pool));
+        let pool = database.map(axum::Extension);
+        #[cfg(not(feature = "database"))]
+        let pool: Option<tower::layer::util::Identity> = None;
+        if submit.is_some() || pool.is_some() {
+            router = router.layer(
+                ServiceBuilder::new()
+                    .option_layer(pool)
+                    .option_layer(submit),
+            );
         }
         for layer in self.layers {
             router = layer(router);
         }
-        // Outside the app's layers, so its middleware reads the state too.
-        if !self.states.is_empty() {
-            router = router.layer(self.states.layer());
-        }
-        router = router.layer(scope::layer(&config)?);
-        if let Some(tenancy) = TenancyLayer::from_config(&config, self.tenant_resolver)? {
-            router = router.layer(tenancy);
-        }
-        if let Some(sessions) = sessions {
-            router = router.layer(sessions);
-        }
-        if let Some(cross_origin) = cross_origin_layer(&config)? {
-            router = router.layer(cross_origin);
-        }
-        if let Some(timeout) = config.server.request_timeout() {
-            router = router.layer(TimeoutLayer::with_status_code(
-                StatusCode::REQUEST_TIMEOUT,
-                timeout,
-            ));
-        }
-        // Errors as each client expects them, outermost but for tracing so
-        // every error passes through (the timeout's 408 too); a panic
-        // outside the guards is caught inside it and answered 500.
-        router = router
+        // Outermost first: errors as each client expects them (every error
+        // passes through, the timeout's 408 too), a panic outside the guards
+        // caught inside them and answered 500, the timeout, the
+        // cross-origin check (so a forged request reaches none of the app's
+        // code and no store), then the session, the tenant and the scope
+        // (an idempotency layer the app adds gets the same scope as
+        // Autumn's; the tenant is resolved before the scope reads it, from
+        // a session already there), and the app's state, outside the app's
+        // layers so its middleware reads it too.
+        let timeout = config
+            .server
+            .request_timeout()
+            .map(|timeout| TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout));
+        let states = (!self.states.is_empty()).then(|| self.states.layer());
+        let app = ServiceBuilder::new()
+            .layer(self.error_pages.clone())
             .layer(tower_http::catch_panic::CatchPanicLayer::custom(
                 crate::error_pages::panic_response,
             ))
-            .layer(self.error_pages.clone());
-        router = super::middleware::install(&config, router, &self.error_pages)?;
-        router = crate::telemetry::request_log_layer(&config.log, router);
+            .option_layer(timeout)
+            .option_layer(cross_origin_layer(&config)?)
+            .option_layer(sessions)
+            .option_layer(TenancyLayer::from_config(&config, self.tenant_resolver)?)
+            .layer(scope::layer(&config)?)
+            .option_layer(states)
+            // Once, here: a router served as a plain `Service` would
+            // otherwise turn every handler and its layers into a route
+            // again on each request (axum's own `serve` does the same
+            // through `into_make_service`).
+            .service(router.with_state(()));
+        let mut router = super::middleware::install(&config, app, &self.error_pages)?;
         if config.tenancy.enabled && config.tenancy.strategy == TenantStrategy::Path {
             // Before routing: the routes are matched below the tenant segment.
             let strip = tower::util::MapRequestLayer::new(tenancy::strip_path_tenant(&config));
@@ -578,7 +587,9 @@ fn actuator_routes(
     settings.enabled.then(|| {
         let routes = actuator::routes(metrics, health);
         match settings.port {
-            Some(_) => crate::telemetry::request_log_layer(&config.log, routes),
+            Some(_) => routes.layer(crate::telemetry::RequestLogLayer::new(
+                config.log.access_log,
+            )),
             None => routes,
         }
     })

@@ -2,57 +2,83 @@
 //! (`[static]`), CORS (`[cors]`), security headers (`[security.headers]`) and
 //! compression (`[compression]`), all from tower-http.
 
+use std::convert::Infallible;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
 use http::{HeaderName, HeaderValue, Method, header};
-use tower::Layer as _;
+use tower::util::MapResponseLayer;
+use tower::{Layer as _, Service, ServiceBuilder};
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::services::ServeDir;
-use tower_http::set_header::SetResponseHeaderLayer;
 
 use super::launch::LaunchError;
 use crate::config::AutumnConfig;
 use crate::error_pages::ErrorPagesLayer;
+use crate::telemetry::RequestLogLayer;
 
 /// `Strict-Transport-Security`: one year, this host only (a subdomain still
 /// on plain HTTP is not locked out).
 const HSTS: &str = "max-age=31536000";
 
-/// Installs the middleware around `router`, which already has the error
-/// pages: the static files beside the routes (with error pages of their own,
-/// so a missing file is answered like any 404, but none of the session,
-/// tenancy or guard layers a file does not need), then, outside the error
-/// pages so every answer gets them, CORS, the security headers and,
-/// outermost, compression, so that everything sent is compressed.
-pub(super) fn install(
+/// Serves `app` (the routes inside the framework's request layers) with
+/// the middleware around it, as one router: the static files beside the app
+/// (with error pages of their own, so a missing file is answered like any
+/// 404, but none of the session, tenancy or guard layers a file does not
+/// need), then, outside the error pages so every answer gets them, CORS,
+/// the security headers, compression (so that everything sent is
+/// compressed) and, outermost, the request id and access log.
+///
+/// One typed tower stack, boxed once: layered on a `Router` one by one,
+/// each layer would be boxed, and every request would clone each boxed
+/// layer together with everything beneath it.
+pub(super) fn install<S>(
     config: &AutumnConfig,
-    mut router: Router,
+    app: S,
     error_pages: &ErrorPagesLayer,
-) -> Result<Router, LaunchError> {
-    if let Some(dir) = &config.static_files.dir {
-        if !Path::new(dir).is_dir() {
-            return Err(LaunchError::InvalidSetting {
-                key: "static.dir",
-                message: format!("{dir:?} is not a directory"),
-            });
-        }
-        let mount = config.static_files.mount.trim_end_matches('/');
-        router = router.nest_service(mount, error_pages.layer(ServeDir::new(dir)));
+) -> Result<Router, LaunchError>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+{
+    let stack = |config: &AutumnConfig| -> Result<_, LaunchError> {
+        let compression = config.compression.enabled.then(|| {
+            (
+                MapResponseLayer::new(IntoResponse::into_response),
+                CompressionLayer::new(),
+            )
+        });
+        Ok(ServiceBuilder::new()
+            .layer(RequestLogLayer::new(config.log.access_log))
+            .option_layer(compression)
+            .option_layer(security_headers(config)?)
+            .option_layer(
+                cors_layer(config)?
+                    .map(|cors| (MapResponseLayer::new(IntoResponse::into_response), cors)),
+            ))
+    };
+    let Some(dir) = &config.static_files.dir else {
+        return Ok(Router::new().fallback_service(stack(config)?.service(app)));
+    };
+    if !Path::new(dir).is_dir() {
+        return Err(LaunchError::InvalidSetting {
+            key: "static.dir",
+            message: format!("{dir:?} is not a directory"),
+        });
     }
-    if let Some(cors) = cors_layer(config)? {
-        router = router.layer(cors);
-    }
-    router = security_headers(config, router)?;
-    if config.compression.enabled {
-        router = router.layer(CompressionLayer::new());
-    }
-    Ok(router)
+    let mount = config.static_files.mount.trim_end_matches('/');
+    let router = Router::new()
+        .nest_service(mount, error_pages.layer(ServeDir::new(dir)))
+        .fallback_service(app)
+        .with_state(());
+    Ok(Router::new().fallback_service(stack(config)?.service(router)))
 }
 
-/// The CORS layer `[cors]` describes; none while no origin is allowed.
 fn cors_layer(config: &AutumnConfig) -> Result<Option<CorsLayer>, LaunchError> {
     let settings = &config.cors;
     if settings.allowed_origins.is_empty() {
@@ -98,10 +124,14 @@ fn cors_layer(config: &AutumnConfig) -> Result<Option<CorsLayer>, LaunchError> {
 
 /// `[security.headers]`, each set only when the response has none, so a
 /// handler that needs another policy for one page sets its own.
-fn security_headers(config: &AutumnConfig, mut router: Router) -> Result<Router, LaunchError> {
+/// The security headers `[security.headers]` asks for, each set when the
+/// response has none of its own; `None` when they are off.
+fn security_headers(
+    config: &AutumnConfig,
+) -> Result<Option<MapResponseLayer<impl Fn(Response) -> Response + Clone + use<>>>, LaunchError> {
     let settings = &config.security.headers;
     if !settings.enabled {
-        return Ok(router);
+        return Ok(None);
     }
     let mut headers = vec![(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -130,10 +160,17 @@ fn security_headers(config: &AutumnConfig, mut router: Router) -> Result<Router,
             headers.push((name, header_value(key, value)?));
         }
     }
-    for (name, value) in headers {
-        router = router.layer(SetResponseHeaderLayer::if_not_present(name, value));
-    }
-    Ok(router)
+    let headers: Arc<[(HeaderName, HeaderValue)]> = headers.into();
+    Ok(Some(MapResponseLayer::new(
+        move |mut response: Response| {
+            for (name, value) in headers.iter() {
+                if !response.headers().contains_key(name) {
+                    response.headers_mut().insert(name.clone(), value.clone());
+                }
+            }
+            response
+        },
+    )))
 }
 
 fn header_value(key: &'static str, value: &str) -> Result<HeaderValue, LaunchError> {

@@ -10,6 +10,9 @@ use super::origin::TrustedOrigin;
 use super::rejection::CrossOriginRejection;
 use super::service::CrossOrigin;
 
+/// Made once: a header name given as text is parsed on every lookup.
+const SEC_FETCH_SITE: http::HeaderName = http::HeaderName::from_static("sec-fetch-site");
+
 /// Refuses mutating requests that a browser sends on behalf of another
 /// site. See the [module docs](super) for the rules and an example.
 ///
@@ -98,7 +101,7 @@ impl CrossOriginLayer {
                 .iter()
                 .any(|trusted| trusted.as_str().as_bytes() == origin.as_bytes())
         });
-        if let Some(site) = headers.get("sec-fetch-site") {
+        if let Some(site) = headers.get(&SEC_FETCH_SITE) {
             // Set by the browser itself; a page cannot forge it.
             if site == "same-origin" || site == "none" || trusted {
                 return Ok(());

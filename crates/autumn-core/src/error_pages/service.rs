@@ -38,9 +38,23 @@ impl<S: std::fmt::Debug> std::fmt::Debug for ErrorPages<S> {
 
 /// What the request asked for, kept for the way out.
 struct Asked {
-    html: bool,
+    /// The request's `Accept`: parsed only when there is an error to
+    /// answer, so a successful request pays nothing for it.
+    /// Every `Accept` value (rarely more than one; an empty `Vec` does not
+    /// allocate).
+    accept: Vec<HeaderValue>,
     method: Method,
-    path: String,
+    uri: http::Uri,
+}
+
+impl Asked {
+    fn html(&self) -> bool {
+        let mut headers = HeaderMap::new();
+        for accept in &self.accept {
+            headers.append(header::ACCEPT, accept.clone());
+        }
+        prefers_html(&headers)
+    }
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ErrorPages<S>
@@ -60,10 +74,16 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // Clones that share the request's bytes: no copy per request.
         let asked = Asked {
-            html: prefers_html(request.headers()),
+            accept: request
+                .headers()
+                .get_all(header::ACCEPT)
+                .iter()
+                .cloned()
+                .collect(),
             method: request.method().clone(),
-            path: request.uri().path().to_owned(),
+            uri: request.uri().clone(),
         };
         let response = self.inner.call(request);
         let settings = self.settings.clone();
@@ -103,7 +123,8 @@ where
         .size_hint()
         .upper()
         .is_some_and(|upper| upper <= settings.max_body_bytes as u64);
-    if (kind == Kind::Problem && !asked.html) || !fits {
+    let html = asked.html();
+    if (kind == Kind::Problem && !html) || !fits {
         let mut response = response.map(Body::new);
         vary_on_accept(response.headers_mut());
         return response;
@@ -119,7 +140,7 @@ where
         Kind::Text => describe(
             status,
             &asked.method,
-            &asked.path,
+            asked.uri.path(),
             &String::from_utf8_lossy(&bytes),
         ),
     };
@@ -131,7 +152,7 @@ where
         parts.headers.remove(name);
     }
     vary_on_accept(&mut parts.headers);
-    let body = if asked.html {
+    let body = if html {
         parts.headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/html; charset=utf-8"),
@@ -154,12 +175,12 @@ where
 /// gets the sentence for its status.
 fn from_problem(status: StatusCode, bytes: &[u8], asked: &Asked) -> ErrorInfo {
     let Ok(serde_json::Value::Object(fields)) = serde_json::from_slice(bytes) else {
-        return describe(status, &asked.method, &asked.path, "");
+        return describe(status, &asked.method, asked.uri.path(), "");
     };
     let text = |name: &str| fields.get(name).and_then(serde_json::Value::as_str);
     let mut info = match text("detail") {
-        Some(detail) => ErrorInfo::new(status, detail).for_request(&asked.method, &asked.path),
-        None => describe(status, &asked.method, &asked.path, ""),
+        Some(detail) => ErrorInfo::new(status, detail).for_request(&asked.method, asked.uri.path()),
+        None => describe(status, &asked.method, asked.uri.path(), ""),
     };
     if let Some(title) = text("title") {
         info = info.with_title(title);

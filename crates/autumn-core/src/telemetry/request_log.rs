@@ -1,0 +1,270 @@
+//! The request id and access log: [`RequestLogLayer`], outermost of the
+//! framework's layers.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::extract::{FromRequestParts, Request};
+use axum::response::Response;
+use http::request::Parts;
+use http::{HeaderName, HeaderValue, Method};
+use pin_project_lite::pin_project;
+use tower::{Layer, Service};
+use tracing::Instrument as _;
+use tracing::instrument::Instrumented;
+
+/// The header carrying a request's id, read from the client or a proxy and
+/// sent back on the response.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// [`REQUEST_ID_HEADER`] as a header name made once: a name given as text
+/// is parsed, and copied, on every use.
+const REQUEST_ID: HeaderName = HeaderName::from_static(REQUEST_ID_HEADER);
+
+/// The id of the request being served: the `x-request-id` it came with, or
+/// one made for it. It is on the request's span (so every line logged while
+/// serving it names it), on the access log line, and sent back in the
+/// response's `x-request-id`.
+///
+/// ```
+/// use autumn_core::telemetry::RequestId;
+///
+/// async fn handler(id: RequestId) -> String {
+///     format!("request {id}")
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestId(String);
+
+impl RequestId {
+    /// The id as text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The id the request came with, when it is one worth keeping: 1 to 128
+    /// visible ASCII characters (anything else could forge log lines).
+    fn from_header(value: &HeaderValue) -> Option<Self> {
+        let bytes = value.as_bytes();
+        ((1..=128).contains(&bytes.len()) && bytes.iter().all(|b| (0x21..=0x7e).contains(b)))
+            .then(|| Self(String::from_utf8_lossy(bytes).into_owned()))
+    }
+
+    /// A new id: 32 hex digits, unique within the process and, with
+    /// overwhelming likelihood, across processes. Not a secret, so not a
+    /// system call per request: a random seed taken once, then a counter
+    /// through a bijective mix (distinct counters give distinct ids).
+    pub(crate) fn generate() -> Self {
+        static SEED: std::sync::OnceLock<[u64; 2]> = std::sync::OnceLock::new();
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let [high, low] = *SEED.get_or_init(|| {
+            let mut bytes = [0u8; 16];
+            // No randomness: ids stay unique within this process.
+            let _ = getrandom::fill(&mut bytes);
+            let (high, low) = bytes.split_at(8);
+            [
+                u64::from_le_bytes(high.try_into().unwrap_or_default()),
+                u64::from_le_bytes(low.try_into().unwrap_or_default()),
+            ]
+        });
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&high.to_be_bytes());
+        bytes[8..].copy_from_slice(&mix(n ^ low).to_be_bytes());
+        Self(hex(&bytes))
+    }
+}
+
+/// Lowercase hex, written straight into one string.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    out
+}
+
+/// SplitMix64's finaliser: a bijection on `u64` that scatters neighbours.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RequestId {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        // Outside Autumn's pipeline (a bare router in a test) there is no
+        // id yet: make one.
+        Ok(parts
+            .extensions
+            .get::<Self>()
+            .cloned()
+            .unwrap_or_else(Self::generate))
+    }
+}
+
+/// Gives each request its id and span, and writes its access log line
+/// (when `access_log`) once the response head is ready.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestLogLayer {
+    access_log: bool,
+}
+
+impl RequestLogLayer {
+    pub(crate) fn new(access_log: bool) -> Self {
+        Self { access_log }
+    }
+}
+
+impl<S> Layer<S> for RequestLogLayer {
+    type Service = RequestLog<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RequestLog {
+            inner,
+            access_log: self.access_log,
+        }
+    }
+}
+
+/// The service made by [`RequestLogLayer`].
+#[derive(Debug, Clone)]
+pub(crate) struct RequestLog<S> {
+    inner: S,
+    access_log: bool,
+}
+
+impl<S> Service<Request> for RequestLog<S>
+where
+    S: Service<Request, Response = Response>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = RequestLogFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let started = Instant::now();
+        let id = request
+            .headers()
+            .get(&REQUEST_ID)
+            .and_then(RequestId::from_header)
+            .unwrap_or_else(RequestId::generate);
+        let header = HeaderValue::from_str(id.as_str()).ok();
+        if let Some(header) = &header {
+            // Handlers and proxied calls see the id the response will carry.
+            request.headers_mut().insert(REQUEST_ID, header.clone());
+        }
+        let method = request.method().clone();
+        let span = tracing::info_span!(
+            "request",
+            method = %method,
+            path = %request.uri().path(),
+            request_id = %id
+        );
+        // The path only: a query string may carry what must not be logged.
+        let logged = self.access_log.then(|| Logged {
+            method,
+            path: request.uri().path().to_owned(),
+            started,
+        });
+        request.extensions_mut().insert(id.clone());
+        RequestLogFuture {
+            inner: self.inner.call(request).instrument(span),
+            header,
+            id,
+            logged,
+        }
+    }
+}
+
+/// What the access log line needs once the response is ready.
+#[derive(Debug)]
+struct Logged {
+    method: Method,
+    path: String,
+    started: Instant,
+}
+
+pin_project! {
+    /// The future of [`RequestLog`].
+    pub(crate) struct RequestLogFuture<F> {
+        #[pin]
+        inner: Instrumented<F>,
+        header: Option<HeaderValue>,
+        id: RequestId,
+        logged: Option<Logged>,
+    }
+}
+
+impl<F, E> Future for RequestLogFuture<F>
+where
+    F: Future<Output = Result<Response, E>>,
+{
+    type Output = Result<Response, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let mut response = match this.inner.poll(cx) {
+            Poll::Ready(Ok(response)) => response,
+            other => return other,
+        };
+        if let Some(header) = this.header.take() {
+            response.headers_mut().insert(REQUEST_ID, header);
+        }
+        if let Some(Logged {
+            method,
+            path,
+            started,
+        }) = this.logged.take()
+        {
+            let status = response.status().as_u16();
+            let latency = format!("{:.3}", started.elapsed().as_secs_f64() * 1000.0);
+            let id = &*this.id;
+            tracing::info!(
+                target: "autumn::access",
+                method = %method,
+                path = %path,
+                status,
+                latency_ms = %latency,
+                request_id = %id,
+                "{method} {path} {status} {latency}ms"
+            );
+        }
+        Poll::Ready(Ok(response))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_ids_are_32_hex_digits_and_distinct() {
+        let ids: std::collections::HashSet<String> =
+            (0..10_000).map(|_| RequestId::generate().0).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert!(
+            ids.iter()
+                .all(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+        );
+    }
+}
