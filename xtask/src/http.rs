@@ -1,4 +1,4 @@
-//! Just enough HTTP/1.1 for the soak: one keep-alive connection to a
+//! Just enough HTTP/1.1 for the soak and the bench: one keep-alive connection to a
 //! loopback server, requests written and responses read separately (so that
 //! two connections can have requests in flight at once), bodies framed by
 //! `Content-Length` or chunked.

@@ -2,7 +2,7 @@
 //!
 //! - `ci`: the checks CI runs (formatting, clippy, tests, docs, feature
 //!   builds), after making sure the services the tests need are up.
-//! - `bench`: the idempotency benchmark.
+//! - `bench`: the end-to-end benchmark against plain axum (see `bench/`).
 //! - `services`: only the service setup (see `services.rs`).
 //! - `new`: a new app from the starter template (see `new.rs`).
 //! - `soak`: the examples under load for a while, checked for double runs,
@@ -10,6 +10,8 @@
 //!
 //! Std only, so that it builds in seconds before anything else.
 
+mod bench;
+mod http;
 mod new;
 mod services;
 mod soak;
@@ -26,7 +28,11 @@ usage: cargo xtask <command>
 commands:
   ci        check services, then fmt, clippy, test, doc and feature builds;
             stops at the first failure
-  bench     cargo bench -p autumn-web --bench idempotency --features redis,postgres
+  bench     end to end: Autumn and a plain-axum twin as release processes
+            pinned to one core, wrk on the other, interleaved rounds,
+            medians and ratios (--rounds 3 --secs 10 --connections 32
+            --threads 2); `bench micro`: the in-process bench (memory per
+            key, store round trips, sessions)
   services  make sure Redis and PostgreSQL answer on loopback and the tests
             can log in (as root on Debian/Ubuntu: apt-get install, start
             and set up whatever is missing), and that Chromium and
@@ -49,7 +55,7 @@ fn main() -> ExitCode {
     let root = repo_root();
     let result = match command.as_deref() {
         Some("ci") => ci(&root),
-        Some("bench") => bench(&root),
+        Some("bench") => bench::run(&root, &args.collect::<Vec<_>>()),
         Some("services") => services::ensure(&root).map(|_| ()),
         Some("new") => new::run(&root, &args.collect::<Vec<_>>()),
         Some("soak") => soak::run(&root, &args.collect::<Vec<_>>()),
@@ -203,29 +209,9 @@ fn ci(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn bench(root: &Path) -> Result<(), String> {
-    // With the store features, the bench also measures the Redis and
-    // PostgreSQL stores (each skipped, with a line saying so, when its
-    // service does not answer).
-    let args = [
-        "bench",
-        "-p",
-        "autumn-web",
-        "--bench",
-        "idempotency",
-        "--features",
-        "redis,postgres",
-    ]
-    .map(str::to_owned);
-    let started = Instant::now();
-    cargo(root, &args, &[])?;
-    println!("==> bench done in {:.1}s", started.elapsed().as_secs_f64());
-    Ok(())
-}
-
 /// Runs the `cargo` that runs us (falling back to the one on `PATH`) in the
 /// repository root, with inherited stdio.
-fn cargo(root: &Path, args: &[String], envs: &[(String, String)]) -> Result<(), String> {
+pub(crate) fn cargo(root: &Path, args: &[String], envs: &[(String, String)]) -> Result<(), String> {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(&cargo);
     command.args(args).current_dir(root);

@@ -480,7 +480,7 @@ fn output_of(mut command: Command, what: &str) -> Result<String, String> {
 /// Installs Debian `packages` with apt-get, as root; `what` names them in
 /// messages. Refreshes the package lists first when they are empty, and
 /// once more when the install fails on stale ones.
-fn install(packages: &[&str], what: &str) -> Result<(), String> {
+pub(crate) fn install(packages: &[&str], what: &str) -> Result<(), String> {
     if !on_path("apt-get") {
         return Err(format!(
             "{what} is missing and apt-get is not available on this machine to install it"

@@ -23,7 +23,7 @@
 //! loop, so the load is bounded by the number of threads).
 //! Afterwards the run's keys are removed from the shared Redis.
 
-mod http;
+use crate::http;
 mod redis;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,49 @@
+//! Autumn's side of `cargo xtask bench`: the same orders handler and form
+//! page as `plain-axum`, as an Autumn app configured by `AUTUMN_*`
+//! variables (the port, the idempotency backend, the access log).
+//!
+//! - `POST /orders`: under the idempotency layer.
+//! - `POST /orders-off`: the same handler with the layer off.
+//! - `GET /orders/new`: the form page with a freshly minted submit token.
+
+use autumn_bench::{NewOrder, Order, Orders, form_page};
+use autumn_web::prelude::*;
+use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
+
+fn create(orders: &Orders, new: NewOrder) -> AutumnResult<(StatusCode, Json<Order>)> {
+    orders
+        .create(new)
+        .map(|order| (StatusCode::CREATED, Json(order)))
+        .map_err(|refused| AutumnError::unprocessable(refused.message()))
+}
+
+#[post("/orders")]
+async fn create_order(
+    State(orders): State<Orders>,
+    Json(new): Json<NewOrder>,
+) -> AutumnResult<(StatusCode, Json<Order>)> {
+    create(&orders, new)
+}
+
+#[post("/orders-off", idempotent = false)]
+async fn create_order_unguarded(
+    State(orders): State<Orders>,
+    Json(new): Json<NewOrder>,
+) -> AutumnResult<(StatusCode, Json<Order>)> {
+    create(&orders, new)
+}
+
+#[get("/orders/new")]
+async fn new_order(token: SubmitToken, field: SubmitFormField) -> Html<String> {
+    Html(form_page(&submit_token_field(&token, &field).into_string()))
+}
+
+#[autumn_web::main]
+async fn main() {
+    autumn_web::app()
+        .routes(routes![create_order, create_order_unguarded, new_order])
+        .with_state(Orders::default())
+        .idempotent()
+        .run()
+        .await;
+}

@@ -1,0 +1,496 @@
+//! The end-to-end benchmark: Autumn and a plain-axum twin running the same
+//! orders handler, each as its own release process pinned to one core,
+//! driven by wrk pinned to the other, in interleaved rounds. Prints each
+//! row's median, its spread, and its ratio to the plain-axum row it is
+//! measured against (the median of the per-round ratios, so slow drift of
+//! a noisy machine cancels out).
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::server::{Server, cpu_of};
+use super::wrk::{self, Keys, Load, Outcome};
+use crate::http::Connection;
+
+/// The Redis the Redis rows use (and whose CPU they report).
+const REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+/// The order every POST carries.
+const ORDER: &str = r#"{"item":"widget","qty":2}"#;
+
+/// How the bench is run: `cargo xtask bench [--rounds N] [--secs S]
+/// [--connections C] [--threads T]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Settings {
+    pub(crate) rounds: u32,
+    pub(crate) seconds: u32,
+    pub(crate) connections: u32,
+    pub(crate) threads: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            rounds: 3,
+            seconds: 10,
+            connections: 32,
+            threads: 2,
+        }
+    }
+}
+
+impl Settings {
+    pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
+        let mut settings = Self::default();
+        let mut args = args.iter();
+        while let Some(flag) = args.next() {
+            let slot = match flag.as_str() {
+                "--rounds" => &mut settings.rounds,
+                "--secs" => &mut settings.seconds,
+                "--connections" => &mut settings.connections,
+                "--threads" => &mut settings.threads,
+                other => return Err(format!("bench: unknown option `{other}`")),
+            };
+            *slot = args
+                .next()
+                .and_then(|value| value.parse().ok())
+                .filter(|value| *value > 0)
+                .ok_or_else(|| format!("bench: {flag} needs a positive number"))?;
+        }
+        Ok(settings)
+    }
+}
+
+/// Which server a row loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Plain,
+    AutumnMemory,
+    AutumnRedis,
+}
+
+/// One line of the table.
+struct Row {
+    name: &'static str,
+    target: Target,
+    path: &'static str,
+    post: bool,
+    keys: Keys,
+    /// The row this one is divided by.
+    baseline: Option<usize>,
+}
+
+const ROWS: &[Row] = &[
+    Row {
+        name: "plain axum, POST, one fixed key",
+        target: Target::Plain,
+        path: "/orders",
+        post: true,
+        keys: Keys::Fixed,
+        baseline: None,
+    },
+    Row {
+        name: "plain axum, POST, unique keys",
+        target: Target::Plain,
+        path: "/orders",
+        post: true,
+        keys: Keys::Unique,
+        baseline: None,
+    },
+    Row {
+        name: "plain axum, GET form page",
+        target: Target::Plain,
+        path: "/orders/new",
+        post: false,
+        keys: Keys::None,
+        baseline: None,
+    },
+    Row {
+        name: "Autumn, layer off, one fixed key",
+        target: Target::AutumnMemory,
+        path: "/orders-off",
+        post: true,
+        keys: Keys::Fixed,
+        baseline: Some(0),
+    },
+    Row {
+        name: "Autumn, layer off, unique keys",
+        target: Target::AutumnMemory,
+        path: "/orders-off",
+        post: true,
+        keys: Keys::Unique,
+        baseline: Some(1),
+    },
+    Row {
+        name: "Autumn, memory store, replay",
+        target: Target::AutumnMemory,
+        path: "/orders",
+        post: true,
+        keys: Keys::Fixed,
+        baseline: Some(0),
+    },
+    Row {
+        name: "Autumn, memory store, first-time",
+        target: Target::AutumnMemory,
+        path: "/orders",
+        post: true,
+        keys: Keys::Unique,
+        baseline: Some(1),
+    },
+    Row {
+        name: "Autumn, GET form page, token minted",
+        target: Target::AutumnMemory,
+        path: "/orders/new",
+        post: false,
+        keys: Keys::None,
+        baseline: Some(2),
+    },
+    Row {
+        name: "Autumn, Redis store, replay",
+        target: Target::AutumnRedis,
+        path: "/orders",
+        post: true,
+        keys: Keys::Fixed,
+        baseline: Some(0),
+    },
+    Row {
+        name: "Autumn, Redis store, first-time",
+        target: Target::AutumnRedis,
+        path: "/orders",
+        post: true,
+        keys: Keys::Unique,
+        baseline: Some(1),
+    },
+];
+
+/// One row's measurement in one round.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    outcome: Outcome,
+    /// Server CPU per request.
+    cpu_per_request: Duration,
+    /// Redis CPU over the run, as a share of one core (Redis rows only).
+    redis_core_share: Option<f64>,
+}
+
+pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
+    super::require_tools()?;
+    let bin = build(root)?;
+    let pinned = super::cores();
+    let (server_core, load_core) = match pinned {
+        Some((server, load)) => (Some(server), Some(load)),
+        None => (None, None),
+    };
+    let run_id = format!(
+        "b{}",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default()
+    );
+    let common = |backend: &str| {
+        vec![
+            ("AUTUMN_PROFILE", "prod".to_owned()),
+            ("AUTUMN_IDEMPOTENCY__BACKEND", backend.to_owned()),
+            (
+                "AUTUMN_IDEMPOTENCY__ALLOW_MEMORY_IN_PRODUCTION",
+                "true".to_owned(),
+            ),
+            (
+                "AUTUMN_SESSION__ALLOW_MEMORY_IN_PRODUCTION",
+                "true".to_owned(),
+            ),
+            ("AUTUMN_IDEMPOTENCY__TTL_SECS", "600".to_owned()),
+            ("AUTUMN_IDEMPOTENCY__REDIS__URL", REDIS_URL.to_owned()),
+            (
+                "AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX",
+                format!("autumn-bench:{run_id}"),
+            ),
+            ("RUST_LOG", "info".to_owned()),
+        ]
+    };
+    let plain = Server::start("plain axum", &bin.join("plain-axum"), &[], server_core)?;
+    let memory = Server::start(
+        "Autumn, memory",
+        &bin.join("autumn-orders"),
+        &common("memory"),
+        server_core,
+    )?;
+    let redis_pid = redis_pid();
+    let redis = match redis_pid {
+        Some(_) => Some(Server::start(
+            "Autumn, Redis",
+            &bin.join("autumn-orders"),
+            &common("redis"),
+            server_core,
+        )?),
+        None => {
+            println!(
+                "    Redis at 127.0.0.1:6379 does not answer: its rows are skipped (start it with `cargo xtask services`)"
+            );
+            None
+        }
+    };
+    let server_of = |target: Target| match target {
+        Target::Plain => Some(&plain),
+        Target::AutumnMemory => Some(&memory),
+        Target::AutumnRedis => redis.as_ref(),
+    };
+    let fixed_key = format!("{run_id}-fixed");
+    for server in [Some(&plain), Some(&memory), redis.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        prime(server.addr, &fixed_key)?;
+    }
+    println!(
+        "==> wrk -t{} -c{} -d{}s, {} rounds; servers on core {}, wrk on core {}",
+        settings.threads,
+        settings.connections,
+        settings.seconds,
+        settings.rounds,
+        server_core.map_or("any".to_owned(), |c| c.to_string()),
+        load_core.map_or("any".to_owned(), |c| c.to_string()),
+    );
+    // Warm-up: each server's code paths and allocator settle before counting.
+    let script = std::env::temp_dir().join(format!("autumn-bench-{run_id}.lua"));
+    for (index, row) in ROWS.iter().enumerate() {
+        let Some(server) = server_of(row.target) else {
+            continue;
+        };
+        let load = load_for(
+            row,
+            server.addr,
+            settings,
+            load_core,
+            format!("{run_id}-warm{index}"),
+            2,
+        );
+        wrk::run(&load, &script, &fixed_key)?;
+    }
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); ROWS.len()];
+    for round in 1..=settings.rounds {
+        for (index, row) in ROWS.iter().enumerate() {
+            let Some(server) = server_of(row.target) else {
+                continue;
+            };
+            let load = load_for(
+                row,
+                server.addr,
+                settings,
+                load_core,
+                format!("{run_id}-r{round}-{index}"),
+                settings.seconds,
+            );
+            let cpu_before = server.cpu()?;
+            let redis_before = match (row.target, redis_pid) {
+                (Target::AutumnRedis, Some(pid)) => Some(cpu_of(pid)?),
+                _ => None,
+            };
+            let outcome = wrk::run(&load, &script, &fixed_key)?;
+            let cpu = server.cpu()?.saturating_sub(cpu_before);
+            let redis_core_share = match (redis_before, redis_pid) {
+                (Some(before), Some(pid)) => Some(
+                    cpu_of(pid)?.saturating_sub(before).as_secs_f64() / f64::from(settings.seconds),
+                ),
+                _ => None,
+            };
+            if outcome.failures > 0 {
+                return Err(format!(
+                    "{} (round {round}): {} of {} requests failed or were not 2xx/3xx; not a measurement",
+                    row.name, outcome.failures, outcome.requests
+                ));
+            }
+            let per = u32::try_from(outcome.requests.max(1)).unwrap_or(u32::MAX);
+            println!(
+                "    round {round}: {:<40} {:>9.0} req/s",
+                row.name, outcome.per_second
+            );
+            samples[index].push(Sample {
+                outcome,
+                cpu_per_request: cpu / per,
+                redis_core_share,
+            });
+        }
+    }
+    let _ = std::fs::remove_file(&script);
+    print!("{}", report(&samples));
+    Ok(())
+}
+
+fn load_for<'a>(
+    row: &Row,
+    addr: SocketAddr,
+    settings: &Settings,
+    core: Option<usize>,
+    run_id: String,
+    seconds: u32,
+) -> Load<'a> {
+    Load {
+        url: format!("http://{addr}{}", row.path),
+        post_json: row.post.then_some(ORDER),
+        keys: row.keys,
+        run_id,
+        threads: settings.threads,
+        connections: settings.connections,
+        seconds,
+        core,
+    }
+}
+
+/// Sends the fixed key once, so every request of a replay row is a replay
+/// (and none meets the first run in flight).
+fn prime(addr: SocketAddr, key: &str) -> Result<(), String> {
+    let mut connection = Connection::new(addr);
+    let response = connection.send(
+        &format!(
+            "POST /orders HTTP/1.1\r\ncontent-type: application/json\r\nidempotency-key: {key}"
+        ),
+        ORDER.as_bytes(),
+    )?;
+    if response.status == 201 {
+        Ok(())
+    } else {
+        Err(format!(
+            "priming {addr}: {} {}",
+            response.status, response.body
+        ))
+    }
+}
+
+/// The pid of the Redis on 127.0.0.1:6379, if it answers.
+fn redis_pid() -> Option<u32> {
+    let output = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", "6379", "info", "server"])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("process_id:"))
+        .and_then(|pid| pid.trim().parse().ok())
+}
+
+/// Builds the two servers in release mode; returns their directory.
+fn build(root: &Path) -> Result<PathBuf, String> {
+    let args = ["build", "--release", "-p", "autumn-bench"].map(str::to_owned);
+    crate::cargo(root, &args, &[])?;
+    Ok(root.join("target").join("release"))
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len().is_multiple_of(2) {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    }
+}
+
+/// The table: per row, median req/s (min–max), median ratio to its
+/// baseline (min–max), median server CPU per request.
+fn report(samples: &[Vec<Sample>]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n{:<40} {:>10} {:>19} {:>8} {:>15} {:>8}",
+        "", "req/s", "(min-max)", "ratio", "(min-max)", "cpu/req"
+    );
+    for (index, row) in ROWS.iter().enumerate() {
+        let rounds = &samples[index];
+        if rounds.is_empty() {
+            continue;
+        }
+        let mut rates: Vec<f64> = rounds.iter().map(|s| s.outcome.per_second).collect();
+        let (low, high) = spread(&rates);
+        let rate = median(&mut rates);
+        let mut cpu: Vec<f64> = rounds
+            .iter()
+            .map(|s| s.cpu_per_request.as_secs_f64() * 1e6)
+            .collect();
+        let cpu = median(&mut cpu);
+        let ratio = row.baseline.map(|base| {
+            let mut ratios: Vec<f64> = rounds
+                .iter()
+                .zip(&samples[base])
+                .map(|(s, b)| s.outcome.per_second / b.outcome.per_second)
+                .collect();
+            let (low, high) = spread(&ratios);
+            (median(&mut ratios), low, high)
+        });
+        let ratio = match ratio {
+            Some((r, low, high)) => format!("{r:>8.3} {:>15}", format!("({low:.3}-{high:.3})")),
+            None => format!("{:>8} {:>15}", "1", ""),
+        };
+        let _ = writeln!(
+            out,
+            "{:<40} {rate:>10.0} {:>19} {ratio} {cpu:>6.1}us",
+            row.name,
+            format!("({low:.0}-{high:.0})"),
+        );
+        let mut shares: Vec<f64> = rounds.iter().filter_map(|s| s.redis_core_share).collect();
+        if !shares.is_empty() {
+            let _ = writeln!(
+                out,
+                "{:<40} Redis itself used {:.2} of a core",
+                "",
+                median(&mut shares)
+            );
+        }
+    }
+    out
+}
+
+fn spread(values: &[f64]) -> (f64, f64) {
+    values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), v| {
+            (low.min(*v), high.max(*v))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_is_the_published_setup() {
+        assert_eq!(
+            Settings::parse(&[]),
+            Ok(Settings {
+                rounds: 3,
+                seconds: 10,
+                connections: 32,
+                threads: 2
+            })
+        );
+    }
+
+    #[test]
+    fn options_override_and_nonsense_is_refused() {
+        let args = ["--rounds", "5", "--secs", "2"].map(str::to_owned);
+        let settings = Settings::parse(&args).expect("valid");
+        assert_eq!((settings.rounds, settings.seconds), (5, 2));
+        assert!(Settings::parse(&["--rounds".to_owned(), "0".to_owned()]).is_err());
+        assert!(Settings::parse(&["--fast".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert!((median(&mut [3.0, 1.0, 2.0]) - 2.0).abs() < 1e-9);
+        assert!((median(&mut [4.0, 1.0, 3.0, 2.0]) - 2.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn every_ratio_points_at_a_plain_axum_row() {
+        for row in ROWS {
+            if let Some(base) = row.baseline {
+                assert_eq!(ROWS[base].target, Target::Plain, "{}", row.name);
+                assert_eq!(ROWS[base].post, row.post, "{}", row.name);
+            }
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! `cargo xtask bench`: the end-to-end benchmark (see `e2e.rs`), and
+//! `cargo xtask bench micro`, the in-process one under
+//! `crates/autumn-web/benches/idempotency` (per-key memory, store round
+//! trips, sessions).
+
+mod e2e;
+mod server;
+mod wrk;
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::on_path;
+
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
+    let started = Instant::now();
+    match args.first().map(String::as_str) {
+        Some("micro") => micro(root)?,
+        _ => e2e::run(root, &e2e::Settings::parse(args)?)?,
+    }
+    println!("==> bench done in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn micro(root: &Path) -> Result<(), String> {
+    // With the store features, the bench also measures the Redis and
+    // PostgreSQL stores (each skipped, with a line saying so, when its
+    // service does not answer).
+    let args = [
+        "bench",
+        "-p",
+        "autumn-web",
+        "--bench",
+        "idempotency",
+        "--features",
+        "redis,postgres",
+    ]
+    .map(str::to_owned);
+    crate::cargo(root, &args, &[])
+}
+
+/// wrk is installed from Debian's packages when missing.
+fn require_tools() -> Result<(), String> {
+    if !on_path("wrk") {
+        crate::services::install(&["wrk"], "wrk (the load generator)")?;
+    }
+    Ok(())
+}
+
+/// The server's core and the load generator's, when this process may run
+/// on at least two and `taskset` is there to pin them; `None` (with a line
+/// saying the figures are less trustworthy) otherwise.
+fn cores() -> Option<(usize, usize)> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if cores >= 2 && on_path("taskset") {
+        Some((0, 1))
+    } else {
+        println!(
+            "    not pinning: {cores} core(s), taskset {}; server and load share the CPU, so ratios are rougher",
+            if on_path("taskset") {
+                "found"
+            } else {
+                "missing"
+            }
+        );
+        None
+    }
+}

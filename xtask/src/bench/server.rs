@@ -1,0 +1,143 @@
+//! One benchmark server as its own process, pinned to a core, stopped on
+//! drop; its CPU time read from `/proc`.
+
+use std::fs;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long a server gets to accept connections.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running server, killed on drop.
+pub(crate) struct Server {
+    pub(crate) name: &'static str,
+    pub(crate) addr: SocketAddr,
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts `binary` with `env`, on `core` when given, listening on a free
+    /// loopback port passed as `PORT` and `AUTUMN_SERVER__PORT`.
+    pub(crate) fn start(
+        name: &'static str,
+        binary: &Path,
+        env: &[(&str, String)],
+        core: Option<usize>,
+    ) -> Result<Self, String> {
+        let port = free_port()?;
+        let mut command = match core {
+            Some(core) => {
+                let mut taskset = Command::new("taskset");
+                taskset.args(["-c", &core.to_string()]).arg(binary);
+                taskset
+            }
+            None => Command::new(binary),
+        };
+        command
+            .env("PORT", port.to_string())
+            .env("AUTUMN_SERVER__HOST", "127.0.0.1")
+            .env("AUTUMN_SERVER__PORT", port.to_string())
+            .stdin(Stdio::null())
+            // The access log is written, as in production, but nobody
+            // reads it: a pipe the bench drained would cost the bench's
+            // core.
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+        let mut server = Self {
+            name,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            child,
+        };
+        server.wait_until_accepting()?;
+        Ok(server)
+    }
+
+    fn wait_until_accepting(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        while started.elapsed() < START_TIMEOUT {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let mut why = String::new();
+                if let Some(mut stderr) = self.child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut stderr, &mut why);
+                }
+                return Err(format!("{} exited ({status}) at start:\n{why}", self.name));
+            }
+            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!(
+            "{} did not accept connections on {} within {}s",
+            self.name,
+            self.addr,
+            START_TIMEOUT.as_secs()
+        ))
+    }
+
+    /// CPU time the process has used so far (user + system).
+    pub(crate) fn cpu(&self) -> Result<Duration, String> {
+        cpu_of(self.child.id())
+    }
+}
+
+/// A port nothing listens on right now.
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+/// CPU time (user + system) of process `pid` and its threads, from
+/// `/proc/PID/stat`, in clock ticks of 10 ms.
+pub(crate) fn cpu_of(pid: u32) -> Result<Duration, String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("cannot read /proc/{pid}/stat: {e}"))?;
+    ticks_in(&stat)
+        .map(|ticks| Duration::from_millis(ticks * 10))
+        .ok_or_else(|| format!("cannot read the CPU times in /proc/{pid}/stat"))
+}
+
+/// utime + stime of a `/proc/PID/stat` line. The command name may hold
+/// spaces and parentheses, so the fields are counted after its last `)`.
+fn ticks_in(stat: &str) -> Option<u64> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after.split_whitespace();
+    // After the name: state (3), ... utime is field 14, stime field 15.
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_are_utime_plus_stime_even_with_odd_names() {
+        let stat = "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 731 42 0 0 20 0 3 0 99 1 2";
+        assert_eq!(ticks_in(stat), Some(773));
+    }
+
+    #[test]
+    fn this_process_has_a_cpu_time() {
+        assert!(cpu_of(std::process::id()).is_ok());
+    }
+}
