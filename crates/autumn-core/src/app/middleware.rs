@@ -13,10 +13,10 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderName, HeaderValue, Method, header};
 use tower::util::MapResponseLayer;
 use tower::{Layer as _, Service, ServiceBuilder};
-use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::services::ServeDir;
 
+use super::compress::CompressWhenAskedLayer;
 use super::launch::LaunchError;
 use crate::config::AutumnConfig;
 use crate::error_pages::ErrorPagesLayer;
@@ -47,12 +47,10 @@ where
     S::Future: Send + 'static,
 {
     let stack = |config: &AutumnConfig| -> Result<_, LaunchError> {
-        let compression = config.compression.enabled.then(|| {
-            (
-                MapResponseLayer::new(IntoResponse::into_response),
-                CompressionLayer::new(),
-            )
-        });
+        let compression = config
+            .compression
+            .enabled
+            .then(CompressWhenAskedLayer::default);
         Ok(ServiceBuilder::new()
             .layer(RequestLogLayer::new(config.log.access_log))
             .option_layer(compression)

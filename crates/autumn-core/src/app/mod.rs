@@ -1,6 +1,7 @@
 //! [`AppBuilder`]: routes, layers and configuration in; a router or a
 //! running server out.
 
+mod compress;
 mod launch;
 mod middleware;
 mod serve;
