@@ -48,6 +48,7 @@
 mod future;
 #[allow(clippy::module_inception)]
 mod layer;
+mod policy;
 mod service;
 
 pub use future::ResponseFuture;
@@ -56,5 +57,6 @@ pub use layer::{
     DEFAULT_IN_FLIGHT_TTL, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL,
     IdempotencyLayer, MIN_TTL, ReplayMode,
 };
+pub use policy::{FingerprintPolicy, IdempotencyPolicy, KeyRequirement, PolicyError};
 pub use service::Idempotency;
 pub(crate) use service::{new_owner, replay_response as service_replay_response};
