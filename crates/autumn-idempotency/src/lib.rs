@@ -39,7 +39,9 @@ pub use context::{IdempotencyContext, IdempotencyScope, OpaqueCaller};
 #[cfg(feature = "database")]
 pub use database::{DbIdempotencyStore, FRAMEWORK_MIGRATIONS};
 pub use detach::{detached_runs, wait_for_detached_runs};
-pub use layer::{IdempotencyLayer, IdempotencyPolicy, KeyRequirement, ReplayMode};
+pub use layer::{
+    FingerprintPolicy, IdempotencyLayer, IdempotencyPolicy, KeyRequirement, PolicyError, ReplayMode,
+};
 pub use metrics::{IdempotencyMetrics, MetricsSnapshot, StoreSize};
 pub use paths::ExemptPaths;
 pub use problem::{

@@ -36,6 +36,7 @@ mod exports;
 mod html;
 mod main_fn;
 mod route;
+mod route_policy;
 mod routes;
 mod test_fn;
 

@@ -58,7 +58,7 @@ mod tests;
 pub use error::ConfigError;
 pub use sections::{
     ActuatorConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
-    DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, HEALTH_COMPONENTS, HeadersConfig,
+    DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, FingerprintMode, HEALTH_COMPONENTS, HeadersConfig,
     IdempotencyConfig, LogConfig, LogFormat, MIN_HEADER_BYTES, MemoryConfig, REFERRER_POLICIES,
     RedisConfig, SecurityConfig, ServerConfig, SessionConfig, StaticConfig, SubmitTokenConfig,
     TenancyConfig, TenantStrategy, TimeoutsConfig,

@@ -108,6 +108,13 @@ fn defaults_without_files_or_env() {
             allow_memory_in_production: false,
             max_body_bytes: 2_097_152,
             max_record_bytes: 1_048_576,
+            require_key: false,
+            fingerprint: super::FingerprintMode::Bytes,
+            fingerprint_ignore: Vec::new(),
+            fingerprint_only: Vec::new(),
+            in_flight_wait_ms: 0,
+            docs_url: None,
+            expiry_header: false,
             memory: MemoryConfig {
                 max_entries: 500_000,
                 max_bytes: 134_217_728,
