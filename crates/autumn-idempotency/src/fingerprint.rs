@@ -44,10 +44,14 @@ const MAX_EXPLAINED_POINTER: usize = 256;
 #[non_exhaustive]
 pub enum PointerError {
     /// A non-empty pointer must start with `/`.
-    #[error("the JSON Pointer {0:?} must start with `/` (like \"/client_ts\"); \"\" is the whole body")]
+    #[error(
+        "the JSON Pointer {0:?} must start with `/` (like \"/client_ts\"); \"\" is the whole body"
+    )]
     NoLeadingSlash(String),
     /// `~` is only valid as `~0` (a `~`) or `~1` (a `/`).
-    #[error("the JSON Pointer {0:?} has a `~` not followed by 0 or 1; write `~0` for `~` and `~1` for `/`")]
+    #[error(
+        "the JSON Pointer {0:?} has a `~` not followed by 0 or 1; write `~0` for `~` and `~1` for `/`"
+    )]
     BadEscape(String),
 }
 
@@ -489,18 +493,24 @@ mod tests {
     fn key_order_whitespace_and_integral_floats_do_not_matter() {
         let r = rule(&[], &[], false);
         let a = fp(&r, r#"{"b":[1,2],"a":{"y":1.0,"x":"é"}}"#);
-        let b = fp(&r, "{ \"a\" : {\"x\":\"\\u00e9\", \"y\":1}, \"b\":[1, 2] }\n");
+        let b = fp(
+            &r,
+            "{ \"a\" : {\"x\":\"\\u00e9\", \"y\":1}, \"b\":[1, 2] }\n",
+        );
         assert_eq!(a, b);
         assert_eq!(a[0], VERSION_2);
         assert_ne!(a, fp(&r, r#"{"b":[2,1],"a":{"y":1,"x":"é"}}"#));
-        assert_eq!(cmp(&a, &r, r#"{"a":{"x":"é","y":1},"b":[1,2]}"#), Comparison::Same);
+        assert_eq!(
+            cmp(&a, &r, r#"{"a":{"x":"é","y":1},"b":[1,2]}"#),
+            Comparison::Same
+        );
     }
 
     #[test]
     fn members_sort_by_utf16_code_units() {
         let mut out = Vec::new();
-        let value: Value = serde_json::from_str(r#"{"\ud83d\ude00":1,"\ufb01":2,"a":3}"#)
-            .expect("json");
+        let value: Value =
+            serde_json::from_str(r#"{"\ud83d\ude00":1,"\ufb01":2,"a":3}"#).expect("json");
         write_canonical(&value, &mut out, &mut String::new(), None);
         // U+1F600 is D83D DE00 in UTF-16, below U+FB01.
         assert_eq!(
@@ -513,8 +523,14 @@ mod tests {
     fn ignored_fields_do_not_count_and_only_keeps_what_is_listed() {
         let ignore = rule(&["/client_ts", "/meta/trace~1id"], &[], false);
         assert_eq!(
-            fp(&ignore, r#"{"amount":5,"client_ts":1,"meta":{"trace/id":"a"}}"#),
-            fp(&ignore, r#"{"amount":5,"client_ts":2,"meta":{"trace/id":"b"}}"#),
+            fp(
+                &ignore,
+                r#"{"amount":5,"client_ts":1,"meta":{"trace/id":"a"}}"#
+            ),
+            fp(
+                &ignore,
+                r#"{"amount":5,"client_ts":2,"meta":{"trace/id":"b"}}"#
+            ),
         );
         assert_ne!(
             fp(&ignore, r#"{"amount":5,"client_ts":1}"#),
@@ -525,7 +541,10 @@ mod tests {
             fp(&only, r#"{"amount":5,"to":"x","note":"a"}"#),
             fp(&only, r#"{"note":"b","to":"x","amount":5.0}"#),
         );
-        assert_ne!(fp(&only, r#"{"amount":5}"#), fp(&only, r#"{"amount":5,"to":null}"#));
+        assert_ne!(
+            fp(&only, r#"{"amount":5}"#),
+            fp(&only, r#"{"amount":5,"to":null}"#)
+        );
     }
 
     #[test]
@@ -539,7 +558,11 @@ mod tests {
         assert_eq!(cmp(&broken, &r, "{\"a\":"), Comparison::Same);
         assert_eq!(cmp(&broken, &r, "{\"a\": "), Comparison::Differs(None));
         let problem = fingerprint(Some(&r), "POST", "/p", b"application/problem+json", b"{}");
-        assert_eq!(problem.len(), 33 + 2 + 8, "`+json` is JSON: one field, the empty body");
+        assert_eq!(
+            problem.len(),
+            33 + 2 + 8,
+            "`+json` is JSON: one field, the empty body"
+        );
     }
 
     #[test]
@@ -548,7 +571,10 @@ mod tests {
         let v1 = crate::key::fingerprint("POST", "/p", JSON, br#"{"a":1,"client_ts":1}"#);
         assert_eq!(v1.len(), 32);
         assert_eq!(cmp(&v1, &r, r#"{"a":1,"client_ts":1}"#), Comparison::Same);
-        assert_eq!(cmp(&v1, &r, r#"{"a":1,"client_ts":2}"#), Comparison::Differs(None));
+        assert_eq!(
+            cmp(&v1, &r, r#"{"a":1,"client_ts":2}"#),
+            Comparison::Differs(None)
+        );
         // And without a rule, version 2 records are still read as JSON.
         let v2 = fp(&rule(&[], &[], false), r#"{"a":1}"#);
         assert_eq!(
@@ -594,7 +620,10 @@ mod tests {
             Pointer::parse("a"),
             Err(PointerError::NoLeadingSlash("a".into()))
         );
-        assert_eq!(Pointer::parse("/a~"), Err(PointerError::BadEscape("/a~".into())));
+        assert_eq!(
+            Pointer::parse("/a~"),
+            Err(PointerError::BadEscape("/a~".into()))
+        );
         let p = Pointer::parse("/a~1b/~0c/0").expect("pointer");
         assert_eq!(p.tokens, ["a/b", "~c", "0"]);
         assert!(Pointer::parse("").expect("whole body").tokens.is_empty());

@@ -179,7 +179,8 @@ pub(crate) fn expand(
     let name = &func.sig.ident;
     let name_str = name.to_string();
     let path = &args.path;
-    let idempotent = args.idempotent.is_none_or(|lit| lit.value) && args.policy.off_span().is_none();
+    let idempotent =
+        args.idempotent.is_none_or(|lit| lit.value) && args.policy.off_span().is_none();
     let with_policy = args.policy.expand();
     let constant = syn::Ident::new(method.constant(), Span::call_site());
     let routing_fn = syn::Ident::new(method.attr_name(), Span::call_site());
@@ -322,7 +323,11 @@ mod tests {
     fn policy_arguments_become_a_route_policy() {
         let out = ok(
             Method::Post,
-            quote!("/payments", idempotency = "required", idempotency_ttl = "48h"),
+            quote!(
+                "/payments",
+                idempotency = "required",
+                idempotency_ttl = "48h"
+            ),
             handler(),
         );
         assert!(
@@ -331,7 +336,11 @@ mod tests {
         );
         assert!(out.contains(". with_policy"), "{out}");
         assert!(out.contains(". required ()"), "{out}");
-        let out = ok(Method::Post, quote!("/hooks", idempotency = "off"), handler());
+        let out = ok(
+            Method::Post,
+            quote!("/hooks", idempotency = "off"),
+            handler(),
+        );
         assert!(
             out.contains(&quote!(post(place_order), false,).to_string()),
             "{out}"
@@ -341,7 +350,10 @@ mod tests {
             quote!("/hooks", idempotent = true, idempotency = "off"),
             handler(),
         );
-        assert_eq!(msg, "give `idempotent` or `idempotency = \"off\"`, not both");
+        assert_eq!(
+            msg,
+            "give `idempotent` or `idempotency = \"off\"`, not both"
+        );
     }
 
     #[test]

@@ -162,7 +162,12 @@ pub(crate) fn parse_policy_arg(input: ParseStream<'_>, args: &mut PolicyArgs) ->
             let json = match lit.value().as_str() {
                 "json" => true,
                 "bytes" => false,
-                _ => return Err(syn::Error::new(lit.span(), "expected \"json\" or \"bytes\"")),
+                _ => {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        "expected \"json\" or \"bytes\"",
+                    ));
+                }
             };
             if args.json.replace(json).is_some() {
                 return Err(twice());
@@ -328,11 +333,17 @@ mod tests {
         assert!(error(quote!(idempotency_ignore = ["client_ts"])).contains("must start with `/`"));
         assert!(error(quote!(idempotency_only = ["/a~2"])).contains("`~0` for `~`"));
         assert_eq!(
-            error(quote!(idempotency_ignore = ["/a"], idempotency_only = ["/b"])),
+            error(quote!(
+                idempotency_ignore = ["/a"],
+                idempotency_only = ["/b"]
+            )),
             "give `idempotency_ignore` or `idempotency_only`, not both"
         );
         assert_eq!(
-            error(quote!(idempotency_fingerprint = "bytes", idempotency_ignore = ["/a"])),
+            error(quote!(
+                idempotency_fingerprint = "bytes",
+                idempotency_ignore = ["/a"]
+            )),
             "fingerprint fields need idempotency_fingerprint = \"json\""
         );
         assert_eq!(

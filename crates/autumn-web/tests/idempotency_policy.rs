@@ -41,7 +41,7 @@ use tower::ServiceExt as _;
 /// Runs per request id (the cases run in parallel, on every backend).
 static RUNS: LazyLock<Mutex<HashMap<String, usize>>> = LazyLock::new(Mutex::default);
 /// Requests held in their handler until released, per id: (started, release).
-type Hold = (Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>);
+type Hold = (Arc<tokio::sync::Notify>, Arc<tokio::sync::Semaphore>);
 static HELD: LazyLock<Mutex<HashMap<String, Hold>>> = LazyLock::new(Mutex::default);
 
 fn unique(label: &str) -> String {
@@ -82,16 +82,41 @@ async fn transfer(Json(body): Json<Value>) -> (StatusCode, String) {
     count(&body)
 }
 
-/// Waits until the test releases it, so a duplicate finds the key in flight.
-#[post("/slow", in_flight_wait_ms = 0)]
-async fn slow(Json(body): Json<Value>) -> (StatusCode, String) {
+/// Says it started, then waits until the test releases it.
+async fn held(body: Value) -> (StatusCode, String) {
     let id = body["id"].as_str().unwrap_or_default().to_owned();
     let hold = HELD.lock().expect("held").get(&id).cloned();
     if let Some((started, release)) = hold {
         started.notify_one();
-        release.notified().await;
+        if let Ok(permit) = release.acquire().await {
+            permit.forget();
+        }
     }
     count(&body)
+}
+
+/// Waits until the test releases it, so a duplicate finds the key in flight.
+#[post("/slow", in_flight_wait_ms = 0)]
+async fn slow(Json(body): Json<Value>) -> (StatusCode, String) {
+    held(body).await
+}
+
+/// The same, with a lock that lapses after 30 s rather than the app's 60 s.
+#[post("/slow-short-lock", idempotency_in_flight_ttl = "30s")]
+async fn slow_short_lock(Json(body): Json<Value>) -> (StatusCode, String) {
+    held(body).await
+}
+
+/// Holds `id`'s requests in their handler until released.
+fn hold(id: &str) -> Hold {
+    let hold = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Semaphore::new(0)),
+    );
+    HELD.lock()
+        .expect("held")
+        .insert(id.to_owned(), hold.clone());
+    hold
 }
 
 /// A hand-built route counting runs of `body["id"]`.
@@ -188,7 +213,9 @@ async fn an_app_wide_requirement_applies_to_every_route_that_keeps_it(backend: B
         hand_built("/lenient")
             .with_policy(IdempotencyPolicy::new().with_key(KeyRequirement::Optional)),
     ];
-    let client = client(backend, routes, |idempotency| idempotency.require_key = true);
+    let client = client(backend, routes, |idempotency| {
+        idempotency.require_key = true
+    });
     let id = unique("strict");
     let refused = send(&client, "/strict", None, &json!({ "id": id }).to_string()).await;
     refused.assert_status(400);
@@ -253,7 +280,11 @@ async fn json_fingerprints_ignore_volatile_fields_and_name_the_difference(backen
             let body = axum::body::to_bytes(response.into_body(), usize::MAX)
                 .await
                 .expect("a body");
-            (status, replayed, String::from_utf8_lossy(&body).into_owned())
+            (
+                status,
+                replayed,
+                String::from_utf8_lossy(&body).into_owned(),
+            )
         }
     };
     let id = unique("transfer");
@@ -341,11 +372,9 @@ async fn records_made_with_the_byte_fingerprint_survive_a_move_to_json(backend: 
         .await
         .assert_status(201);
 
-    let after = app(
-        hand_built("/v")
-            .with_idempotency(RouteIdempotency::Managed)
-            .with_policy(IdempotencyPolicy::new().ignoring(["/client_ts"])),
-    );
+    let after = app(hand_built("/v")
+        .with_idempotency(RouteIdempotency::Managed)
+        .with_policy(IdempotencyPolicy::new().ignoring(["/client_ts"])));
     let retry = send(&after, "/v", Some("u"), &body).await;
     retry.assert_status(201);
     assert_eq!(retry.header("x-idempotent-replayed"), Some("true"));
@@ -369,15 +398,28 @@ async fn outcome_headers_and_the_409_members(backend: Backend) {
     .build();
 
     let id = unique("expiry");
-    let first = send(&client, "/long", Some("e"), &json!({ "id": id }).to_string()).await;
+    let first = send(
+        &client,
+        "/long",
+        Some("e"),
+        &json!({ "id": id }).to_string(),
+    )
+    .await;
     assert_eq!(first.header("x-idempotent-honoured"), Some("true"));
-    let expires =
-        std::time::UNIX_EPOCH + Duration::from_millis(clock.now_millis()) + Duration::from_secs(3600);
+    let expires = std::time::UNIX_EPOCH
+        + Duration::from_millis(clock.now_millis())
+        + Duration::from_secs(3600);
     assert_eq!(
         first.header("x-idempotent-expires"),
         Some(httpdate::fmt_http_date(expires).as_str())
     );
-    let replay = send(&client, "/long", Some("e"), &json!({ "id": id }).to_string()).await;
+    let replay = send(
+        &client,
+        "/long",
+        Some("e"),
+        &json!({ "id": id }).to_string(),
+    )
+    .await;
     assert_eq!(replay.header("x-idempotent-replayed"), Some("true"));
     assert_eq!(replay.header("x-idempotent-expires"), None);
 
@@ -388,13 +430,7 @@ async fn outcome_headers_and_the_409_members(backend: Backend) {
     assert_eq!(bad.header("x-idempotent-expires"), None);
 
     let id = unique("slow");
-    let (started, release) = (
-        Arc::new(tokio::sync::Notify::new()),
-        Arc::new(tokio::sync::Notify::new()),
-    );
-    HELD.lock()
-        .expect("held")
-        .insert(id.clone(), (started.clone(), release.clone()));
+    let (started, release) = hold(&id);
     let body = json!({ "id": id }).to_string();
     let running = {
         let client = client.clone();
@@ -410,13 +446,54 @@ async fn outcome_headers_and_the_409_members(backend: Backend) {
     assert_eq!(problem["code"], "idempotency_key_in_flight");
     assert_eq!(problem["retry_after"], 1);
     assert_eq!(problem["new_key_needed"], false);
-    release.notify_one();
+    release.add_permits(1);
     let first = running.await.expect("the first run");
     first.assert_status(201);
     assert_eq!(runs(&id), 1);
 }
 
+async fn a_route_in_flight_ttl_overrides_the_app_one(backend: Backend) {
+    let clock = Arc::new(ManualClock::new());
+    let client = app_on(backend, routes![slow, slow_short_lock], |_| {})
+        .with_clock(clock.clone())
+        .build();
+    let (short_id, long_id) = (unique("short-lock"), unique("long-lock"));
+    let (short_started, short_release) = hold(&short_id);
+    let (long_started, long_release) = hold(&long_id);
+    let short_body = json!({ "id": short_id }).to_string();
+    let long_body = json!({ "id": long_id }).to_string();
+    let spawn = |path: &'static str, body: String| {
+        let client = client.clone();
+        tokio::spawn(async move { send(&client, path, Some("l"), &body).await })
+    };
+    let short_first = spawn("/slow-short-lock", short_body.clone());
+    let long_first = spawn("/slow", long_body.clone());
+    short_started.notified().await;
+    long_started.notified().await;
+
+    // Both runs hang (as a crashed replica's would, to the store) past the
+    // route's 30 s lock but within the app's 60 s one. Their heartbeats
+    // renew every third of the TTL in real time: not within this test.
+    clock.advance(Duration::from_secs(31));
+    send(&client, "/slow", Some("l"), &long_body)
+        .await
+        .assert_status(409);
+    let short_second = spawn("/slow-short-lock", short_body.clone());
+    short_started.notified().await;
+    short_release.add_permits(2);
+    long_release.add_permits(1);
+    short_second
+        .await
+        .expect("the second run")
+        .assert_status(201);
+    short_first.await.expect("the first run").assert_status(201);
+    long_first.await.expect("the first run").assert_status(201);
+    assert_eq!(runs(&long_id), 1);
+    assert_eq!(runs(&short_id), 2, "the route's lock lapsed at 30 s");
+}
+
 on_every_backend!(
+    a_route_in_flight_ttl_overrides_the_app_one,
     a_required_key_is_asked_for_with_the_docs_link,
     an_app_wide_requirement_applies_to_every_route_that_keeps_it,
     a_route_ttl_overrides_the_app_ttl,
@@ -443,7 +520,9 @@ fn an_invalid_route_policy_stops_the_launch_naming_the_route() {
         )
     );
     let error = TestApp::new()
-        .routes(vec![hand_built("/p").with_policy(IdempotencyPolicy::new().ignoring(["ts"]))])
+        .routes(vec![
+            hand_built("/p").with_policy(IdempotencyPolicy::new().ignoring(["ts"])),
+        ])
         .idempotent()
         .try_build()
         .err()
@@ -483,7 +562,10 @@ fn config_keys_that_cannot_work_name_themselves() {
             "[idempotency]\nfingerprint_ignore = [\"/a\"]\nfingerprint_only = [\"/b\"]\n",
             "idempotency.fingerprint_only",
         ),
-        ("[idempotency]\ndocs_url = \"/docs\"\n", "idempotency.docs_url"),
+        (
+            "[idempotency]\ndocs_url = \"/docs\"\n",
+            "idempotency.docs_url",
+        ),
     ] {
         let error = AutumnConfig::from_toml_str(toml).expect_err(toml);
         assert_eq!(error.key(), Some(key), "{error}");

@@ -436,12 +436,12 @@ impl AppBuilder {
                 .with_metrics(metrics.idempotency.clone())
                 .with_clock(clock.clone())
                 .explain_mismatches(config.profile.name() == "dev");
-            let layer = layer.with_policy(&config.idempotency.policy()).map_err(|error| {
-                LaunchError::InvalidIdempotencyPolicy {
+            let layer = layer
+                .with_policy(&config.idempotency.policy())
+                .map_err(|error| LaunchError::InvalidIdempotencyPolicy {
                     name: "[idempotency]".to_owned(),
                     error,
-                }
-            })?;
+                })?;
             Some(layer)
         } else {
             None

@@ -966,6 +966,13 @@ fn effective_settings_cover_every_key() {
         allow_memory_in_production = true
         max_body_bytes = 7
         max_record_bytes = 12
+        require_key = true
+        fingerprint = "json"
+        fingerprint_ignore = ["/ts"]
+        fingerprint_only = []
+        in_flight_wait_ms = 14
+        docs_url = "https://example.com/keys"
+        expiry_header = true
         [idempotency.memory]
         max_entries = 12
         max_bytes = 13
@@ -1020,7 +1027,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 64);
+    assert_eq!(settings.len(), 71);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

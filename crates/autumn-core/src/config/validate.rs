@@ -108,8 +108,14 @@ impl AutumnConfig {
             message,
         };
         for (key, list) in [
-            ("idempotency.fingerprint_ignore", &idempotency.fingerprint_ignore),
-            ("idempotency.fingerprint_only", &idempotency.fingerprint_only),
+            (
+                "idempotency.fingerprint_ignore",
+                &idempotency.fingerprint_ignore,
+            ),
+            (
+                "idempotency.fingerprint_only",
+                &idempotency.fingerprint_only,
+            ),
         ] {
             for pointer in list {
                 autumn_idempotency::fingerprint::check_pointer(pointer)
@@ -123,8 +129,9 @@ impl AutumnConfig {
             ));
         }
         if let Some(url) = &idempotency.docs_url
-            && let Err(PolicyError::DocsUrl(_)) =
-                IdempotencyPolicy::new().with_docs_url(url.clone()).validate()
+            && let Err(PolicyError::DocsUrl(_)) = IdempotencyPolicy::new()
+                .with_docs_url(url.clone())
+                .validate()
         {
             return Err(fail(
                 "idempotency.docs_url",

@@ -90,7 +90,9 @@ pub struct IdempotencyPolicy {
 #[non_exhaustive]
 pub enum PolicyError {
     /// A TTL below [`MIN_TTL`].
-    #[error("{field} must be at least 1s, got {ttl:?}: a shorter TTL turns off the at-most-once guarantee")]
+    #[error(
+        "{field} must be at least 1s, got {ttl:?}: a shorter TTL turns off the at-most-once guarantee"
+    )]
     TtlTooShort {
         /// `ttl` or `in_flight_ttl`.
         field: &'static str,

@@ -53,11 +53,11 @@ use crate::context::{
 };
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
 use crate::finalize::FinalizeHook;
+use crate::fingerprint::{self, Comparison};
 use crate::first_run::{
     AfterRun, Guard, Held, HoldsLock as _, Recorded, Retarget, RouteLabel, call_boxed,
     run_and_record,
 };
-use crate::fingerprint::{self, Comparison};
 use crate::key::{
     IDEMPOTENT_EXPIRES, IDEMPOTENT_HONOURED, IDEMPOTENT_REPLAYED, key_str, parse_key_value,
     storage_key,
