@@ -1,14 +1,15 @@
 //! The [`Idempotency`] service: what happens to a request, step by step.
 //!
-//! Safe methods, requests without a key, a malformed key and requests
-//! nested inside another idempotency layer are decided in `call()`, without
-//! boxing. A mutating request with a key then goes:
+//! Safe methods, requests without a key (400 when the policy requires one),
+//! a malformed key and requests nested inside another idempotency layer are
+//! decided in `call()`, without boxing. A mutating request with a key then goes:
 //!
 //! ```text
 //! buffer body (413) -> storage key + fingerprint -> claim
 //!    |- store error                  -> 503 (lookup) or 409 (lock); handler not run
 //!    |- InFlight                     -> 409 + Retry-After: 1
-//!    |- Completed, other fingerprint -> 422
+//!    |- Completed, other fingerprint -> 422 (compared in the version the
+//!    |                                  record's fingerprint was made with)
 //!    |- Completed, same fingerprint  -> OpaqueCaller in the extensions: 409
 //!    |                                  Direct: replay
 //!    |                                  record made through a replay layer:
