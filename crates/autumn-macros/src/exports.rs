@@ -75,6 +75,10 @@ pub(crate) const IDEMPOTENCY_POLICY: ExportPath =
 pub(crate) const FINGERPRINT_POLICY: ExportPath =
     ExportPath(&["autumn_web", "__private", "FingerprintPolicy"]);
 
+/// `::autumn_web::__private::KeyRequirement`.
+pub(crate) const KEY_REQUIREMENT: ExportPath =
+    ExportPath(&["autumn_web", "__private", "KeyRequirement"]);
+
 /// `::std::time::Duration`, for a route attribute's TTLs.
 pub(crate) const DURATION: ExportPath = ExportPath(&["std", "time", "Duration"]);
 

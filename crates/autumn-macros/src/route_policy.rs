@@ -19,7 +19,7 @@ use quote::quote;
 use syn::parse::ParseStream;
 use syn::{Ident, LitInt, LitStr, Token};
 
-use crate::exports::{DURATION, FINGERPRINT_POLICY, IDEMPOTENCY_POLICY};
+use crate::exports::{DURATION, FINGERPRINT_POLICY, IDEMPOTENCY_POLICY, KEY_REQUIREMENT};
 
 /// The accepted argument names, for the error on an unknown one.
 pub(crate) const EXPECTED: &str = "expected one of `idempotent`, `idempotency`, `idempotency_ttl`, `idempotency_in_flight_ttl`, `in_flight_wait_ms`, `idempotency_fingerprint`, `idempotency_ignore`, `idempotency_only`";
@@ -58,9 +58,9 @@ impl PolicyArgs {
         let mut calls = Vec::new();
         match self.key {
             Some((KeyArg::Required, _)) => calls.push(quote!(.required())),
-            Some((KeyArg::Optional, _)) => calls.push(quote!(.with_key(
-                ::autumn_web::__private::KeyRequirement::Optional
-            ))),
+            Some((KeyArg::Optional, _)) => {
+                calls.push(quote!(.with_key(#KEY_REQUIREMENT::Optional)));
+            }
             Some((KeyArg::Off, _)) | None => {}
         }
         if let Some(ms) = self.ttl_ms {
