@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use autumn_idempotency::ReplayGuardLayer;
+use autumn_idempotency::layer::IdempotencyPolicy;
 use axum::routing::MethodRouter;
 use http::Method;
 
@@ -59,6 +60,9 @@ pub struct Route {
     pub name: Cow<'static, str>,
     /// How `.idempotent()` treats this route.
     pub idempotency: RouteIdempotency,
+    /// The route's own idempotency policy: what it leaves unset comes from
+    /// `[idempotency]`.
+    pub policy: IdempotencyPolicy,
     /// Added with [`Route::layer`], innermost first.
     layers: Vec<RouteLayer>,
 }
@@ -71,6 +75,7 @@ impl std::fmt::Debug for Route {
             .field("handler", &self.handler)
             .field("name", &self.name)
             .field("idempotency", &self.idempotency)
+            .field("policy", &self.policy)
             .field("layers", &self.layers.len())
             .finish()
     }
@@ -91,8 +96,35 @@ impl Route {
             path,
             handler,
             idempotency: RouteIdempotency::Opaque,
+            policy: IdempotencyPolicy::new(),
             layers: Vec::new(),
         }
+    }
+
+    /// The same route under its own idempotency policy: a required key, its
+    /// own TTLs, a JSON fingerprint that leaves out volatile fields. What
+    /// `policy` leaves unset comes from `[idempotency]`; the app checks it at
+    /// startup and refuses to start, naming the route, when it is invalid.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use autumn_core::Route;
+    /// use autumn_idempotency::IdempotencyPolicy;
+    /// use axum::routing::post;
+    /// use http::Method;
+    ///
+    /// let route = Route::new(Method::POST, "/payments", post(|| async { "paid" })).with_policy(
+    ///     IdempotencyPolicy::new()
+    ///         .required()
+    ///         .with_ttl(Duration::from_secs(48 * 3600))
+    ///         .ignoring(["/client_ts"]),
+    /// );
+    /// assert!(route.policy.validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn with_policy(mut self, policy: IdempotencyPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// The same route, treated by `.idempotent()` as `idempotency` says.
@@ -176,6 +208,7 @@ impl Route {
             handler,
             name: Cow::Borrowed(name),
             layers: Vec::new(),
+            policy: IdempotencyPolicy::new(),
             idempotency: if idempotent {
                 RouteIdempotency::Managed
             } else {

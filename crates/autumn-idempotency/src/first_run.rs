@@ -56,6 +56,10 @@ pub(crate) struct Held {
     pub(crate) after_run: Option<AfterRun>,
 }
 
+/// Marks a response [`run_and_record`] recorded, for the guard to say so.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Recorded;
+
 /// What a guard needs to follow the caller into the scope the handler moved
 /// it to (see [`crate::rescope`]).
 pub(crate) struct AfterRun {
@@ -404,6 +408,7 @@ where
                 held.ttl,
             )
             .await;
+        let recorded = matches!(finished, Ok(true));
         match finished {
             Ok(true) => {}
             Ok(false) => {
@@ -417,6 +422,9 @@ where
             Err(error) => {
                 tracing::error!(storage_key = %held.storage_key, %error, "could not record the response; the lock stays until its in-flight TTL")
             }
+        }
+        if recorded {
+            parts.extensions.insert(Recorded);
         }
         Response::from_parts(parts, Body::from(body))
     }

@@ -28,6 +28,14 @@ pub fn is_guarded_method(method: &http::Method) -> bool {
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// The response header that marks a replay, `X-Idempotent-Replayed: true`.
 pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("x-idempotent-replayed");
+/// The response header that says a keyed request ran for the first time
+/// under its key, `X-Idempotent-Honoured: true`: a retry with the same key
+/// gets this response replayed (when it was a 2xx or 3xx).
+pub const IDEMPOTENT_HONOURED: HeaderName = HeaderName::from_static("x-idempotent-honoured");
+/// The response header that says until when a first run's response is
+/// replayed, as an HTTP date, when the policy asks for it
+/// (`X-Idempotent-Expires`).
+pub const IDEMPOTENT_EXPIRES: HeaderName = HeaderName::from_static("x-idempotent-expires");
 /// The longest key accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 255;
 

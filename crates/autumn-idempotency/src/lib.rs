@@ -21,6 +21,7 @@ mod context;
 pub mod database;
 mod detach;
 pub mod finalize;
+pub mod fingerprint;
 mod first_run;
 pub mod key;
 pub mod layer;
@@ -38,10 +39,14 @@ pub use context::{IdempotencyContext, IdempotencyScope, OpaqueCaller};
 #[cfg(feature = "database")]
 pub use database::{DbIdempotencyStore, FRAMEWORK_MIGRATIONS};
 pub use detach::{detached_runs, wait_for_detached_runs};
-pub use layer::{IdempotencyLayer, ReplayMode};
+pub use layer::{
+    FingerprintPolicy, IdempotencyLayer, IdempotencyPolicy, KeyRequirement, PolicyError, ReplayMode,
+};
 pub use metrics::{IdempotencyMetrics, MetricsSnapshot, StoreSize};
 pub use paths::ExemptPaths;
-pub use problem::{IdempotencyContextRejection, IdempotencyRejection, Problem, problem_response};
+pub use problem::{
+    IdempotencyContextRejection, IdempotencyRejection, KEY_MISSING_TYPE, Problem, problem_response,
+};
 pub use record::{IdempotencyEntry, IdempotencyRecord, RecordDecodeError};
 pub use redact::redact_passwords;
 pub use replay::{IdempotencyReplayLayer, ReplayGuardLayer};

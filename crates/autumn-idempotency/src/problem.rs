@@ -37,14 +37,31 @@ use crate::key::KeyError;
 /// assert_eq!(response.headers()["content-type"], "application/problem+json");
 /// ```
 pub fn problem_response(status: StatusCode, code: Option<&str>, detail: &str) -> Response {
+    problem_document(status, code, detail, None, Vec::new())
+}
+
+/// [`problem_response`] with a `type` other than `about:blank` and more
+/// members (RFC 7807's extension members).
+fn problem_document(
+    status: StatusCode,
+    code: Option<&str>,
+    detail: &str,
+    problem_type: Option<&str>,
+    members: Vec<(&'static str, serde_json::Value)>,
+) -> Response {
     let mut body = serde_json::json!({
-        "type": "about:blank",
+        "type": problem_type.unwrap_or("about:blank"),
         "title": status.canonical_reason().unwrap_or("Error"),
         "status": status.as_u16(),
         "detail": detail,
     });
-    if let (Some(code), Some(fields)) = (code, body.as_object_mut()) {
-        fields.insert("code".to_owned(), code.into());
+    if let Some(fields) = body.as_object_mut() {
+        if let Some(code) = code {
+            fields.insert("code".to_owned(), code.into());
+        }
+        for (name, value) in members {
+            fields.insert(name.to_owned(), value);
+        }
     }
     let mut response = (status, body.to_string()).into_response();
     response.headers_mut().insert(
@@ -131,6 +148,14 @@ pub enum IdempotencyRejection {
     /// malformed.
     #[error(transparent)]
     MalformedKey(#[from] KeyError),
+    /// 400 `idempotency_key_missing`: the route requires an
+    /// `Idempotency-Key` and the request carries none. The problem `type` is
+    /// the app's docs URL when it configures one, else
+    /// [`KEY_MISSING_TYPE`].
+    #[error(
+        "this endpoint requires an Idempotency-Key header: send one with a new unique value (such as a UUID) for each operation, and the same value when retrying it"
+    )]
+    MissingKey,
     /// 413 `request_body_too_large`: the body is larger than the layer
     /// buffers to fingerprint it.
     #[error(
@@ -205,7 +230,9 @@ impl IdempotencyRejection {
     /// The status this rejection answers with.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::MalformedKey(_) | Self::UnreadableBody(_) => StatusCode::BAD_REQUEST,
+            Self::MalformedKey(_) | Self::MissingKey | Self::UnreadableBody(_) => {
+                StatusCode::BAD_REQUEST
+            }
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::PayloadMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             Self::InFlight | Self::ReplayUnavailable | Self::LockUnavailable => {
@@ -222,6 +249,7 @@ impl IdempotencyRejection {
     pub fn code(&self) -> &'static str {
         match self {
             Self::MalformedKey(_) => "idempotency_key_malformed",
+            Self::MissingKey => "idempotency_key_missing",
             Self::UnreadableBody(_) => "request_body_unreadable",
             Self::BodyTooLarge { .. } => "request_body_too_large",
             Self::PayloadMismatch => "idempotency_key_reused",
@@ -243,6 +271,61 @@ impl IdempotencyRejection {
             self,
             Self::InFlight | Self::LockUnavailable | Self::StoreUnavailable | Self::StoreFull
         )
+    }
+
+    /// Whether the client must send a new key to get anywhere: the key is
+    /// spent on another request, or on a response that cannot be replayed.
+    /// `None` where the question does not arise.
+    pub fn new_key_needed(&self) -> Option<bool> {
+        match self {
+            Self::PayloadMismatch | Self::ReplayUnavailable => Some(true),
+            Self::InFlight | Self::LockUnavailable => Some(false),
+            _ => None,
+        }
+    }
+
+    /// The problem document, with the machine-readable members clients act
+    /// on: `retry_after` (seconds) when trying again shortly may succeed,
+    /// `new_key_needed` on the 409s and the 422.
+    pub(crate) fn render(&self, problem_type: Option<&str>, differs_at: Option<&str>) -> Response {
+        let mut members = Vec::new();
+        if self.retry_after() {
+            members.push(("retry_after", serde_json::Value::from(1)));
+        }
+        if let Some(needed) = self.new_key_needed() {
+            members.push(("new_key_needed", needed.into()));
+        }
+        let detail = match differs_at {
+            Some(pointer) => {
+                members.push(("differs_at", pointer.into()));
+                format!("{self}; the first field that differs is {pointer}")
+            }
+            None => self.to_string(),
+        };
+        let mut response = problem_document(
+            self.status(),
+            Some(self.code()),
+            &detail,
+            problem_type,
+            members,
+        );
+        if self.retry_after() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+/// The problem `type` of [`IdempotencyRejection::MissingKey`] when the app
+/// configures no docs URL.
+pub const KEY_MISSING_TYPE: &str = "urn:autumn:problem:idempotency-key-missing";
+
+impl IntoResponse for IdempotencyRejection {
+    fn into_response(self) -> Response {
+        let problem_type = matches!(self, Self::MissingKey).then_some(KEY_MISSING_TYPE);
+        self.render(problem_type, None)
     }
 }
 
@@ -481,7 +564,6 @@ macro_rules! rejection_into_response {
 }
 
 rejection_into_response!(
-    IdempotencyRejection,
     SubmitTokenRejection,
     IdempotencyContextRejection,
     SubmitTokenExtractRejection,

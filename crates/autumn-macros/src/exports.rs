@@ -67,6 +67,21 @@ pub(crate) const TEST_RUNTIME: ExportPath =
 pub(crate) const MAUD_PRE_ESCAPED: ExportPath =
     ExportPath(&["autumn_web", "__private", "maud", "PreEscaped"]);
 
+/// `::autumn_web::__private::IdempotencyPolicy`, a route attribute's policy.
+pub(crate) const IDEMPOTENCY_POLICY: ExportPath =
+    ExportPath(&["autumn_web", "__private", "IdempotencyPolicy"]);
+
+/// `::autumn_web::__private::FingerprintPolicy`.
+pub(crate) const FINGERPRINT_POLICY: ExportPath =
+    ExportPath(&["autumn_web", "__private", "FingerprintPolicy"]);
+
+/// `::autumn_web::__private::KeyRequirement`.
+pub(crate) const KEY_REQUIREMENT: ExportPath =
+    ExportPath(&["autumn_web", "__private", "KeyRequirement"]);
+
+/// `::std::time::Duration`, for a route attribute's TTLs.
+pub(crate) const DURATION: ExportPath = ExportPath(&["std", "time", "Duration"]);
+
 /// `::std::string::String`, the buffer `html!` writes into.
 pub(crate) const STRING: ExportPath = ExportPath(&["std", "string", "String"]);
 

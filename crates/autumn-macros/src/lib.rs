@@ -36,6 +36,7 @@ mod exports;
 mod html;
 mod main_fn;
 mod route;
+mod route_policy;
 mod routes;
 mod test_fn;
 
@@ -57,7 +58,13 @@ pub fn get(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// Registers an `async fn` as the handler for `POST <path>`.
 ///
 /// `#[post("/orders")]`, optionally `#[post("/orders", idempotent = false)]`
-/// to opt the route out of at-most-once handling.
+/// to opt the route out of at-most-once handling, or the route's own
+/// idempotency policy: `idempotency = "required" | "optional" | "off"`,
+/// `idempotency_ttl = "48h"`, `idempotency_in_flight_ttl = "30s"`,
+/// `in_flight_wait_ms = 2000`, `idempotency_fingerprint = "json" | "bytes"`,
+/// `idempotency_ignore = ["/client_ts"]` or `idempotency_only = ["/amount"]`
+/// (the idempotency guide's "Per-route policy" explains each; `put`, `patch`
+/// and `delete` take the same).
 #[proc_macro_attribute]
 pub fn post(attr: TokenStream, item: TokenStream) -> TokenStream {
     route::expand(Method::Post, attr.into(), item.into())

@@ -10,6 +10,7 @@ use syn::parse::{ParseStream, Parser};
 use syn::{FnArg, ItemFn, LitBool, LitStr, Token};
 
 use crate::exports::{AXUM_ROUTING, HTTP_METHOD, MACRO_ROUTE, ROUTE, ROUTE_DEF};
+use crate::route_policy::{PolicyArgs, parse_policy_arg};
 
 mod kw {
     syn::custom_keyword!(idempotent);
@@ -49,10 +50,12 @@ impl Method {
     }
 }
 
-/// The parsed `("/path", idempotent = bool)` of a route attribute.
+/// The parsed `("/path", idempotent = bool, idempotency = "...", ...)` of a
+/// route attribute.
 struct RouteArgs {
     path: LitStr,
     idempotent: Option<LitBool>,
+    policy: PolicyArgs,
 }
 
 fn parse_args(method: Method, input: ParseStream<'_>) -> syn::Result<RouteArgs> {
@@ -74,6 +77,7 @@ fn parse_args(method: Method, input: ParseStream<'_>) -> syn::Result<RouteArgs> 
     check_path(&path)?;
 
     let mut idempotent: Option<LitBool> = None;
+    let mut policy = PolicyArgs::default();
     while !input.is_empty() {
         input.parse::<Token![,]>()?;
         if input.is_empty() {
@@ -90,11 +94,23 @@ fn parse_args(method: Method, input: ParseStream<'_>) -> syn::Result<RouteArgs> 
                 return Err(input.error("expected `true` or `false`"));
             }
             idempotent = Some(input.parse()?);
-        } else {
+        } else if !parse_policy_arg(input, &mut policy)? {
             return Err(lookahead.error());
         }
     }
-    Ok(RouteArgs { path, idempotent })
+    if idempotent.is_some()
+        && let Some(off) = policy.off_span()
+    {
+        return Err(syn::Error::new(
+            off,
+            "give `idempotent` or `idempotency = \"off\"`, not both",
+        ));
+    }
+    Ok(RouteArgs {
+        path,
+        idempotent,
+        policy,
+    })
 }
 
 /// Rejects paths axum would panic on at startup, at compile time instead.
@@ -163,7 +179,9 @@ pub(crate) fn expand(
     let name = &func.sig.ident;
     let name_str = name.to_string();
     let path = &args.path;
-    let idempotent = args.idempotent.is_none_or(|lit| lit.value);
+    let idempotent =
+        args.idempotent.is_none_or(|lit| lit.value) && args.policy.off_span().is_none();
+    let with_policy = args.policy.expand();
     let constant = syn::Ident::new(method.constant(), Span::call_site());
     let routing_fn = syn::Ident::new(method.attr_name(), Span::call_site());
 
@@ -183,6 +201,7 @@ pub(crate) fn expand(
                     #AXUM_ROUTING::#routing_fn(#name),
                     #idempotent,
                 )
+                #with_policy
             }
         }
     })
@@ -301,6 +320,43 @@ mod tests {
     }
 
     #[test]
+    fn policy_arguments_become_a_route_policy() {
+        let out = ok(
+            Method::Post,
+            quote!(
+                "/payments",
+                idempotency = "required",
+                idempotency_ttl = "48h"
+            ),
+            handler(),
+        );
+        assert!(
+            out.contains(&quote!(post(place_order), true,).to_string()),
+            "{out}"
+        );
+        assert!(out.contains(". with_policy"), "{out}");
+        assert!(out.contains(". required ()"), "{out}");
+        let out = ok(
+            Method::Post,
+            quote!("/hooks", idempotency = "off"),
+            handler(),
+        );
+        assert!(
+            out.contains(&quote!(post(place_order), false,).to_string()),
+            "{out}"
+        );
+        let msg = err(
+            Method::Post,
+            quote!("/hooks", idempotent = true, idempotency = "off"),
+            handler(),
+        );
+        assert_eq!(
+            msg,
+            "give `idempotent` or `idempotency = \"off\"`, not both"
+        );
+    }
+
+    #[test]
     fn trailing_comma_after_path() {
         ok(Method::Get, quote!("/orders",), handler());
     }
@@ -341,6 +397,8 @@ mod tests {
     #[test]
     fn unknown_argument() {
         let msg = err(Method::Post, quote!("/orders", retries = 3), handler());
+        assert_eq!(msg, crate::route_policy::EXPECTED);
+        let msg = err(Method::Post, quote!("/orders", 3), handler());
         assert_eq!(msg, "expected `idempotent`");
     }
 

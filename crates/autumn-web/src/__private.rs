@@ -3,6 +3,7 @@
 
 use std::future::Future;
 
+pub use autumn_idempotency::layer::{FingerprintPolicy, IdempotencyPolicy, KeyRequirement};
 pub use axum;
 pub use http;
 pub use maud;

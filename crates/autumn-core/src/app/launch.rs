@@ -137,6 +137,27 @@ pub enum LaunchError {
         /// The second route's name.
         second: String,
     },
+    /// A route's idempotency policy (or `[idempotency]`'s) cannot work.
+    #[error("{name} has an invalid idempotency policy: {error}")]
+    InvalidIdempotencyPolicy {
+        /// The route (name, method and path), or `[idempotency]`.
+        name: String,
+        /// What is wrong.
+        error: autumn_idempotency::layer::PolicyError,
+    },
+    /// A route requires an `Idempotency-Key`, but no idempotency layer
+    /// guards it: the requirement would be silently skipped.
+    #[error(
+        "route `{name}` ({method} {path}) requires an Idempotency-Key, but no idempotency layer guards it; set idempotency.enabled = true and call .idempotent() on the app, or drop the requirement"
+    )]
+    KeyRequiredWithoutLayer {
+        /// The route's name.
+        name: String,
+        /// Its method.
+        method: String,
+        /// Its path.
+        path: String,
+    },
     /// A route's path cannot be served.
     #[error("route `{name}` has an invalid path {path:?}: {reason}")]
     InvalidRoutePath {
@@ -409,15 +430,20 @@ impl AppBuilder {
             idempotency_store = Some(store.clone());
             metrics.idempotency_store = Some(store.clone());
             warn_about_timeouts(&config);
-            Some(
-                IdempotencyLayer::new(store)
-                    .with_ttl(config.idempotency.ttl())
-                    .with_in_flight_ttl(config.idempotency.in_flight_ttl())
-                    .with_max_body_bytes(config.idempotency.max_body_bytes)
-                    .with_max_record_bytes(config.idempotency.max_record_bytes)
-                    .with_metrics(metrics.idempotency.clone())
-                    .with_clock(clock.clone()),
-            )
+            // The dev profile's 422 names the first JSON field that differs.
+            let layer = IdempotencyLayer::new(store)
+                .with_max_body_bytes(config.idempotency.max_body_bytes)
+                .with_max_record_bytes(config.idempotency.max_record_bytes)
+                .with_metrics(metrics.idempotency.clone())
+                .with_clock(clock.clone())
+                .explain_mismatches(config.profile.name() == "dev");
+            let layer = layer
+                .with_policy(&config.idempotency.policy())
+                .map_err(|error| LaunchError::InvalidIdempotencyPolicy {
+                    name: "[idempotency]".to_owned(),
+                    error,
+                })?;
+            Some(layer)
         } else {
             None
         };
@@ -450,6 +476,7 @@ impl AppBuilder {
             // when a route-local layer rebuilt the request), the route's own
             // layers (a ReplayThroughInner route's replay layer among them),
             // then the idempotency layer.
+            let idempotency = route_policy(idempotency.as_ref(), &route, kind)?;
             let layered = route.into_layered(ReplayGuardLayer::for_route(path.clone()));
             let handler = match (&idempotency, kind) {
                 (None, _) | (_, RouteIdempotency::Off) => layered,
@@ -1002,6 +1029,39 @@ fn check_static_mount(mount: &str, routes: &[Route], raw: &[RawRouter]) -> Resul
         }),
         None => Ok(()),
     }
+}
+
+/// The app's idempotency layer under `route`'s own policy, which falls back
+/// to `[idempotency]` field by field; refuses a policy that cannot work, and
+/// a required key no layer would check.
+fn route_policy(
+    layer: Option<&IdempotencyLayer>,
+    route: &Route,
+    kind: RouteIdempotency,
+) -> Result<Option<IdempotencyLayer>, LaunchError> {
+    let policy = &route.policy;
+    let layer = match layer {
+        Some(layer) if kind != RouteIdempotency::Off => layer,
+        _ if policy.key == Some(autumn_idempotency::KeyRequirement::Required) => {
+            return Err(LaunchError::KeyRequiredWithoutLayer {
+                name: route.name.to_string(),
+                method: route.method.to_string(),
+                path: route.path.to_string(),
+            });
+        }
+        _ => return Ok(None),
+    };
+    if policy.is_empty() {
+        return Ok(Some(layer.clone()));
+    }
+    layer
+        .clone()
+        .with_policy(policy)
+        .map(Some)
+        .map_err(|error| LaunchError::InvalidIdempotencyPolicy {
+            name: format!("route `{}` ({} {})", route.name, route.method, route.path),
+            error,
+        })
 }
 
 fn check_routes(routes: &[Route]) -> Result<(), LaunchError> {

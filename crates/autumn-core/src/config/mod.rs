@@ -58,10 +58,10 @@ mod tests;
 pub use error::ConfigError;
 pub use sections::{
     ActuatorConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
-    DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, HEALTH_COMPONENTS, HeadersConfig,
-    IdempotencyConfig, LogConfig, LogFormat, MIN_HEADER_BYTES, MemoryConfig, REFERRER_POLICIES,
-    RedisConfig, SecurityConfig, ServerConfig, SessionConfig, StaticConfig, SubmitTokenConfig,
-    TenancyConfig, TenantStrategy, TimeoutsConfig,
+    DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, FingerprintMode, HEALTH_COMPONENTS,
+    HeadersConfig, IdempotencyConfig, LogConfig, LogFormat, MIN_HEADER_BYTES, MemoryConfig,
+    REFERRER_POLICIES, RedisConfig, SecurityConfig, ServerConfig, SessionConfig, StaticConfig,
+    SubmitTokenConfig, TenancyConfig, TenantStrategy, TimeoutsConfig,
 };
 
 use load::Layers;

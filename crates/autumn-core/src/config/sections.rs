@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use autumn_idempotency::layer::{FingerprintPolicy, IdempotencyPolicy};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
@@ -293,10 +294,53 @@ pub struct IdempotencyConfig {
     pub max_body_bytes: usize,
     /// Largest response body, in bytes, that is recorded; a larger one is sent but not recorded.
     pub max_record_bytes: usize,
+    /// Whether every mutating request on an idempotent route must carry an
+    /// `Idempotency-Key` (400 without one); a route may say otherwise.
+    pub require_key: bool,
+    /// What a request's fingerprint covers: `"bytes"` (the body's bytes) or
+    /// `"json"` (a JSON body by content, in canonical form).
+    pub fingerprint: FingerprintMode,
+    /// JSON Pointers left out of a JSON fingerprint (implies `"json"`).
+    pub fingerprint_ignore: Vec<String>,
+    /// When not empty, the only JSON Pointers a JSON fingerprint covers
+    /// (implies `"json"`).
+    pub fingerprint_only: Vec<String>,
+    /// Milliseconds a duplicate of an in-flight key may wait for the first
+    /// run's response (0: 409 at once).
+    pub in_flight_wait_ms: u64,
+    /// A page explaining the app's keys: linked from the 400 a request
+    /// without a required key gets.
+    pub docs_url: Option<String>,
+    /// Whether a first run's response says until when it is replayed
+    /// (`X-Idempotent-Expires`).
+    pub expiry_header: bool,
     /// `[idempotency.memory]`: the memory backend's limits.
     pub memory: MemoryConfig,
     /// `[idempotency.redis]`: the Redis backend's connection.
     pub redis: RedisConfig,
+}
+
+/// What an idempotency fingerprint covers (`idempotency.fingerprint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum FingerprintMode {
+    /// Method, path, content type and the body's bytes.
+    #[default]
+    Bytes,
+    /// A JSON body by content: key order and whitespace do not count.
+    Json,
+}
+
+impl FingerprintMode {
+    /// The name used in `autumn.toml`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Bytes => "bytes",
+            Self::Json => "json",
+        }
+    }
 }
 
 impl Default for IdempotencyConfig {
@@ -309,6 +353,13 @@ impl Default for IdempotencyConfig {
             allow_memory_in_production: false,
             max_body_bytes: 2 * 1024 * 1024,
             max_record_bytes: 1024 * 1024,
+            require_key: false,
+            fingerprint: FingerprintMode::Bytes,
+            fingerprint_ignore: Vec::new(),
+            fingerprint_only: Vec::new(),
+            in_flight_wait_ms: 0,
+            docs_url: None,
+            expiry_header: false,
             memory: MemoryConfig::default(),
             redis: RedisConfig::default(),
         }
@@ -326,6 +377,47 @@ impl IdempotencyConfig {
     #[must_use]
     pub fn in_flight_ttl(&self) -> Duration {
         Duration::from_secs(self.in_flight_ttl_secs)
+    }
+
+    /// The app-wide policy these keys describe, which each route's own
+    /// policy falls back to.
+    ///
+    /// ```
+    /// use autumn_core::config::AutumnConfig;
+    /// use autumn_idempotency::KeyRequirement;
+    ///
+    /// let config = AutumnConfig::from_toml_str(
+    ///     "[idempotency]\nrequire_key = true\nfingerprint_ignore = [\"/client_ts\"]\n",
+    /// )?;
+    /// let policy = config.idempotency.policy();
+    /// assert_eq!(policy.key, Some(KeyRequirement::Required));
+    /// # Ok::<(), autumn_core::config::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn policy(&self) -> IdempotencyPolicy {
+        let mut policy = IdempotencyPolicy::new()
+            .with_ttl(self.ttl())
+            .with_in_flight_ttl(self.in_flight_ttl())
+            .with_expiry_header(self.expiry_header);
+        if self.require_key {
+            policy = policy.required();
+        }
+        if self.in_flight_wait_ms > 0 {
+            policy = policy.with_in_flight_wait(Duration::from_millis(self.in_flight_wait_ms));
+        }
+        if let Some(url) = &self.docs_url {
+            policy = policy.with_docs_url(url.clone());
+        }
+        let json = self.fingerprint == FingerprintMode::Json
+            || !self.fingerprint_ignore.is_empty()
+            || !self.fingerprint_only.is_empty();
+        if json {
+            policy = policy.with_fingerprint(FingerprintPolicy::Json {
+                ignore: self.fingerprint_ignore.clone(),
+                only: self.fingerprint_only.clone(),
+            });
+        }
+        policy
     }
 }
 

@@ -109,6 +109,13 @@ impl AutumnConfig {
             allow_memory_in_production,
             max_body_bytes,
             max_record_bytes,
+            require_key,
+            fingerprint,
+            fingerprint_ignore,
+            fingerprint_only,
+            in_flight_wait_ms,
+            docs_url,
+            expiry_header,
             memory,
             redis,
         } = idempotency;
@@ -122,6 +129,13 @@ impl AutumnConfig {
         );
         out.plain("idempotency.max_body_bytes", max_body_bytes);
         out.plain("idempotency.max_record_bytes", max_record_bytes);
+        out.plain("idempotency.require_key", require_key);
+        out.string("idempotency.fingerprint", fingerprint.as_str());
+        out.strings("idempotency.fingerprint_ignore", fingerprint_ignore);
+        out.strings("idempotency.fingerprint_only", fingerprint_only);
+        out.plain("idempotency.in_flight_wait_ms", in_flight_wait_ms);
+        out.optional_string("idempotency.docs_url", docs_url.as_deref());
+        out.plain("idempotency.expiry_header", expiry_header);
         let MemoryConfig {
             max_entries,
             max_bytes,

@@ -108,6 +108,13 @@ fn defaults_without_files_or_env() {
             allow_memory_in_production: false,
             max_body_bytes: 2_097_152,
             max_record_bytes: 1_048_576,
+            require_key: false,
+            fingerprint: super::FingerprintMode::Bytes,
+            fingerprint_ignore: Vec::new(),
+            fingerprint_only: Vec::new(),
+            in_flight_wait_ms: 0,
+            docs_url: None,
+            expiry_header: false,
             memory: MemoryConfig {
                 max_entries: 500_000,
                 max_bytes: 134_217_728,
@@ -959,6 +966,13 @@ fn effective_settings_cover_every_key() {
         allow_memory_in_production = true
         max_body_bytes = 7
         max_record_bytes = 12
+        require_key = true
+        fingerprint = "json"
+        fingerprint_ignore = ["/ts"]
+        fingerprint_only = []
+        in_flight_wait_ms = 14
+        docs_url = "https://example.com/keys"
+        expiry_header = true
         [idempotency.memory]
         max_entries = 12
         max_bytes = 13
@@ -1013,7 +1027,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 64);
+    assert_eq!(settings.len(), 71);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

@@ -88,11 +88,57 @@ impl AutumnConfig {
                 message: message.to_owned(),
             });
         }
+        self.check_idempotency_policy()?;
         self.check_tenancy()?;
         self.check_actuator()?;
         self.check_middleware()?;
         self.cors_origins().map(drop)?;
         self.trusted_origins().map(drop)
+    }
+
+    /// `[idempotency]` policy keys that cannot work: a fingerprint field that
+    /// is not a JSON Pointer, both ignored and kept fields, a docs URL that
+    /// cannot be sent in a `Link` header.
+    fn check_idempotency_policy(&self) -> Result<(), ConfigError> {
+        use autumn_idempotency::layer::{IdempotencyPolicy, PolicyError};
+        let idempotency = &self.idempotency;
+        let fail = |key: &'static str, message: String| ConfigError::InvalidValue {
+            key: key.to_owned(),
+            origin: self.source(key),
+            message,
+        };
+        for (key, list) in [
+            (
+                "idempotency.fingerprint_ignore",
+                &idempotency.fingerprint_ignore,
+            ),
+            (
+                "idempotency.fingerprint_only",
+                &idempotency.fingerprint_only,
+            ),
+        ] {
+            for pointer in list {
+                autumn_idempotency::fingerprint::check_pointer(pointer)
+                    .map_err(|error| fail(key, error.to_string()))?;
+            }
+        }
+        if !idempotency.fingerprint_ignore.is_empty() && !idempotency.fingerprint_only.is_empty() {
+            return Err(fail(
+                "idempotency.fingerprint_only",
+                "cannot be set with idempotency.fingerprint_ignore: give the fields to leave out or the fields to keep, not both".to_owned(),
+            ));
+        }
+        if let Some(url) = &idempotency.docs_url
+            && let Err(PolicyError::DocsUrl(_)) = IdempotencyPolicy::new()
+                .with_docs_url(url.clone())
+                .validate()
+        {
+            return Err(fail(
+                "idempotency.docs_url",
+                "must be an absolute http(s) URL of visible ASCII characters, like \"https://example.com/docs/idempotency\"".to_owned(),
+            ));
+        }
+        Ok(())
     }
 
     /// `[tenancy]` combinations that cannot resolve a tenant: refused only when tenancy is on.

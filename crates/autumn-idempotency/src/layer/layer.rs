@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use tower::Layer;
 
+use super::policy::{IdempotencyPolicy, KeyRequirement, PolicyError, Resolved};
 use super::service::Idempotency;
 use crate::clock::{SharedClock, SystemClock};
 use crate::metrics::IdempotencyMetrics;
@@ -41,6 +42,9 @@ pub(crate) struct Settings {
     pub(crate) mode: ReplayMode,
     pub(crate) metrics: Arc<IdempotencyMetrics>,
     pub(crate) clock: SharedClock,
+    /// The route's policy, resolved: required keys, JSON fingerprints, the
+    /// in-flight wait, outcome headers.
+    pub(crate) policy: Resolved,
 }
 
 impl std::fmt::Debug for IdempotencyLayer {
@@ -51,6 +55,7 @@ impl std::fmt::Debug for IdempotencyLayer {
             .field("max_body_bytes", &self.settings.max_body_bytes)
             .field("max_record_bytes", &self.settings.max_record_bytes)
             .field("mode", &self.settings.mode)
+            .field("policy", &self.settings.policy)
             .finish_non_exhaustive()
     }
 }
@@ -100,6 +105,7 @@ impl IdempotencyLayer {
                 mode: ReplayMode::Direct,
                 metrics: Arc::new(IdempotencyMetrics::new()),
                 clock: Arc::new(SystemClock),
+                policy: Resolved::default(),
             }),
         }
     }
@@ -203,6 +209,74 @@ impl IdempotencyLayer {
     #[must_use]
     pub fn with_replay_mode(self, mode: ReplayMode) -> Self {
         self.map(|s| s.mode = mode)
+    }
+
+    /// The same layer under `policy`: what it sets replaces this layer's
+    /// settings (TTLs, whether a key is required, what the fingerprint
+    /// covers, the in-flight wait, the docs link, the expiry header); what it
+    /// leaves unset is kept. Apply the app-wide policy first, then each
+    /// route's `over` it.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use autumn_idempotency::IdempotencyLayer;
+    /// use autumn_idempotency::layer::IdempotencyPolicy;
+    /// use autumn_idempotency::MemoryIdempotencyStore;
+    ///
+    /// let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(3600)));
+    /// let policy = IdempotencyPolicy::new().required().ignoring(["/client_ts"]);
+    /// let layer = IdempotencyLayer::new(store).with_policy(&policy)?;
+    /// # Ok::<(), autumn_idempotency::layer::PolicyError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError`] when the policy does not [validate](IdempotencyPolicy::validate).
+    pub fn with_policy(self, policy: &IdempotencyPolicy) -> Result<Self, PolicyError> {
+        policy.validate()?;
+        let explain = self.settings.policy.explain_mismatch;
+        let json = policy.json_rule(explain)?;
+        let docs = policy.docs_link()?;
+        Ok(self.map(|s| {
+            if let Some(ttl) = policy.ttl {
+                s.ttl = ttl;
+            }
+            if let Some(ttl) = policy.in_flight_ttl {
+                s.in_flight_ttl = ttl;
+            }
+            let resolved = &mut s.policy;
+            if let Some(key) = policy.key {
+                resolved.require_key = key == KeyRequirement::Required;
+            }
+            if policy.fingerprint.is_some() {
+                resolved.json = json.map(Arc::new);
+            }
+            if let Some(wait) = policy.in_flight_wait {
+                resolved.in_flight_wait = Some(wait);
+            }
+            if docs.is_some() {
+                resolved.docs = docs;
+            }
+            if let Some(send) = policy.expiry_header {
+                resolved.expiry_header = send;
+            }
+        }))
+    }
+
+    /// Whether a 422 for a reused key names the first JSON field that
+    /// differs (never its value), on routes with a JSON fingerprint. Meant
+    /// for development: it keeps a short hash of each field of every
+    /// recorded request, and tells a client the shape of the request that
+    /// used the key first. Off by default; Autumn turns it on in the `dev`
+    /// profile. Set it before [`with_policy`](Self::with_policy).
+    #[must_use]
+    pub fn explain_mismatches(self, explain: bool) -> Self {
+        self.map(|s| {
+            s.policy.explain_mismatch = explain;
+            if let Some(rule) = &mut s.policy.json {
+                Arc::make_mut(rule).explain = explain;
+            }
+        })
     }
 
     /// The counters this layer counts into.

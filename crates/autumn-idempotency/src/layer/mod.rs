@@ -9,13 +9,17 @@
 //!    [`IdempotencyScope`](crate::IdempotencyScope) and the key;
 //! 3. on a first request, runs the handler to completion (even if the client
 //!    goes away), records a 2xx/3xx response and releases the lock; a 4xx/5xx
-//!    (or a panic) releases the lock without recording;
+//!    (or a panic) releases the lock without recording; the response carries
+//!    `X-Idempotent-Honoured: true`;
 //! 4. on a retry with the same fingerprint, answers the recorded response with
 //!    `X-Idempotent-Replayed: true`, without running the handler; with another
 //!    fingerprint, 422; while the first request still runs, 409 with
 //!    `Retry-After: 1`.
 //!
-//! Requests without the header, and safe methods, pass through untouched.
+//! Requests without the header, and safe methods, pass through untouched,
+//! unless the [`IdempotencyPolicy`] requires a key: then a mutating request
+//! without one gets 400 `idempotency_key_missing`. The policy also sets the
+//! TTLs and what the fingerprint covers (see [`crate::fingerprint`]).
 //!
 //! # Example
 //!
@@ -48,6 +52,7 @@
 mod future;
 #[allow(clippy::module_inception)]
 mod layer;
+mod policy;
 mod service;
 
 pub use future::ResponseFuture;
@@ -56,5 +61,6 @@ pub use layer::{
     DEFAULT_IN_FLIGHT_TTL, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL,
     IdempotencyLayer, MIN_TTL, ReplayMode,
 };
+pub use policy::{FingerprintPolicy, IdempotencyPolicy, KeyRequirement, PolicyError};
 pub use service::Idempotency;
 pub(crate) use service::{new_owner, replay_response as service_replay_response};

@@ -1,14 +1,15 @@
 //! The [`Idempotency`] service: what happens to a request, step by step.
 //!
-//! Safe methods, requests without a key, a malformed key and requests
-//! nested inside another idempotency layer are decided in `call()`, without
-//! boxing. A mutating request with a key then goes:
+//! Safe methods, requests without a key (400 when the policy requires one),
+//! a malformed key and requests nested inside another idempotency layer are
+//! decided in `call()`, without boxing. A mutating request with a key then goes:
 //!
 //! ```text
 //! buffer body (413) -> storage key + fingerprint -> claim
 //!    |- store error                  -> 503 (lookup) or 409 (lock); handler not run
 //!    |- InFlight                     -> 409 + Retry-After: 1
-//!    |- Completed, other fingerprint -> 422
+//!    |- Completed, other fingerprint -> 422 (compared in the version the
+//!    |                                  record's fingerprint was made with)
 //!    |- Completed, same fingerprint  -> OpaqueCaller in the extensions: 409
 //!    |                                  Direct: replay
 //!    |                                  record made through a replay layer:
@@ -53,10 +54,15 @@ use crate::context::{
 };
 use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
 use crate::finalize::FinalizeHook;
+use crate::fingerprint::{self, Comparison};
 use crate::first_run::{
-    AfterRun, Guard, Held, HoldsLock as _, Retarget, RouteLabel, call_boxed, run_and_record,
+    AfterRun, Guard, Held, HoldsLock as _, Recorded, Retarget, RouteLabel, call_boxed,
+    run_and_record,
 };
-use crate::key::{IDEMPOTENT_REPLAYED, fingerprint_digest, key_str, parse_key_value, storage_key};
+use crate::key::{
+    IDEMPOTENT_EXPIRES, IDEMPOTENT_HONOURED, IDEMPOTENT_REPLAYED, key_str, parse_key_value,
+    storage_key,
+};
 use crate::problem::IdempotencyRejection;
 use crate::record::IdempotencyRecord;
 use crate::rescope::ScopeAfterRun;
@@ -136,6 +142,9 @@ where
         }
         let key = match parse_key_value(request.headers()) {
             Ok(Some(key)) => key,
+            Ok(None) if self.settings.policy.require_key => {
+                return ResponseFuture::ready(missing_key(&self.settings));
+            }
             Ok(None) => return ResponseFuture::pass_through(self.inner.call(request), false),
             Err(error) => {
                 return ResponseFuture::ready(IdempotencyRejection::from(error).into_response());
@@ -200,7 +209,8 @@ where
             None => std::borrow::Cow::Owned(fallback_scope(&parts.headers)),
         };
         let storage_key = storage_key(method, path, scope.as_bytes(), key_str(&key));
-        let fingerprint = fingerprint_digest(method, path, content_type, &body);
+        let json = settings.policy.json.as_deref();
+        let fingerprint = fingerprint::fingerprint(json, method, path, content_type, &body);
         let owner = new_owner();
 
         let store = &settings.store;
@@ -235,13 +245,18 @@ where
                 record,
                 fingerprint: recorded,
             } => {
-                if recorded[..] != fingerprint[..] {
+                let compared =
+                    fingerprint::compare(&recorded, json, method, path, content_type, &body);
+                if let Comparison::Differs(differs_at) = compared {
                     tracing::debug!(
                         idempotency.key = %key_str(&key),
                         idempotency.replayed = false,
                         "idempotency key reused for another request"
                     );
-                    return Step::Respond(IdempotencyRejection::PayloadMismatch.into_response());
+                    let differs_at = differs_at.filter(|_| settings.policy.explain_mismatch);
+                    return Step::Respond(
+                        IdempotencyRejection::PayloadMismatch.render(None, differs_at.as_deref()),
+                    );
                 }
                 return replay(&settings, inner, (parts, body), record, key);
             }
@@ -256,7 +271,7 @@ where
             store: settings.store.clone(),
             storage_key,
             owner,
-            fingerprint: fingerprint.to_vec(),
+            fingerprint,
             ttl: settings.ttl,
             in_flight_ttl: settings.in_flight_ttl,
             max_record_bytes: settings.max_record_bytes,
@@ -283,7 +298,7 @@ where
         request.extensions_mut().insert(context.clone());
         // Not called yet: the handler starts on the run's first poll.
         let response = call_boxed(inner, request);
-        let run = run_first(settings.mode, context.clone(), response);
+        let run = run_first(settings.clone(), context.clone(), response);
         if !aged {
             return Step::Run(Box::pin(run));
         }
@@ -296,6 +311,20 @@ where
             }
         }))
     }
+}
+
+/// The 400 a request without a required key gets: the problem `type` and a
+/// `Link` are the app's docs URL when it has one.
+fn missing_key(settings: &Settings) -> Response {
+    let docs = settings.policy.docs.as_ref();
+    let problem_type = docs.map_or(crate::problem::KEY_MISSING_TYPE, |docs| &docs.url);
+    let mut response = IdempotencyRejection::MissingKey.render(Some(problem_type), None);
+    if let Some(docs) = docs {
+        response
+            .headers_mut()
+            .insert(header::LINK, docs.link.clone());
+    }
+    response
 }
 
 /// A fresh owner id: a random per-process prefix and a sequence number.
@@ -480,20 +509,41 @@ async fn renew(
 /// Awaits the handler and records its response (see [`run_and_record`]). A
 /// client that hangs up meanwhile does not cancel this: see
 /// [`ResponseFuture`].
+///
+/// The response says the key was honoured (`X-Idempotent-Honoured: true`)
+/// and, when the policy asks and the response was recorded, until when it is
+/// replayed. Added after recording: a replay carries the replay marker
+/// instead.
 fn run_first<F>(
-    mode: ReplayMode,
+    settings: Arc<Settings>,
     context: IdempotencyContext,
     response: F,
 ) -> impl Future<Output = Response> + Send
 where
     F: Future<Output = Result<Response, Infallible>> + Send,
 {
-    run_and_record(context, response, move |parts| {
+    let mode = settings.mode;
+    let run = run_and_record(context, response, move |parts| {
         (mode == ReplayMode::ThroughInner
             || parts
                 .extensions
                 .get::<OptedIntoReplayThroughInner>()
                 .is_some())
             && parts.extensions.get::<PassedReplayLayer>().is_some()
-    })
+    });
+    async move {
+        let mut response = run.await;
+        let recorded = response.extensions_mut().remove::<Recorded>().is_some();
+        let headers = response.headers_mut();
+        headers.insert(IDEMPOTENT_HONOURED, HeaderValue::from_static("true"));
+        if recorded && settings.policy.expiry_header {
+            let expires = std::time::UNIX_EPOCH
+                + Duration::from_millis(settings.clock.now_millis())
+                + settings.ttl;
+            if let Ok(value) = HeaderValue::try_from(httpdate::fmt_http_date(expires)) {
+                headers.insert(IDEMPOTENT_EXPIRES, value);
+            }
+        }
+        response
+    }
 }

@@ -33,6 +33,8 @@
 //! One module per subject: `harness` (knobs, the app, the client, the
 //! measures, the targets), `memory_bytes`, `layer` (the HTTP throughput
 //! rounds and their ratios), `submit_mint`, `redis`, `postgres`, and
+//! `policy_costs` (in process: the required-key check and JSON
+//! canonicalisation against today's fingerprint), and
 //! `sessions` (run after the layer's rounds: what a route that reads the
 //! session costs against the same route without the session layer, first
 //! time and replayed, and the session-store calls per request, which must be
@@ -58,6 +60,7 @@
 mod harness;
 mod layer;
 mod memory_bytes;
+mod policy_costs;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
@@ -89,5 +92,6 @@ fn main() {
     runtime.block_on(async {
         layer::http_bench(&config).await;
         sessions::session_bench(&config).await;
+        policy_costs::policy_bench(&config).await;
     });
 }

@@ -1,0 +1,34 @@
+use autumn_web::prelude::*;
+
+#[post(
+    "/payments",
+    idempotency = "required",
+    idempotency_ttl = "48h",
+    idempotency_in_flight_ttl = "30s",
+    in_flight_wait_ms = 2000,
+    idempotency_ignore = ["/client_ts", "/meta/trace_id"],
+)]
+async fn pay() -> &'static str {
+    "paid"
+}
+
+#[put("/orders/{id}", idempotency = "optional", idempotency_only = ["/qty"])]
+async fn replace_order() -> &'static str {
+    "replaced"
+}
+
+#[post("/webhooks", idempotency = "off")]
+async fn webhook() -> &'static str {
+    "ok"
+}
+
+fn main() {
+    let routes = routes![pay, replace_order, webhook];
+    let pay = &routes[0];
+    assert_eq!(
+        pay.policy.ttl,
+        Some(std::time::Duration::from_secs(48 * 3600))
+    );
+    assert_eq!(pay.policy.in_flight_wait, Some(std::time::Duration::from_millis(2000)));
+    assert_eq!(routes[2].idempotency, autumn_web::RouteIdempotency::Off);
+}
