@@ -171,6 +171,8 @@ pub mod docs {
     pub mod tenancy {}
     #[doc = include_str!("../../../docs/errors.md")]
     pub mod errors {}
+    #[doc = include_str!("../../../docs/performance.md")]
+    pub mod performance {}
 }
 
 #[doc(hidden)]
