@@ -33,6 +33,7 @@ pub mod replay;
 pub mod rescope;
 pub mod store;
 pub mod submit;
+mod wait;
 
 pub use context::{IdempotencyContext, IdempotencyScope, OpaqueCaller};
 #[cfg(feature = "database")]

@@ -412,6 +412,7 @@ impl AppBuilder {
                 IdempotencyLayer::new(store)
                     .with_ttl(config.idempotency.ttl())
                     .with_in_flight_ttl(config.idempotency.in_flight_ttl())
+                    .with_in_flight_wait(config.idempotency.in_flight_wait())
                     .with_max_body_bytes(config.idempotency.max_body_bytes)
                     .with_max_record_bytes(config.idempotency.max_record_bytes)
                     .with_metrics(metrics.idempotency.clone())

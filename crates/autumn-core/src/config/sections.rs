@@ -287,6 +287,9 @@ pub struct IdempotencyConfig {
     pub ttl_secs: u64,
     /// Seconds a lock is kept before the request holding it is presumed dead.
     pub in_flight_ttl_secs: u64,
+    /// Milliseconds a duplicate that arrives while the first request with its
+    /// key runs waits for the first one's response; `0` answers 409 at once.
+    pub in_flight_wait_ms: u64,
     /// Whether the memory backend may be used under a production profile.
     pub allow_memory_in_production: bool,
     /// Largest request body, in bytes, that is fingerprinted; larger bodies get 413.
@@ -306,6 +309,7 @@ impl Default for IdempotencyConfig {
             backend: Backend::Memory,
             ttl_secs: 86_400,
             in_flight_ttl_secs: 60,
+            in_flight_wait_ms: 0,
             allow_memory_in_production: false,
             max_body_bytes: 2 * 1024 * 1024,
             max_record_bytes: 1024 * 1024,
@@ -326,6 +330,12 @@ impl IdempotencyConfig {
     #[must_use]
     pub fn in_flight_ttl(&self) -> Duration {
         Duration::from_secs(self.in_flight_ttl_secs)
+    }
+
+    /// How long a duplicate waits for the first run (`in_flight_wait_ms`).
+    #[must_use]
+    pub fn in_flight_wait(&self) -> Duration {
+        Duration::from_millis(self.in_flight_wait_ms)
     }
 }
 

@@ -106,6 +106,7 @@ impl AutumnConfig {
             backend,
             ttl_secs,
             in_flight_ttl_secs,
+            in_flight_wait_ms,
             allow_memory_in_production,
             max_body_bytes,
             max_record_bytes,
@@ -116,6 +117,7 @@ impl AutumnConfig {
         out.string("idempotency.backend", backend.as_str());
         out.plain("idempotency.ttl_secs", ttl_secs);
         out.plain("idempotency.in_flight_ttl_secs", in_flight_ttl_secs);
+        out.plain("idempotency.in_flight_wait_ms", in_flight_wait_ms);
         out.plain(
             "idempotency.allow_memory_in_production",
             allow_memory_in_production,

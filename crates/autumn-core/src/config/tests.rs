@@ -105,6 +105,7 @@ fn defaults_without_files_or_env() {
             backend: Backend::Memory,
             ttl_secs: 86_400,
             in_flight_ttl_secs: 60,
+            in_flight_wait_ms: 0,
             allow_memory_in_production: false,
             max_body_bytes: 2_097_152,
             max_record_bytes: 1_048_576,
@@ -806,10 +807,14 @@ fn profile_is_production() {
 #[test]
 fn convenience_methods() {
     let config = AutumnConfig::from_toml_str(
-        "[idempotency]\nbackend = \"redis\"\nttl_secs = 30\nin_flight_ttl_secs = 5\n",
+        "[idempotency]\nbackend = \"redis\"\nttl_secs = 30\nin_flight_ttl_secs = 5\nin_flight_wait_ms = 1500\n",
     )
     .expect("inline TOML should load");
     assert_eq!(config.idempotency.ttl(), Duration::from_secs(30));
+    assert_eq!(
+        config.idempotency.in_flight_wait(),
+        Duration::from_millis(1500)
+    );
     assert_eq!(config.idempotency.in_flight_ttl(), Duration::from_secs(5));
     assert_eq!(
         config.server.request_timeout(),

@@ -16,6 +16,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+pub use crate::wait::backoff;
 pub use memory::MemoryIdempotencyStore;
 #[cfg(feature = "redis")]
 pub use redis_connection::RedisConnection;
@@ -137,6 +138,30 @@ pub trait IdempotencyStore: Send + Sync + 'static {
                     .map_err(|e| e.during(StoreOperation::Unlock))?;
             }
             Ok(stored)
+        })
+    }
+
+    /// Waits until the lock on `key` may have been released, at most
+    /// `limit`: a duplicate that found the key in flight calls this between
+    /// two claims while it waits for the first run's outcome. `attempt`
+    /// counts the waits so far (0 the first time).
+    ///
+    /// Returning early is always safe (the caller claims again); returning
+    /// late only delays the duplicate. The default sleeps
+    /// [`backoff(attempt)`](backoff) (10 ms doubling to 250 ms), so a waiter
+    /// costs a few claims instead of a steady poll; the memory store wakes its
+    /// waiters as soon as a lock goes. A store that can be told of a release
+    /// (a notification) may override it.
+    fn wait_for_release<'a>(
+        &'a self,
+        key: &'a str,
+        attempt: u32,
+        limit: Duration,
+    ) -> IdempotencyFuture<'a, ()> {
+        let _ = key;
+        Box::pin(async move {
+            tokio::time::sleep(backoff(attempt).min(limit)).await;
+            Ok(())
         })
     }
 

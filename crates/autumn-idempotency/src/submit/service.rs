@@ -8,7 +8,7 @@
 //! scan body (400 / 413) -> no field: pass on, body unchanged
 //!                       -> field: storage key (token) + fingerprint (method, path) -> claim
 //!    |- store error                  -> 503 (lookup) or 409 (lock); handler not run
-//!    |- InFlight                     -> wait up to in_flight_wait, else 409 + Retry-After: 1
+//!    |- InFlight                     -> wait up to in_flight_wait (wait.rs), else 409 + Retry-After: 1
 //!    |- Completed, other fingerprint -> 422
 //!    |- Completed, same fingerprint  -> replay + x-submit-token-replayed: true
 //!    `- Acquired                     -> handler, as for a key (see `first_run.rs`): run to
@@ -24,7 +24,6 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -41,8 +40,7 @@ use super::layer::Settings;
 use super::scan::{self, FormKind, MultipartScanner, ScanError};
 use super::{SUBMIT_TOKEN_REPLAYED, TokenBinding};
 use crate::IdempotencyScope;
-use crate::clock::deadline;
-use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
+use crate::detach::{Guarded, Step, is_mutating, settle};
 use crate::finalize::FinalizeHook;
 use crate::first_run::{
     AfterRun, Guard, Held, Retarget, RouteLabel, call_boxed, run_and_record, token_binding,
@@ -52,10 +50,7 @@ use crate::layer::new_owner;
 use crate::problem::SubmitTokenRejection;
 use crate::rescope::ScopeAfterRun;
 use crate::store::{Claim, StoreErrorKind, StoreOperation};
-
-/// How often a duplicate that waits for the first submission asks the store
-/// whether it finished.
-const IN_FLIGHT_POLL_INTERVAL: Duration = Duration::from_millis(25);
+use crate::wait::claim_or_wait;
 
 /// The service made by [`SubmitTokenLayer`](super::SubmitTokenLayer).
 #[derive(Clone)]
@@ -287,67 +282,48 @@ where
     let fingerprint = [form, binding].concat();
     let owner = new_owner();
     let route = RouteLabel::of(request.method(), request.uri(), request.extensions());
-    let waiting_until = deadline(settings.clock.now_millis(), settings.in_flight_wait);
-    let store = &settings.store;
-    let mut waiting = false;
-    loop {
-        // Dropped unsettled (the request went away mid-claim, or the claim
-        // failed after the store may have locked), it releases the lock.
-        let pending = PendingClaim::new(store, &storage_key, &owner);
-        let claim = store
-            .claim(&storage_key, &owner, settings.in_flight_ttl)
-            .await;
-        if claim.is_ok() {
-            pending.settled();
-        } else {
-            drop(pending);
+    let claimed = claim_or_wait(
+        &settings.store,
+        &storage_key,
+        &owner,
+        settings.in_flight_ttl,
+        &settings.clock,
+        settings.in_flight_wait,
+    )
+    .await;
+    match claimed.map(|claimed| claimed.claim) {
+        Err(error) => {
+            tracing::warn!(%error, "submit-token store failed; not running the handler");
+            return Step::Respond(match error.operation() {
+                _ if error.kind() == StoreErrorKind::Full => {
+                    SubmitTokenRejection::StoreFull.into_response()
+                }
+                Some(StoreOperation::TryLock | StoreOperation::RenewLock) => conflict(settings),
+                _ => SubmitTokenRejection::StoreUnavailable.into_response(),
+            });
         }
-        match claim {
-            Err(error) => {
-                tracing::warn!(%error, "submit-token store failed; not running the handler");
-                return Step::Respond(match error.operation() {
-                    _ if error.kind() == StoreErrorKind::Full => {
-                        SubmitTokenRejection::StoreFull.into_response()
-                    }
-                    Some(StoreOperation::TryLock | StoreOperation::RenewLock) => conflict(settings),
-                    _ => SubmitTokenRejection::StoreUnavailable.into_response(),
-                });
+        Ok(Claim::Completed {
+            record,
+            fingerprint: recorded,
+        }) => {
+            if let Some(rejection) = mismatch(&recorded, &form, &binding) {
+                return Step::Respond(rejection.into_response());
             }
-            Ok(Claim::Completed {
-                record,
-                fingerprint: recorded,
-            }) => {
-                if let Some(rejection) = mismatch(&recorded, &form, &binding) {
-                    return Step::Respond(rejection.into_response());
-                }
-                settings.metrics.hit();
-                tracing::debug!(
-                    submit_token.replayed = true,
-                    "replaying a submitted form's response"
-                );
-                let mut response = record.to_response();
-                response
-                    .headers_mut()
-                    .insert(SUBMIT_TOKEN_REPLAYED, HeaderValue::from_static("true"));
-                return Step::Respond(response);
-            }
-            Ok(Claim::InFlight) => {
-                if settings.clock.now_millis() >= waiting_until {
-                    return Step::Respond(conflict(settings));
-                }
-                // The duplicate of a double-click: wait for the first, then
-                // answer what it answered (the browser shows the last reply).
-                if !waiting {
-                    waiting = true;
-                    tracing::debug!(
-                        submit_token.waiting = true,
-                        "a duplicate submission waits for the first one to finish"
-                    );
-                }
-                tokio::time::sleep(IN_FLIGHT_POLL_INTERVAL).await;
-            }
-            Ok(Claim::Acquired) => break,
+            settings.metrics.hit();
+            tracing::debug!(
+                submit_token.replayed = true,
+                "replaying a submitted form's response"
+            );
+            let mut response = record.to_response();
+            response
+                .headers_mut()
+                .insert(SUBMIT_TOKEN_REPLAYED, HeaderValue::from_static("true"));
+            return Step::Respond(response);
         }
+        // The duplicate of a double-click waited (up to in_flight_wait) in
+        // vain for the first one to finish.
+        Ok(Claim::InFlight) => return Step::Respond(conflict(settings)),
+        Ok(_) => {}
     }
     settings.metrics.miss();
     // A validation re-render (4xx) releases the token: it may still
