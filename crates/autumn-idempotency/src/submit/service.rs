@@ -5,7 +5,8 @@
 //! content type, outside `exempt_paths`, goes:
 //!
 //! ```text
-//! scan body (400 / 413) -> no field: pass on, body unchanged
+//! scan body (400 / 413) -> no field: pass on, body unchanged (streamed past
+//!                          max_form_bytes, watched for a late field)
 //!                       -> field: storage key (token) + fingerprint (method, path) -> claim
 //!    |- store error                  -> 503 (lookup) or 409 (lock); handler not run
 //!    |- InFlight                     -> wait up to in_flight_wait (wait.rs), else 409 + Retry-After: 1
@@ -17,9 +18,13 @@
 //! dropped or failed mid-claim -> the claim's lock released (owner-checked, own task)
 //! ```
 //!
-//! A multipart body larger than the scan limit streams on, watched: a part
-//! naming the field after the scanned prefix fails the body, so the handler
-//! never reads a token it was not guarded by.
+//! Whether a form carries the field decides its fate. An urlencoded body
+//! whose names (read as the form extractor reads them) do not include the
+//! field reaches the route exactly as sent: no 400 for a bad `%` escape, no
+//! 413 past `max_form_bytes`. A body that does name it is checked whole and
+//! strictly, within the limit. A body larger than the scan limit (either
+//! kind) streams on, watched: the field named after the scanned prefix fails
+//! the body, so the handler never reads a token it was not guarded by.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -37,7 +42,7 @@ use tower::Service;
 use super::extract::{Mint, MintSlot};
 use super::future::ResponseFuture;
 use super::layer::Settings;
-use super::scan::{self, FormKind, MultipartScanner, ScanError};
+use super::scan::{self, FormKind, MultipartScanner, ScanError, UrlencodedNames};
 use super::{SUBMIT_TOKEN_REPLAYED, TokenBinding};
 use crate::IdempotencyScope;
 use crate::detach::{Guarded, Step, is_mutating, settle};
@@ -173,6 +178,42 @@ fn watched(prefix: Bytes, rest: Body, mut scanner: MultipartScanner, field: Arc<
     Body::from_stream(futures_util::stream::once(async move { Ok(prefix) }).chain(rest))
 }
 
+/// The rest of an urlencoded body larger than the scan limit whose scanned
+/// prefix names no token field, passed on as it streams, uncopied. `names`
+/// goes on reading its names; a name that is the field's (a token the layer
+/// never checked, or a second one) fails the stream, so the handler's form
+/// extractor refuses the body instead of reading an unguarded token.
+fn watched_urlencoded(prefix: Bytes, rest: Body, names: UrlencodedNames, field: Arc<str>) -> Body {
+    let late = move || {
+        axum::Error::new(std::io::Error::other(
+            ScanError::Late.into_rejection(&field).to_string(),
+        ))
+    };
+    let rest = futures_util::stream::unfold(
+        (rest.into_data_stream(), Some(names)),
+        move |(mut rest, names)| {
+            let late = late.clone();
+            async move {
+                // None once the stream has failed or ended.
+                let mut names = names?;
+                match rest.next().await {
+                    Some(Ok(chunk)) => {
+                        names.feed(&chunk);
+                        if names.found() {
+                            return Some((Err(late()), (rest, None)));
+                        }
+                        Some((Ok(chunk), (rest, Some(names))))
+                    }
+                    Some(Err(error)) => Some((Err(error), (rest, None))),
+                    None if names.finish() => Some((Err(late()), (rest, None))),
+                    None => None,
+                }
+            }
+        },
+    );
+    Body::from_stream(futures_util::stream::once(async move { Ok(prefix) }).chain(rest))
+}
+
 /// The first phase of a guarded form post: scan the body for the token,
 /// claim it, and either answer (a replay, a refusal) or start the handler.
 async fn guard<S>(
@@ -193,11 +234,25 @@ where
     let (parts, body) = request.into_parts();
     let scanned = match kind {
         FormKind::UrlEncoded => match read_prefix(body, settings.max_form_bytes).await {
-            Ok((_, Some(_))) => Err(ScanError::TooLarge {
-                limit: settings.max_form_bytes,
-            }),
-            Ok((bytes, None)) => {
-                scan::urlencoded(&bytes, &field).map(|token| (token, Body::from(bytes)))
+            Ok((bytes, rest)) => {
+                let mut names = UrlencodedNames::new(&field);
+                names.feed(&bytes);
+                match rest {
+                    // No field: the route gets the body as sent, bad escapes
+                    // and all, as if the layer were not there.
+                    None if !names.finish() => Ok((None, Body::from(bytes))),
+                    // The field: the whole form is read strictly.
+                    None => {
+                        scan::urlencoded(&bytes, &field).map(|token| (token, Body::from(bytes)))
+                    }
+                    // A guarded form too large to check whole.
+                    Some(_) if names.found() => Err(ScanError::TooLarge {
+                        limit: settings.max_form_bytes,
+                    }),
+                    // No field yet in a large body: it streams on, watched
+                    // for one, unbuffered.
+                    Some(rest) => Ok((None, watched_urlencoded(bytes, rest, names, field.clone()))),
+                }
             }
             Err(error) => Err(error),
         },
@@ -417,7 +472,7 @@ mod tests {
                 let error = read(watch(HEAD, &tail, chunk)).await.expect_err("fails");
                 assert!(
                     error.contains(
-                        "the _submit_token field must come before the form's file fields"
+                        "the _submit_token field must come within the first security.submit_token.max_form_bytes"
                     ),
                     "chunk {chunk}: {error}"
                 );
