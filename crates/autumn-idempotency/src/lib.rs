@@ -14,6 +14,7 @@
 //! [`IdempotencyStore`]; a **replay** answers from a record without running the
 //! handler.
 
+pub mod admin;
 mod body;
 pub mod clock;
 mod context;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{Claim, IdempotencyFuture, IdempotencyStore, StoreError, StoreOperation};
+use super::{Claim, IdempotencyFuture, IdempotencyStore, KeyState, StoreError, StoreOperation};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::metrics::StoreSize;
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
@@ -600,6 +600,30 @@ impl MemoryIdempotencyStore {
         }
     }
 
+    fn inspect_now(&self, key: &str) -> Result<Option<KeyState>, StoreError> {
+        let key = self.map_key(key);
+        let now = self.clock.now_millis();
+        let (lock, record) = {
+            let shard = self.shard(&key);
+            let Some(slot) = shard.slots.get(&key) else {
+                return Ok(None);
+            };
+            (
+                slot.live_lock(now).map(|lock| lock.expires),
+                slot.live_record(now)
+                    .map(|stored| (Found::of(stored), stored.expires)),
+            )
+        };
+        let mut state = KeyState::default();
+        if lock.is_some() {
+            state = state.locked_until(lock);
+        }
+        if let Some((found, expires)) = record {
+            state = state.recorded(found.decode()?.0, Some(expires));
+        }
+        Ok((state.locked || state.record.is_some()).then_some(state))
+    }
+
     /// Whether a live lock is held on `key`.
     fn is_locked_now(&self, key: &str) -> bool {
         let key = self.map_key(key);
@@ -785,6 +809,22 @@ impl IdempotencyStore for MemoryIdempotencyStore {
             }
             Ok(())
         })
+    }
+
+    fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
+        Box::pin(std::future::ready(self.inspect_now(key)))
+    }
+
+    fn evict<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, bool> {
+        let key = self.map_key(key);
+        let removed = self.shard(&key).slots.remove(&key);
+        let evicted = removed.is_some();
+        if let Some(slot) = removed {
+            self.forget(1, slot.record_bytes());
+            // Its waiters find the key free and run.
+            self.wake_waiters();
+        }
+        answer_bool(evicted)
     }
 
     fn size(&self) -> Option<StoreSize> {

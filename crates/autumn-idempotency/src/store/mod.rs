@@ -23,6 +23,7 @@ pub use redis_connection::RedisConnection;
 #[cfg(feature = "redis")]
 pub use redis_store::RedisIdempotencyStore;
 
+pub use crate::admin::KeyState;
 use crate::metrics::StoreSize;
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
 
@@ -162,6 +163,39 @@ pub trait IdempotencyStore: Send + Sync + 'static {
         Box::pin(async move {
             tokio::time::sleep(backoff(attempt).min(limit)).await;
             Ok(())
+        })
+    }
+
+    /// What is held under `key`, for an operator: the lock's and the
+    /// record's deadlines where the store keeps them. `None` when nothing
+    /// live is there. The default reads [`get`](Self::get), which knows no
+    /// deadlines.
+    fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
+        Box::pin(async move {
+            let Some(entry) = self.get(key).await? else {
+                return Ok(None);
+            };
+            let mut state = KeyState::default();
+            if entry.is_locked() {
+                state = state.locked_until(None);
+            }
+            if let Some((record, _)) = entry.into_record() {
+                state = state.recorded(record, None);
+            }
+            Ok(Some(state))
+        })
+    }
+
+    /// Removes the record and the lock under `key`, whoever holds them: an
+    /// operator's tool for a stuck lock or a record that must not be
+    /// replayed. `true` when something was there. The default refuses: a
+    /// store must say how it removes a key.
+    fn evict<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, bool> {
+        let _ = key;
+        Box::pin(async {
+            Err(StoreError::new(
+                "this idempotency store does not implement evict",
+            ))
         })
     }
 

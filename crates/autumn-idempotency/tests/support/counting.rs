@@ -121,6 +121,19 @@ impl<S: IdempotencyStore> IdempotencyStore for CountingStore<S> {
         self.inner.wait_for_release(key, attempt, limit)
     }
 
+    fn inspect<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> IdempotencyFuture<'a, Option<autumn_idempotency::store::KeyState>> {
+        self.count();
+        self.inner.inspect(key)
+    }
+
+    fn evict<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, bool> {
+        self.count();
+        self.inner.evict(key)
+    }
+
     /// Not a round trip: metrics read it, not the layers.
     fn size(&self) -> Option<StoreSize> {
         self.inner.size()
