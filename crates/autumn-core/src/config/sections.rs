@@ -300,6 +300,40 @@ pub struct IdempotencyConfig {
     pub memory: MemoryConfig,
     /// `[idempotency.redis]`: the Redis backend's connection.
     pub redis: RedisConfig,
+    /// `[idempotency.admin]`: inspecting and evicting keys.
+    pub admin: IdempotencyAdminConfig,
+}
+
+/// `[idempotency.admin]`: key administration, at
+/// `/actuator/idempotency/keys/{storage_key}` and through the app binary's
+/// `idempotency inspect|evict` command.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct IdempotencyAdminConfig {
+    /// Whether keys can be inspected and evicted; unset: yes, except under
+    /// a production profile.
+    pub enabled: Option<bool>,
+    /// The bearer token the actuator endpoint asks for; required in
+    /// production. Unset outside production: the endpoint asks for none.
+    pub token: Option<String>,
+}
+
+impl IdempotencyAdminConfig {
+    /// Whether key administration is on under a profile that is production
+    /// or not: off in production unless `enabled = true`.
+    ///
+    /// ```
+    /// use autumn_core::config::AutumnConfig;
+    ///
+    /// let config = AutumnConfig::default();
+    /// assert!(config.idempotency.admin.is_enabled(false));
+    /// assert!(!config.idempotency.admin.is_enabled(true));
+    /// ```
+    #[must_use]
+    pub fn is_enabled(&self, production: bool) -> bool {
+        self.enabled.unwrap_or(!production)
+    }
 }
 
 impl Default for IdempotencyConfig {
@@ -315,6 +349,7 @@ impl Default for IdempotencyConfig {
             max_record_bytes: 1024 * 1024,
             memory: MemoryConfig::default(),
             redis: RedisConfig::default(),
+            admin: IdempotencyAdminConfig::default(),
         }
     }
 }

@@ -6,9 +6,9 @@ use toml::Value;
 
 use super::{
     ActuatorConfig, AutumnConfig, CompressionConfig, CorsConfig, CrossOriginConfig, DatabaseConfig,
-    HeadersConfig, IdempotencyConfig, LogConfig, MemoryConfig, RedisConfig, SecurityConfig,
-    ServerConfig, SessionConfig, Setting, Source, StaticConfig, SubmitTokenConfig, TenancyConfig,
-    TimeoutsConfig,
+    HeadersConfig, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, MemoryConfig, RedisConfig,
+    SecurityConfig, ServerConfig, SessionConfig, Setting, Source, StaticConfig, SubmitTokenConfig,
+    TenancyConfig, TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -112,6 +112,7 @@ impl AutumnConfig {
             max_record_bytes,
             memory,
             redis,
+            admin,
         } = idempotency;
         out.plain("idempotency.enabled", enabled);
         out.string("idempotency.backend", backend.as_str());
@@ -133,6 +134,13 @@ impl AutumnConfig {
         let RedisConfig { url, key_prefix } = redis;
         out.optional_string("idempotency.redis.url", url.as_deref());
         out.string("idempotency.redis.key_prefix", key_prefix);
+        let IdempotencyAdminConfig { enabled, token } = admin;
+        out.optional_string(
+            "idempotency.admin.enabled",
+            enabled.map(|on| if on { "true" } else { "false" }),
+        );
+        // The token is a credential: only whether it is set is shown.
+        out.optional_string("idempotency.admin.token", token.as_ref().map(|_| "(set)"));
 
         let SecurityConfig {
             cross_origin,

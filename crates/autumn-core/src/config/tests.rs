@@ -117,6 +117,7 @@ fn defaults_without_files_or_env() {
                 url: None,
                 key_prefix: "autumn:idempotency".to_owned(),
             },
+            admin: IdempotencyAdminConfig::default(),
         },
         security: SecurityConfig {
             cross_origin: CrossOriginConfig {
