@@ -962,6 +962,7 @@ fn effective_settings_cover_every_key() {
         backend = "database"
         ttl_secs = 5
         in_flight_ttl_secs = 6
+        in_flight_wait_ms = 15
         allow_memory_in_production = true
         max_body_bytes = 7
         max_record_bytes = 12
@@ -971,6 +972,9 @@ fn effective_settings_cover_every_key() {
         [idempotency.redis]
         url = "redis://r"
         key_prefix = "p"
+        [idempotency.admin]
+        enabled = true
+        token = "0123456789abcdef"
         [security.cross_origin]
         enabled = false
         trusted_origins = ["https://a.example"]
@@ -1019,10 +1023,14 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 64);
+    assert_eq!(settings.len(), 67);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
+        assert!(
+            !setting.value.contains("0123456789abcdef"),
+            "a credential is shown: {setting}"
+        );
     }
     assert_eq!(
         config
