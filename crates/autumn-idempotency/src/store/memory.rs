@@ -788,7 +788,7 @@ impl IdempotencyStore for MemoryIdempotencyStore {
     /// so a waiter claims again at once, with no claims in between. In one
     /// process every run that ends releases its lock (a panic or a dropped
     /// request too), so only the waiter's own deadline needs a timer: it
-    /// looks at the clock again at least every [`RECHECK`].
+    /// looks at the clock again at least once a second.
     fn wait_for_release<'a>(
         &'a self,
         key: &'a str,
