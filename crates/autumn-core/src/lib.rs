@@ -14,6 +14,7 @@ mod error;
 pub mod error_pages;
 #[cfg(feature = "database")]
 pub mod idempotency_tx;
+mod key_admin;
 mod route;
 mod scope;
 pub mod session;

@@ -14,6 +14,7 @@
 //! [`IdempotencyStore`]; a **replay** answers from a record without running the
 //! handler.
 
+pub mod admin;
 mod body;
 pub mod clock;
 mod context;
@@ -34,6 +35,7 @@ pub mod replay;
 pub mod rescope;
 pub mod store;
 pub mod submit;
+mod wait;
 
 pub use context::{IdempotencyContext, IdempotencyScope, OpaqueCaller};
 #[cfg(feature = "database")]

@@ -383,7 +383,7 @@ pub enum SubmitTokenRejection {
     /// 400 `submit_token_late`: in a multipart form, the field's part starts
     /// after the part of the body the layer scans before it runs the handler.
     #[error(
-        "the {field} field must come before the form's file fields, within the first security.submit_token.max_form_bytes of the body"
+        "the {field} field must come within the first security.submit_token.max_form_bytes of the form body (in a multipart form, before its file fields)"
     )]
     TokenLate {
         /// The field's name.

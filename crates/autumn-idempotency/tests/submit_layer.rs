@@ -321,6 +321,115 @@ async fn a_field_after_the_scanned_prefix_never_reaches_the_handler() {
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
+/// An urlencoded `POST /echo` that answers the bytes it received, behind
+/// `layer`, and the same route without it.
+fn echo_apps(layer: SubmitTokenLayer) -> (Router, Router, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let route = |runs: Arc<AtomicUsize>| {
+        Router::new().route(
+            "/echo",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let runs = runs.clone();
+                async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    body
+                }
+            }),
+        )
+    };
+    (
+        route(runs.clone()).layer(layer),
+        route(Arc::new(AtomicUsize::new(0))),
+        runs,
+    )
+}
+
+fn urlencoded(body: Body) -> Request<Body> {
+    Request::post("/echo")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .expect("request")
+}
+
+/// A form without the token field reaches the route exactly as it would
+/// without the layer: past the scan limit, with bad `%` escapes, streamed
+/// in any pieces. The store is never asked.
+#[tokio::test]
+async fn a_form_without_the_field_passes_unchanged() {
+    let store = Arc::new(CountingStore::memory());
+    let (guarded, bare, runs) =
+        echo_apps(SubmitTokenLayer::new(store.clone()).with_max_form_bytes(1024));
+    let mut large = b"title=".to_vec();
+    large.extend_from_slice(&[b'x'; 5000]);
+    large.extend_from_slice(b"&note=100%&name=%zz+%4&_submit_tokens=not-the-field");
+    let bodies: Vec<Vec<u8>> = vec![
+        b"title=%zz&note=%".to_vec(),
+        b"name=_submit_token&_submit_token%zz=x".to_vec(),
+        large.clone(),
+    ];
+    for body in bodies {
+        for chunk in [1, 333, 100_000] {
+            let through = send(&guarded, urlencoded(streamed(body.clone(), chunk))).await;
+            let without = send(&bare, urlencoded(streamed(body.clone(), chunk))).await;
+            assert_eq!(through, without, "chunk {chunk}");
+            assert_eq!(through.0, StatusCode::OK);
+            assert_eq!(through.1.as_bytes(), &body[..]);
+        }
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 9);
+    assert_eq!(store.calls(), 0, "no token, no store call");
+}
+
+/// A form that carries the field is still checked: strictly within the
+/// scan limit, refused past it, and a field that first appears after the
+/// scanned prefix fails the body before the handler can read it.
+#[tokio::test]
+async fn a_form_with_the_field_is_still_checked() {
+    let (guarded, _, runs) = echo_apps(SubmitTokenLayer::new(memory()).with_max_form_bytes(1024));
+    let (status, body) = send(
+        &guarded,
+        urlencoded(Body::from("_submit_token=tok-1&title=%zz")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("form_malformed"), "{body}");
+
+    let mut early = b"_submit_token=tok-2&title=".to_vec();
+    early.extend_from_slice(&[b'x'; 5000]);
+    let (status, body) = send(&guarded, urlencoded(streamed(early, 500))).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(body.contains("form_too_large"), "{body}");
+
+    for name in ["_submit_token", "_submit%5Ftoken"] {
+        // Late, or cut by the end of the prefix; read in any pieces.
+        for padding in [5000, 1024 - "title=".len() - 3] {
+            let mut late = b"title=".to_vec();
+            late.extend_from_slice(&vec![b'x'; padding]);
+            late.extend_from_slice(format!("&{name}=tok-late&more=1").as_bytes());
+            for chunk in [1, 700] {
+                let (status, body) =
+                    send(&guarded, urlencoded(streamed(late.clone(), chunk))).await;
+                // Seen whole in the prefix (which ends at a chunk's end):
+                // 413; seen after it: the body fails under the handler.
+                let expected = if padding + 30 < 1024 || chunk == 1 || padding > 2000 {
+                    (StatusCode::BAD_REQUEST, "field must come within the first")
+                } else {
+                    (StatusCode::PAYLOAD_TOO_LARGE, "form_too_large")
+                };
+                assert_eq!(status, expected.0, "{name} {padding} {chunk}: {body}");
+                assert!(body.contains(expected.1), "{body}");
+            }
+        }
+        // The last name of the body, without a value.
+        let mut last = b"title=".to_vec();
+        last.extend_from_slice(&[b'x'; 3000]);
+        last.extend_from_slice(format!("&{name}").as_bytes());
+        let (status, _) = send(&guarded, urlencoded(streamed(last, 256))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name} last");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "no unguarded token ran");
+}
+
 /// Counts the warnings logged while it is the default subscriber.
 struct Warnings(Arc<AtomicUsize>);
 

@@ -4,6 +4,10 @@
 //! `cargo run -p orders -- create-token NAME` prints a new API token acting
 //! for NAME, once, and exits; `ORDERS_REQUIRE_TOKEN=true` makes the API
 //! require one. Tokens live in the app database (`AUTUMN_DATABASE__URL`).
+//!
+//! `cargo run -p orders -- idempotency inspect|evict KEY --path /orders`
+//! looks a key up in the app's idempotency store, or evicts it (`run()`
+//! answers the command).
 
 use autumn_web::config::AutumnConfig;
 
@@ -12,6 +16,8 @@ async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
         [] => {}
+        // Key administration: `run()` answers it, on the app's own store.
+        [command, ..] if command == "idempotency" => {}
         [command, name] if command == "create-token" => {
             let created = match AutumnConfig::load() {
                 Ok(config) => orders::create_token(&config, name).await,
@@ -33,7 +39,9 @@ async fn main() {
             }
         }
         _ => {
-            eprintln!("usage: orders [create-token NAME]");
+            eprintln!(
+                "usage: orders [create-token NAME | idempotency inspect|evict KEY --path PATH]"
+            );
             std::process::exit(2);
         }
     }

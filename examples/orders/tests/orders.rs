@@ -328,3 +328,88 @@ fn the_log_has_no_colours_when_standard_output_is_not_a_terminal() {
         "no escape codes in a pipe: {stdout:?}"
     );
 }
+
+/// `orders idempotency ARGS` with `env`: the JSON line it printed.
+fn idempotency_command(env: &[(String, String)], args: &[&str]) -> serde_json::Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_orders"))
+        .arg("idempotency")
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the orders binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{args:?} failed: {}{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find(|line| line.starts_with('{') && line.contains("storage_key"))
+        .unwrap_or_else(|| panic!("no JSON answer in: {stdout}"));
+    serde_json::from_str(line).expect("JSON")
+}
+
+/// The binary's `idempotency inspect|evict` on the store a running replica
+/// of it uses: Redis, then PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_inspects_and_evicts_a_key_of_a_running_replica() {
+    let redis = vec![
+        ("AUTUMN_IDEMPOTENCY__BACKEND".to_owned(), "redis".to_owned()),
+        ("AUTUMN_IDEMPOTENCY__REDIS__URL".to_owned(), redis_url()),
+        (
+            "AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX".to_owned(),
+            format!("orders-cli:{}", uuid::Uuid::new_v4().simple()),
+        ),
+    ];
+    let database = vec![
+        (
+            "AUTUMN_IDEMPOTENCY__BACKEND".to_owned(),
+            "database".to_owned(),
+        ),
+        ("AUTUMN_DATABASE__URL".to_owned(), postgres_schema().await),
+    ];
+    for env in [redis, database] {
+        let server = ServerProcess::start({
+            let mut command = Command::new(env!("CARGO_BIN_EXE_orders"));
+            command.envs(env.iter().map(|(k, v)| (k, v)));
+            command
+        });
+        let orders = server.url("/orders");
+        let (status, first) = http(
+            "POST",
+            &orders,
+            Some("cli-k"),
+            r#"{"item":"widget","qty":2}"#,
+        )
+        .await;
+        assert_eq!(status, 201, "{first}");
+
+        let report = idempotency_command(&env, &["inspect", "cli-k", "--path", "/orders"]);
+        assert_eq!(report["state"], "recorded", "{report}");
+        assert_eq!(report["status"], 201, "{report}");
+        assert!(report.get("body").is_none(), "{report}");
+        let with_body =
+            idempotency_command(&env, &["inspect", "cli-k", "--path", "/orders", "--body"]);
+        assert_eq!(with_body["body"], first.as_str());
+
+        let evicted = idempotency_command(
+            &env,
+            &["evict", "cli-k", "--path", "/orders", "--by", "test"],
+        );
+        assert_eq!(evicted["evicted"], true, "{evicted}");
+        let gone = idempotency_command(&env, &["inspect", "cli-k", "--path", "/orders"]);
+        assert_eq!(gone["state"], "absent", "{gone}");
+        // The running replica sees the eviction: the key runs again.
+        let (status, again) = http(
+            "POST",
+            &orders,
+            Some("cli-k"),
+            r#"{"item":"widget","qty":2}"#,
+        )
+        .await;
+        assert_eq!(status, 201);
+        assert_ne!(again, first);
+    }
+}

@@ -187,6 +187,9 @@ pub enum LaunchError {
     /// The server failed while running.
     #[error("server error: {0}")]
     Serve(std::io::Error),
+    /// An `idempotency inspect|evict` command could not run.
+    #[error("idempotency command: {0}")]
+    KeyAdmin(String),
 }
 
 /// A built app.
@@ -194,6 +197,9 @@ pub(crate) struct Launched {
     pub(crate) router: Router,
     /// `/actuator/*` when `[actuator] port` serves it apart from the app.
     pub(crate) actuator: Option<Router>,
+    /// The store of the idempotency layer, when it is on: the one key
+    /// administration works on.
+    pub(crate) idempotency_store: Option<Arc<dyn autumn_idempotency::IdempotencyStore>>,
     pub(crate) config: AutumnConfig,
     pub(crate) startup: Startup,
 }
@@ -595,6 +601,7 @@ impl AppBuilder {
         Ok(Launched {
             router,
             actuator,
+            idempotency_store: metrics.idempotency_store.clone(),
             config,
             startup,
         })
@@ -612,7 +619,15 @@ fn actuator_routes(
 ) -> Option<Router> {
     let settings = &config.actuator;
     settings.enabled.then(|| {
-        let routes = actuator::routes(metrics, health);
+        let admin = &config.idempotency.admin;
+        let store = metrics
+            .idempotency_store
+            .clone()
+            .filter(|_| admin.is_enabled(config.profile.is_production()));
+        let mut routes = actuator::routes(metrics, health);
+        if let Some(store) = store {
+            routes = routes.merge(crate::key_admin::routes(store, admin.token.as_deref()));
+        }
         match settings.port {
             Some(_) => routes.layer(crate::telemetry::RequestLogLayer::new(
                 config.log.access_log,

@@ -33,6 +33,12 @@ impl AppBuilder {
     /// [`LaunchError`] when the configuration or routes are invalid, the
     /// address cannot be bound, or the server fails.
     pub async fn try_run(self) -> Result<(), LaunchError> {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        if let Some((first, rest)) = args.split_first()
+            && first == crate::key_admin::COMMAND
+        {
+            return self.run_key_admin(rest).await;
+        }
         let launched = self.launch()?;
         launched.startup.check().await?;
         launched.startup.warm().await;
@@ -79,6 +85,36 @@ impl AppBuilder {
         let launched = self.launch()?;
         launched.startup.check().await?;
         serve_launched(launched, listener, shutdown).await
+    }
+}
+
+impl AppBuilder {
+    /// `my-app idempotency inspect|evict ...`: the app's configuration and
+    /// store, one key looked up or evicted, the outcome printed as JSON on
+    /// standard output; no server.
+    async fn run_key_admin(self, args: &[String]) -> Result<(), LaunchError> {
+        let command = crate::key_admin::Command::parse(args).map_err(LaunchError::KeyAdmin)?;
+        let launched = self.launch()?;
+        let config = &launched.config;
+        if !config
+            .idempotency
+            .admin
+            .is_enabled(config.profile.is_production())
+        {
+            return Err(LaunchError::KeyAdmin(format!(
+                "key administration is off under profile `{}`; set idempotency.admin.enabled = true (AUTUMN_IDEMPOTENCY__ADMIN__ENABLED) to allow it",
+                config.profile
+            )));
+        }
+        let Some(store) = launched.idempotency_store.clone() else {
+            return Err(LaunchError::KeyAdmin(
+                "the app has no idempotency store (idempotency.enabled = false)".to_owned(),
+            ));
+        };
+        launched.startup.check().await?;
+        let outcome = command.run(&*store).await.map_err(LaunchError::KeyAdmin)?;
+        println!("{outcome}");
+        Ok(())
     }
 }
 

@@ -59,9 +59,9 @@ pub use error::ConfigError;
 pub use sections::{
     ActuatorConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, FingerprintMode, HEALTH_COMPONENTS,
-    HeadersConfig, IdempotencyConfig, LogConfig, LogFormat, MIN_HEADER_BYTES, MemoryConfig,
-    REFERRER_POLICIES, RedisConfig, SecurityConfig, ServerConfig, SessionConfig, StaticConfig,
-    SubmitTokenConfig, TenancyConfig, TenantStrategy, TimeoutsConfig,
+    HeadersConfig, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, LogFormat,
+    MIN_HEADER_BYTES, MemoryConfig, REFERRER_POLICIES, RedisConfig, SecurityConfig, ServerConfig,
+    SessionConfig, StaticConfig, SubmitTokenConfig, TenancyConfig, TenantStrategy, TimeoutsConfig,
 };
 
 use load::Layers;

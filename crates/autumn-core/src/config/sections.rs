@@ -318,6 +318,40 @@ pub struct IdempotencyConfig {
     pub memory: MemoryConfig,
     /// `[idempotency.redis]`: the Redis backend's connection.
     pub redis: RedisConfig,
+    /// `[idempotency.admin]`: inspecting and evicting keys.
+    pub admin: IdempotencyAdminConfig,
+}
+
+/// `[idempotency.admin]`: key administration, at
+/// `/actuator/idempotency/keys/{storage_key}` and through the app binary's
+/// `idempotency inspect|evict` command.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct IdempotencyAdminConfig {
+    /// Whether keys can be inspected and evicted; unset: yes, except under
+    /// a production profile.
+    pub enabled: Option<bool>,
+    /// The bearer token the actuator endpoint asks for; required in
+    /// production. Unset outside production: the endpoint asks for none.
+    pub token: Option<String>,
+}
+
+impl IdempotencyAdminConfig {
+    /// Whether key administration is on under a profile that is production
+    /// or not: off in production unless `enabled = true`.
+    ///
+    /// ```
+    /// use autumn_core::config::AutumnConfig;
+    ///
+    /// let config = AutumnConfig::default();
+    /// assert!(config.idempotency.admin.is_enabled(false));
+    /// assert!(!config.idempotency.admin.is_enabled(true));
+    /// ```
+    #[must_use]
+    pub fn is_enabled(&self, production: bool) -> bool {
+        self.enabled.unwrap_or(!production)
+    }
 }
 
 /// What an idempotency fingerprint covers (`idempotency.fingerprint`).
@@ -362,6 +396,7 @@ impl Default for IdempotencyConfig {
             expiry_header: false,
             memory: MemoryConfig::default(),
             redis: RedisConfig::default(),
+            admin: IdempotencyAdminConfig::default(),
         }
     }
 }
@@ -418,6 +453,12 @@ impl IdempotencyConfig {
             });
         }
         policy
+    }
+
+    /// How long a duplicate waits for the first run (`in_flight_wait_ms`).
+    #[must_use]
+    pub fn in_flight_wait(&self) -> Duration {
+        Duration::from_millis(self.in_flight_wait_ms)
     }
 }
 

@@ -6,9 +6,9 @@ use toml::Value;
 
 use super::{
     ActuatorConfig, AutumnConfig, CompressionConfig, CorsConfig, CrossOriginConfig, DatabaseConfig,
-    HeadersConfig, IdempotencyConfig, LogConfig, MemoryConfig, RedisConfig, SecurityConfig,
-    ServerConfig, SessionConfig, Setting, Source, StaticConfig, SubmitTokenConfig, TenancyConfig,
-    TimeoutsConfig,
+    HeadersConfig, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, MemoryConfig, RedisConfig,
+    SecurityConfig, ServerConfig, SessionConfig, Setting, Source, StaticConfig, SubmitTokenConfig,
+    TenancyConfig, TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -106,6 +106,7 @@ impl AutumnConfig {
             backend,
             ttl_secs,
             in_flight_ttl_secs,
+            in_flight_wait_ms,
             allow_memory_in_production,
             max_body_bytes,
             max_record_bytes,
@@ -113,16 +114,17 @@ impl AutumnConfig {
             fingerprint,
             fingerprint_ignore,
             fingerprint_only,
-            in_flight_wait_ms,
             docs_url,
             expiry_header,
             memory,
             redis,
+            admin,
         } = idempotency;
         out.plain("idempotency.enabled", enabled);
         out.string("idempotency.backend", backend.as_str());
         out.plain("idempotency.ttl_secs", ttl_secs);
         out.plain("idempotency.in_flight_ttl_secs", in_flight_ttl_secs);
+        out.plain("idempotency.in_flight_wait_ms", in_flight_wait_ms);
         out.plain(
             "idempotency.allow_memory_in_production",
             allow_memory_in_production,
@@ -133,7 +135,6 @@ impl AutumnConfig {
         out.string("idempotency.fingerprint", fingerprint.as_str());
         out.strings("idempotency.fingerprint_ignore", fingerprint_ignore);
         out.strings("idempotency.fingerprint_only", fingerprint_only);
-        out.plain("idempotency.in_flight_wait_ms", in_flight_wait_ms);
         out.optional_string("idempotency.docs_url", docs_url.as_deref());
         out.plain("idempotency.expiry_header", expiry_header);
         let MemoryConfig {
@@ -145,6 +146,13 @@ impl AutumnConfig {
         let RedisConfig { url, key_prefix } = redis;
         out.optional_string("idempotency.redis.url", url.as_deref());
         out.string("idempotency.redis.key_prefix", key_prefix);
+        let IdempotencyAdminConfig { enabled, token } = admin;
+        out.optional_string(
+            "idempotency.admin.enabled",
+            enabled.map(|on| if on { "true" } else { "false" }),
+        );
+        // The token is a credential: only whether it is set is shown.
+        out.optional_string("idempotency.admin.token", token.as_ref().map(|_| "(set)"));
 
         let SecurityConfig {
             cross_origin,

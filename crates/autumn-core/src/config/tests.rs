@@ -105,6 +105,7 @@ fn defaults_without_files_or_env() {
             backend: Backend::Memory,
             ttl_secs: 86_400,
             in_flight_ttl_secs: 60,
+            in_flight_wait_ms: 0,
             allow_memory_in_production: false,
             max_body_bytes: 2_097_152,
             max_record_bytes: 1_048_576,
@@ -123,6 +124,7 @@ fn defaults_without_files_or_env() {
                 url: None,
                 key_prefix: "autumn:idempotency".to_owned(),
             },
+            admin: IdempotencyAdminConfig::default(),
         },
         security: SecurityConfig {
             cross_origin: CrossOriginConfig {
@@ -813,10 +815,14 @@ fn profile_is_production() {
 #[test]
 fn convenience_methods() {
     let config = AutumnConfig::from_toml_str(
-        "[idempotency]\nbackend = \"redis\"\nttl_secs = 30\nin_flight_ttl_secs = 5\n",
+        "[idempotency]\nbackend = \"redis\"\nttl_secs = 30\nin_flight_ttl_secs = 5\nin_flight_wait_ms = 1500\n",
     )
     .expect("inline TOML should load");
     assert_eq!(config.idempotency.ttl(), Duration::from_secs(30));
+    assert_eq!(
+        config.idempotency.in_flight_wait(),
+        Duration::from_millis(1500)
+    );
     assert_eq!(config.idempotency.in_flight_ttl(), Duration::from_secs(5));
     assert_eq!(
         config.server.request_timeout(),
@@ -963,6 +969,7 @@ fn effective_settings_cover_every_key() {
         backend = "database"
         ttl_secs = 5
         in_flight_ttl_secs = 6
+        in_flight_wait_ms = 15
         allow_memory_in_production = true
         max_body_bytes = 7
         max_record_bytes = 12
@@ -979,6 +986,9 @@ fn effective_settings_cover_every_key() {
         [idempotency.redis]
         url = "redis://r"
         key_prefix = "p"
+        [idempotency.admin]
+        enabled = true
+        token = "0123456789abcdef"
         [security.cross_origin]
         enabled = false
         trusted_origins = ["https://a.example"]
@@ -1027,10 +1037,14 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 71);
+    assert_eq!(settings.len(), 73);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
+        assert!(
+            !setting.value.contains("0123456789abcdef"),
+            "a credential is shown: {setting}"
+        );
     }
     assert_eq!(
         config

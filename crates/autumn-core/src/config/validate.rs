@@ -28,7 +28,14 @@ impl AutumnConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         const LOCK: &str = "must be at least 1: a lock that lapses at once lets two overlapping duplicates both run the handler";
         const RECORD: &str = "must be at least 1: a record that expires at once is never replayed";
-        let checks: [(&'static str, bool, &str); 10] = [
+        let admin = &self.idempotency.admin;
+        let checks: [(&'static str, bool, &str); 11] = [
+            (
+                "idempotency.admin.token",
+                !(self.profile.is_production() && admin.enabled == Some(true))
+                    || admin.token.as_ref().is_some_and(|t| t.len() >= 16),
+                "must be set (at least 16 characters) when idempotency.admin.enabled is true in production: anyone who reaches the actuator could evict keys and run handlers twice",
+            ),
             (
                 "idempotency.ttl_secs",
                 self.idempotency.ttl_secs >= 1,

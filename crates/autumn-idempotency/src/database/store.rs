@@ -23,7 +23,7 @@ use super::{DbConnection, DbError, DbPool};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
 use crate::store::{
-    Claim, IdempotencyFuture, IdempotencyStore, StoreError, StoreOperation, check_ttl,
+    Claim, IdempotencyFuture, IdempotencyStore, KeyState, StoreError, StoreOperation, check_ttl,
 };
 
 /// An [`IdempotencyStore`] in the app database, shared by every replica that
@@ -79,6 +79,9 @@ struct Acquired {
 
 const GET: &str = "SELECT lock_expires_at, record, body_hash, record_expires_at \
      FROM autumn_idempotency_keys WHERE storage_key = $1";
+
+/// $1 key. The whole row: its lock, its record and its recovery point.
+const EVICT: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key = $1";
 
 /// $1 key, $2 owner, $3 now, $4 lock deadline.
 const TRY_LOCK: &str = "INSERT INTO autumn_idempotency_keys (storage_key, lock_owner, lock_expires_at) \
@@ -427,6 +430,53 @@ impl IdempotencyStore for DbIdempotencyStore {
                 Some(row) => self.entry(row, now),
                 None => Ok(None),
             }
+        })
+    }
+
+    /// The row [`get`](Self::get) reads, keeping its deadlines.
+    fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
+        Box::pin(async move {
+            let now = self.now();
+            let rows: Vec<Row> = on_backend!(self.conn().await?, |conn, sql| {
+                diesel::sql_query(sql(GET))
+                    .bind::<Text, _>(key)
+                    .cached()
+                    .load(conn)
+                    .await
+                    .map_err(query_error)?
+            });
+            let Some(row) = rows.into_iter().next() else {
+                return Ok(None);
+            };
+            let at = |millis: i64| u64::try_from(millis).unwrap_or_default();
+            let mut state = KeyState::default();
+            if let Some(expires) = row.lock_expires_at.filter(|&at| at > now) {
+                state = state.locked_until(Some(at(expires)));
+            }
+            if let (Some(record), Some(_), Some(expires)) = (
+                row.record,
+                row.body_hash,
+                row.record_expires_at.filter(|&at| at > now),
+            ) {
+                let record = IdempotencyRecord::decode(&record).map_err(StoreError::new)?;
+                state = state.recorded(record, Some(at(expires)));
+            }
+            Ok((state.locked || state.record.is_some()).then_some(state))
+        })
+    }
+
+    /// Deletes the key's row, recovery point included.
+    fn evict<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, bool> {
+        Box::pin(async move {
+            on_backend!(self.conn().await?, |conn, sql| {
+                diesel::sql_query(sql(EVICT))
+                    .bind::<Text, _>(key)
+                    .cached()
+                    .execute(conn)
+                    .await
+                    .map(|rows| rows > 0)
+                    .map_err(query_error)
+            })
         })
     }
 

@@ -37,6 +37,7 @@ pub(crate) struct Settings {
     pub(crate) store: Arc<dyn IdempotencyStore>,
     pub(crate) ttl: Duration,
     pub(crate) in_flight_ttl: Duration,
+    pub(crate) in_flight_wait: Duration,
     pub(crate) max_body_bytes: usize,
     pub(crate) max_record_bytes: usize,
     pub(crate) mode: ReplayMode,
@@ -52,6 +53,7 @@ impl std::fmt::Debug for IdempotencyLayer {
         f.debug_struct("IdempotencyLayer")
             .field("ttl", &self.settings.ttl)
             .field("in_flight_ttl", &self.settings.in_flight_ttl)
+            .field("in_flight_wait", &self.settings.in_flight_wait)
             .field("max_body_bytes", &self.settings.max_body_bytes)
             .field("max_record_bytes", &self.settings.max_record_bytes)
             .field("mode", &self.settings.mode)
@@ -100,6 +102,7 @@ impl IdempotencyLayer {
                 store,
                 ttl: DEFAULT_TTL,
                 in_flight_ttl: DEFAULT_IN_FLIGHT_TTL,
+                in_flight_wait: Duration::ZERO,
                 max_body_bytes: DEFAULT_MAX_BODY_BYTES,
                 max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
                 mode: ReplayMode::Direct,
@@ -159,6 +162,29 @@ impl IdempotencyLayer {
         self.map(|s| s.in_flight_ttl = ttl)
     }
 
+    /// How long a duplicate that arrives while the first request with its
+    /// key still runs waits for it: it then gets the first one's response as
+    /// a replay (or runs, when the first failed and released the key). Past
+    /// the wait, or at once with zero (the default), it gets 409 with
+    /// `Retry-After`.
+    ///
+    /// The waiter claims the key again when the store says the lock went
+    /// (the memory store) or after an exponential backoff of 10 ms up to
+    /// 250 ms (shared stores): a handful of store calls, not a steady poll.
+    /// The wait is measured on the [clock](Self::with_clock).
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore};
+    ///
+    /// let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(3600)));
+    /// let layer = IdempotencyLayer::new(store).with_in_flight_wait(Duration::from_secs(5));
+    /// ```
+    #[must_use]
+    pub fn with_in_flight_wait(self, wait: Duration) -> Self {
+        self.map(|s| s.in_flight_wait = wait)
+    }
+
     /// The largest request body buffered to fingerprint it; larger bodies get
     /// 413 before the handler runs.
     #[must_use]
@@ -191,7 +217,9 @@ impl IdempotencyLayer {
     }
 
     /// The clock used to decide when the lock needs renewing before the
-    /// handler starts.
+    /// handler starts, and when a duplicate's
+    /// [in-flight wait](Self::with_in_flight_wait) is over (a test ends it by
+    /// moving a [`ManualClock`](crate::clock::ManualClock)).
     #[must_use]
     pub fn with_clock(self, clock: SharedClock) -> Self {
         self.map(|s| s.clock = clock)
@@ -244,15 +272,15 @@ impl IdempotencyLayer {
             if let Some(ttl) = policy.in_flight_ttl {
                 s.in_flight_ttl = ttl;
             }
+            if let Some(wait) = policy.in_flight_wait {
+                s.in_flight_wait = wait;
+            }
             let resolved = &mut s.policy;
             if let Some(key) = policy.key {
                 resolved.require_key = key == KeyRequirement::Required;
             }
             if policy.fingerprint.is_some() {
                 resolved.json = json.map(Arc::new);
-            }
-            if let Some(wait) = policy.in_flight_wait {
-                resolved.in_flight_wait = Some(wait);
             }
             if docs.is_some() {
                 resolved.docs = docs;
@@ -282,6 +310,17 @@ impl IdempotencyLayer {
     /// The counters this layer counts into.
     pub fn metrics(&self) -> &Arc<IdempotencyMetrics> {
         &self.settings.metrics
+    }
+}
+
+impl Settings {
+    /// How long a duplicate of this request waits for the first run: read per
+    /// request, so a route's own policy in the extensions can override the
+    /// layer's setting here.
+    pub(crate) fn in_flight_wait_for(&self, _extensions: &http::Extensions) -> Duration {
+        // The route's policy, app-wide one included, is already folded in
+        // by `with_policy`.
+        self.in_flight_wait
     }
 }
 

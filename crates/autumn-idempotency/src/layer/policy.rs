@@ -299,9 +299,6 @@ pub(crate) struct DocsLink {
 pub(crate) struct Resolved {
     pub(crate) require_key: bool,
     pub(crate) json: Option<Arc<JsonRule>>,
-    /// How long a retry of an in-flight key may wait for the first run
-    /// (read where `service.rs` answers `Claim::InFlight`).
-    pub(crate) in_flight_wait: Option<Duration>,
     pub(crate) docs: Option<DocsLink>,
     pub(crate) expiry_header: bool,
     /// Name the first differing field in a 422 (the dev profile).

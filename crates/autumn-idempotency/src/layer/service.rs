@@ -7,7 +7,8 @@
 //! ```text
 //! buffer body (413) -> storage key + fingerprint -> claim
 //!    |- store error                  -> 503 (lookup) or 409 (lock); handler not run
-//!    |- InFlight                     -> 409 + Retry-After: 1
+//!    |- InFlight                     -> wait up to in_flight_wait and claim again
+//!    |                                  (wait.rs), else 409 + Retry-After: 1
 //!    |- Completed, other fingerprint -> 422 (compared in the version the
 //!    |                                  record's fingerprint was made with)
 //!    |- Completed, same fingerprint  -> OpaqueCaller in the extensions: 409
@@ -52,7 +53,7 @@ use crate::context::{
     OptedIntoReplayThroughInner, PassedReplayLayer, PendingReplay, ReplayRefused, Replayed,
     carries_forwarded,
 };
-use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
+use crate::detach::{Guarded, Step, is_mutating, settle};
 use crate::finalize::FinalizeHook;
 use crate::fingerprint::{self, Comparison};
 use crate::first_run::{
@@ -67,6 +68,7 @@ use crate::problem::IdempotencyRejection;
 use crate::record::IdempotencyRecord;
 use crate::rescope::ScopeAfterRun;
 use crate::store::{Claim, StoreError, StoreErrorKind, StoreOperation};
+use crate::wait::{Claimed, claim_or_wait};
 
 /// Middleware that runs a mutating request at most once per `Idempotency-Key`.
 /// See the [module docs](crate::layer).
@@ -213,23 +215,27 @@ where
         let fingerprint = fingerprint::fingerprint(json, method, path, content_type, &body);
         let owner = new_owner();
 
-        let store = &settings.store;
-        let locked_at = settings.clock.now_millis();
-        // Dropped unsettled (the request went away mid-claim, or the claim
-        // failed after the store may have locked), it releases the lock.
-        let pending = PendingClaim::new(store, &storage_key, &owner);
-        let claim = store
-            .claim(&storage_key, &owner, settings.in_flight_ttl)
-            .await;
-        let claim = match claim {
-            Ok(claim) => claim,
+        let wait = settings.in_flight_wait_for(&parts.extensions);
+        let claimed = claim_or_wait(
+            &settings.store,
+            &storage_key,
+            &owner,
+            settings.in_flight_ttl,
+            &settings.clock,
+            wait,
+        )
+        .await;
+        let Claimed {
+            claim,
+            sent_at: locked_at,
+            waited,
+        } = match claimed {
+            Ok(claimed) => claimed,
             Err(error) => {
-                drop(pending);
                 tracing::warn!(idempotency.key = %key_str(&key), %error, "idempotency store failed; not running the handler");
                 return Step::Respond(store_failure(&settings, &error));
             }
         };
-        pending.settled();
         match claim {
             Claim::Acquired => {}
             Claim::InFlight => {
@@ -237,6 +243,7 @@ where
                 tracing::debug!(
                     idempotency.key = %key_str(&key),
                     idempotency.replayed = false,
+                    idempotency.waited = waited,
                     "idempotency key in flight"
                 );
                 return Step::Respond(IdempotencyRejection::InFlight.into_response());

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{Claim, IdempotencyFuture, IdempotencyStore, StoreError, StoreOperation};
+use super::{Claim, IdempotencyFuture, IdempotencyStore, KeyState, StoreError, StoreOperation};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::metrics::StoreSize;
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
@@ -27,6 +27,10 @@ const SWEEP_INTERVAL_MAX: Duration = Duration::from_secs(60);
 /// a new key is refused, at most once per this interval: a store full of
 /// live entries would otherwise be walked whole on every refused request.
 const ROOM_SWEEP_GAP_MILLIS: u64 = 1_000;
+/// The longest a waiting duplicate sleeps without looking at the clock: a
+/// wait measured on a clock that jumps (a test's manual clock, a corrected
+/// wall clock) still ends within this of its deadline.
+const RECHECK: Duration = Duration::from_secs(1);
 
 /// An [`IdempotencyStore`] in this process's memory.
 ///
@@ -70,6 +74,12 @@ pub struct MemoryIdempotencyStore {
     /// The earliest time (app clock, ms) a full store sweeps every shard
     /// again.
     next_room_sweep: AtomicU64,
+    /// Wakes the duplicates waiting for a lock to go (see
+    /// [`IdempotencyStore::wait_for_release`]); told only while
+    /// `waiting` says someone listens, so a finish nobody waits for costs
+    /// one atomic load.
+    released: tokio::sync::Notify,
+    waiting: AtomicUsize,
 }
 
 /// What the map is keyed by: a 128-bit hash of the storage key under two
@@ -226,6 +236,8 @@ impl MemoryIdempotencyStore {
             entries: AtomicUsize::new(0),
             record_bytes: AtomicUsize::new(0),
             next_room_sweep: AtomicU64::new(0),
+            released: tokio::sync::Notify::new(),
+            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -507,6 +519,10 @@ impl MemoryIdempotencyStore {
             self.forget(0, replaced);
             Some(true)
         });
+        // A record answers a waiting duplicate whether or not the lock went.
+        if written == Some(true) {
+            self.wake_waiters();
+        }
         written.ok_or_else(|| self.full(StoreOperation::Set))
     }
 
@@ -562,7 +578,8 @@ impl MemoryIdempotencyStore {
         let Some(slot) = shard.slots.get_mut(&key) else {
             return;
         };
-        if slot.lock.as_ref().is_some_and(|l| l.owner_tag == tag) {
+        let released = slot.lock.as_ref().is_some_and(|l| l.owner_tag == tag);
+        if released {
             slot.lock = None;
         }
         if slot.is_dead(now) {
@@ -570,6 +587,51 @@ impl MemoryIdempotencyStore {
             shard.slots.remove(&key);
             self.forget(1, bytes);
         }
+        drop(shard);
+        if released {
+            self.wake_waiters();
+        }
+    }
+
+    /// Wakes every duplicate waiting for a release, if any waits.
+    fn wake_waiters(&self) {
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.released.notify_waiters();
+        }
+    }
+
+    fn inspect_now(&self, key: &str) -> Result<Option<KeyState>, StoreError> {
+        let key = self.map_key(key);
+        let now = self.clock.now_millis();
+        let (lock, record) = {
+            let shard = self.shard(&key);
+            let Some(slot) = shard.slots.get(&key) else {
+                return Ok(None);
+            };
+            (
+                slot.live_lock(now).map(|lock| lock.expires),
+                slot.live_record(now)
+                    .map(|stored| (Found::of(stored), stored.expires)),
+            )
+        };
+        let mut state = KeyState::default();
+        if lock.is_some() {
+            state = state.locked_until(lock);
+        }
+        if let Some((found, expires)) = record {
+            state = state.recorded(found.decode()?.0, Some(expires));
+        }
+        Ok((state.locked || state.record.is_some()).then_some(state))
+    }
+
+    /// Whether a live lock is held on `key`.
+    fn is_locked_now(&self, key: &str) -> bool {
+        let key = self.map_key(key);
+        let now = self.clock.now_millis();
+        self.shard(&key)
+            .slots
+            .get(&key)
+            .is_some_and(|slot| slot.live_lock(now).is_some())
     }
 
     fn renew_now(&self, key: &str, owner: &str, ttl: Duration) -> bool {
@@ -722,6 +784,49 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         answer_result(self.set_now(key, owner, record, fingerprint, ttl, true))
     }
 
+    /// Woken as soon as the lock on any key goes (a release or a record),
+    /// so a waiter claims again at once, with no claims in between. In one
+    /// process every run that ends releases its lock (a panic or a dropped
+    /// request too), so only the waiter's own deadline needs a timer: it
+    /// looks at the clock again at least once a second.
+    fn wait_for_release<'a>(
+        &'a self,
+        key: &'a str,
+        _attempt: u32,
+        limit: Duration,
+    ) -> IdempotencyFuture<'a, ()> {
+        Box::pin(async move {
+            let _listening = Listening::on(&self.waiting);
+            // Made before the lock is looked at: a release after the look
+            // wakes it even before it is first polled.
+            let released = self.released.notified();
+            if !self.is_locked_now(key) {
+                return Ok(());
+            }
+            tokio::select! {
+                () = released => {}
+                () = tokio::time::sleep(limit.min(RECHECK)) => {}
+            }
+            Ok(())
+        })
+    }
+
+    fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
+        Box::pin(std::future::ready(self.inspect_now(key)))
+    }
+
+    fn evict<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, bool> {
+        let key = self.map_key(key);
+        let removed = self.shard(&key).slots.remove(&key);
+        let evicted = removed.is_some();
+        if let Some(slot) = removed {
+            self.forget(1, slot.record_bytes());
+            // Its waiters find the key free and run.
+            self.wake_waiters();
+        }
+        answer_bool(evicted)
+    }
+
     fn size(&self) -> Option<StoreSize> {
         let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
         Some(StoreSize {
@@ -730,5 +835,22 @@ impl IdempotencyStore for MemoryIdempotencyStore {
             max_entries: Some(wide(self.max_entries)),
             max_bytes: Some(wide(self.max_bytes)),
         })
+    }
+}
+
+/// One duplicate counted in [`MemoryIdempotencyStore::waiting`] while it
+/// waits, however its wait ends (woken, timed out, or dropped).
+struct Listening<'a>(&'a AtomicUsize);
+
+impl<'a> Listening<'a> {
+    fn on(waiting: &'a AtomicUsize) -> Self {
+        waiting.fetch_add(1, Ordering::SeqCst);
+        Self(waiting)
+    }
+}
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }

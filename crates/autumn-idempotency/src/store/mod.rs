@@ -16,12 +16,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+pub use crate::wait::backoff;
 pub use memory::MemoryIdempotencyStore;
 #[cfg(feature = "redis")]
 pub use redis_connection::RedisConnection;
 #[cfg(feature = "redis")]
 pub use redis_store::RedisIdempotencyStore;
 
+pub use crate::admin::KeyState;
 use crate::metrics::StoreSize;
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
 
@@ -137,6 +139,63 @@ pub trait IdempotencyStore: Send + Sync + 'static {
                     .map_err(|e| e.during(StoreOperation::Unlock))?;
             }
             Ok(stored)
+        })
+    }
+
+    /// Waits until the lock on `key` may have been released, at most
+    /// `limit`: a duplicate that found the key in flight calls this between
+    /// two claims while it waits for the first run's outcome. `attempt`
+    /// counts the waits so far (0 the first time).
+    ///
+    /// Returning early is always safe (the caller claims again); returning
+    /// late only delays the duplicate. The default sleeps
+    /// [`backoff(attempt)`](backoff) (10 ms doubling to 250 ms), so a waiter
+    /// costs a few claims instead of a steady poll; the memory store wakes its
+    /// waiters as soon as a lock goes. A store that can be told of a release
+    /// (a notification) may override it.
+    fn wait_for_release<'a>(
+        &'a self,
+        key: &'a str,
+        attempt: u32,
+        limit: Duration,
+    ) -> IdempotencyFuture<'a, ()> {
+        let _ = key;
+        Box::pin(async move {
+            tokio::time::sleep(backoff(attempt).min(limit)).await;
+            Ok(())
+        })
+    }
+
+    /// What is held under `key`, for an operator: the lock's and the
+    /// record's deadlines where the store keeps them. `None` when nothing
+    /// live is there. The default reads [`get`](Self::get), which knows no
+    /// deadlines.
+    fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
+        Box::pin(async move {
+            let Some(entry) = self.get(key).await? else {
+                return Ok(None);
+            };
+            let mut state = KeyState::default();
+            if entry.is_locked() {
+                state = state.locked_until(None);
+            }
+            if let Some((record, _)) = entry.into_record() {
+                state = state.recorded(record, None);
+            }
+            Ok(Some(state))
+        })
+    }
+
+    /// Removes the record and the lock under `key`, whoever holds them: an
+    /// operator's tool for a stuck lock or a record that must not be
+    /// replayed. `true` when something was there. The default refuses: a
+    /// store must say how it removes a key.
+    fn evict<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, bool> {
+        let _ = key;
+        Box::pin(async {
+            Err(StoreError::new(
+                "this idempotency store does not implement evict",
+            ))
         })
     }
 

@@ -26,7 +26,7 @@ use std::time::Duration;
 use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 
 use super::redis_connection::RedisConnection;
-use super::{Claim, IdempotencyFuture, IdempotencyStore, StoreError, StoreOperation};
+use super::{Claim, IdempotencyFuture, IdempotencyStore, KeyState, StoreError, StoreOperation};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
 /// No lock or record outlives this (100 years): it keeps every deadline
@@ -451,6 +451,54 @@ impl IdempotencyStore for RedisIdempotencyStore {
                 ));
             }
             Ok(locked.then(IdempotencyEntry::in_flight))
+        })
+    }
+
+    /// One `HMGET`, as [`get`](Self::get), keeping the deadlines.
+    fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
+        Box::pin(async move {
+            let redis_key = self.redis_key(key);
+            let redis_key = &redis_key;
+            let (lock_deadline, record_deadline, record, fingerprint): Fields = self
+                .connection
+                .run(|mut connection| async move {
+                    redis::cmd("HMGET")
+                        .arg(redis_key)
+                        .arg(&["le", "re", "r", "h"])
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await
+                .map_err(|error| StoreError::new(error).during(StoreOperation::Get))?;
+            let now = self.now();
+            let mut state = KeyState::default();
+            if let Some(deadline) = lock_deadline.filter(|&d| d > now) {
+                state = state.locked_until(Some(deadline));
+            }
+            if let Some(deadline) = record_deadline.filter(|&d| d > now) {
+                let (record, _) = decode(record, fingerprint)?;
+                state = state.recorded(record, Some(deadline));
+            }
+            Ok((state.locked || state.record.is_some()).then_some(state))
+        })
+    }
+
+    /// `DEL` of the key's one hash.
+    fn evict<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, bool> {
+        Box::pin(async move {
+            let redis_key = self.redis_key(key);
+            let redis_key = &redis_key;
+            let removed: u64 = self
+                .connection
+                .run(|mut connection| async move {
+                    redis::cmd("DEL")
+                        .arg(redis_key)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await
+                .map_err(StoreError::new)?;
+            Ok(removed > 0)
         })
     }
 

@@ -159,6 +159,108 @@ pub(crate) fn urlencoded(body: &[u8], field: &str) -> Result<Option<String>, Sca
     Ok(found)
 }
 
+/// Decodes a form name as the form extractor does (`form_urlencoded`): `+`
+/// is a space, `%` and two hex digits a byte, and any other `%` itself.
+fn lenient_decode(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(input.len());
+    let mut at = 0;
+    while let Some(&b) = input.get(at) {
+        at += 1;
+        match b {
+            b'+' => out.push(b' '),
+            b'%' => match (
+                input.get(at).copied().and_then(hex),
+                input.get(at + 1).copied().and_then(hex),
+            ) {
+                (Some(high), Some(low)) => {
+                    out.push(high << 4 | low);
+                    at += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            _ => out.push(b),
+        }
+    }
+    out
+}
+
+/// Watches the names of an urlencoded body as it streams by, in pieces cut
+/// anywhere, for one that the form extractor would read as the token field.
+///
+/// It decides whether a body carries the field at all: one that does is
+/// checked (strictly, whole); one that does not passes on untouched, bad
+/// escapes and all, as if no layer were there. Only the name being read is
+/// kept, and no more of it than could still decode to the field.
+#[derive(Debug)]
+pub(crate) struct UrlencodedNames {
+    field: Box<[u8]>,
+    /// The raw bytes of the name being read.
+    name: Vec<u8>,
+    /// Reading a name (not a value).
+    in_name: bool,
+    /// The name being read is longer than any spelling of the field.
+    too_long: bool,
+    found: bool,
+}
+
+impl UrlencodedNames {
+    pub(crate) fn new(field: &str) -> Self {
+        Self {
+            field: field.as_bytes().into(),
+            name: Vec::new(),
+            in_name: true,
+            too_long: false,
+            found: false,
+        }
+    }
+
+    /// Whether a whole name seen so far is the field's.
+    pub(crate) fn found(&self) -> bool {
+        self.found
+    }
+
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            match b {
+                b'&' => {
+                    self.end_name();
+                    self.in_name = true;
+                }
+                b'=' if self.in_name => {
+                    self.end_name();
+                    self.in_name = false;
+                }
+                _ if self.in_name && !self.too_long => {
+                    // Every byte of the field takes at most three (`%XX`).
+                    if self.name.len() >= self.field.len() * 3 {
+                        self.too_long = true;
+                        self.name.clear();
+                    } else {
+                        self.name.push(b);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The body ended: the name being read, if any, is whole. Whether the
+    /// body named the field.
+    pub(crate) fn finish(&mut self) -> bool {
+        self.end_name();
+        self.found
+    }
+
+    fn end_name(&mut self) {
+        if self.in_name && !self.too_long && lenient_decode(&self.name) == *self.field {
+            self.found = true;
+        }
+        self.in_name = false;
+        self.too_long = false;
+        self.name.clear();
+    }
+}
+
 /// The longest header block of a part the scanner reads.
 const MAX_PART_HEADERS: usize = 8 * 1024;
 
@@ -540,6 +642,36 @@ mod tests {
         );
     }
 
+    fn names(body: &[u8], chunk: usize) -> bool {
+        let mut names = UrlencodedNames::new("_submit_token");
+        for piece in body.chunks(chunk.max(1)) {
+            names.feed(piece);
+        }
+        names.finish()
+    }
+
+    #[test]
+    fn urlencoded_names_are_read_as_the_extractor_reads_them() {
+        for chunk in [1, 2, 5, 1000] {
+            assert!(names(b"title=Hi&_submit_token=abc", chunk));
+            assert!(names(b"_submit_token", chunk), "a name without a value");
+            assert!(names(b"_submit%5Ftoken=x", chunk));
+            assert!(
+                names(b"a=%zz&_submit_token=x", chunk),
+                "bad escapes elsewhere"
+            );
+            assert!(names(b"a=b&&_submit_token&", chunk));
+            assert!(!names(b"title=Hi", chunk));
+            assert!(!names(b"title=_submit_token", chunk), "a value is no name");
+            assert!(!names(b"x=1=_submit_token", chunk), "nor is a second '='");
+            assert!(!names(b"_submit_token%zz=x", chunk));
+            assert!(!names(b"_submit_tokens=x", chunk));
+            assert!(!names(b"x_submit_token=x", chunk));
+            assert!(!names(b"title=%zz&note=100%", chunk), "bad escapes pass");
+            assert!(!names(&[b'a'; 5000], chunk), "a long name is not the field");
+        }
+    }
+
     fn part(name: &str, extra: &str, value: &str) -> String {
         format!(
             "--XyZ\r\nContent-Disposition: form-data; name=\"{name}\"{extra}\r\n\r\n{value}\r\n"
@@ -877,6 +1009,32 @@ mod tests {
                         None => prop_assert!(values.is_empty()),
                     }
                 }
+            }
+
+            /// Whether a body names the field is what `form_urlencoded`
+            /// (axum's `Form`) says, for any bytes, cut anywhere.
+            #[test]
+            fn urlencoded_names_agree_with_the_form_extractor(
+                body in prop::collection::vec(
+                    prop_oneof![
+                        Just(b"_submit_token".to_vec()),
+                        Just(b"_submit%5Ftoken".to_vec()),
+                        Just(b"_submit%5".to_vec()),
+                        Just(b"=".to_vec()),
+                        Just(b"&".to_vec()),
+                        Just(b"+".to_vec()),
+                        Just(b"%".to_vec()),
+                        Just(b"%zz".to_vec()),
+                        any::<u8>().prop_map(|b| vec![b]),
+                    ],
+                    0..16,
+                ).prop_map(|pieces| pieces.concat()),
+                chunk in 1usize..8,
+            ) {
+                let pairs: Result<Vec<(String, String)>, _> = serde_urlencoded::from_bytes(&body);
+                prop_assume!(pairs.is_ok());
+                let named = pairs.unwrap_or_default().iter().any(|(name, _)| name == FIELD);
+                prop_assert_eq!(super::names(&body, chunk), named);
             }
 
             #[test]

@@ -5,10 +5,11 @@
 //! content type, outside `exempt_paths`, goes:
 //!
 //! ```text
-//! scan body (400 / 413) -> no field: pass on, body unchanged
+//! scan body (400 / 413) -> no field: pass on, body unchanged (streamed past
+//!                          max_form_bytes, watched for a late field)
 //!                       -> field: storage key (token) + fingerprint (method, path) -> claim
 //!    |- store error                  -> 503 (lookup) or 409 (lock); handler not run
-//!    |- InFlight                     -> wait up to in_flight_wait, else 409 + Retry-After: 1
+//!    |- InFlight                     -> wait up to in_flight_wait (wait.rs), else 409 + Retry-After: 1
 //!    |- Completed, other fingerprint -> 422
 //!    |- Completed, same fingerprint  -> replay + x-submit-token-replayed: true
 //!    `- Acquired                     -> handler, as for a key (see `first_run.rs`): run to
@@ -17,14 +18,17 @@
 //! dropped or failed mid-claim -> the claim's lock released (owner-checked, own task)
 //! ```
 //!
-//! A multipart body larger than the scan limit streams on, watched: a part
-//! naming the field after the scanned prefix fails the body, so the handler
-//! never reads a token it was not guarded by.
+//! Whether a form carries the field decides its fate. An urlencoded body
+//! whose names (read as the form extractor reads them) do not include the
+//! field reaches the route exactly as sent: no 400 for a bad `%` escape, no
+//! 413 past `max_form_bytes`. A body that does name it is checked whole and
+//! strictly, within the limit. A body larger than the scan limit (either
+//! kind) streams on, watched: the field named after the scanned prefix fails
+//! the body, so the handler never reads a token it was not guarded by.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -38,11 +42,10 @@ use tower::Service;
 use super::extract::{Mint, MintSlot};
 use super::future::ResponseFuture;
 use super::layer::Settings;
-use super::scan::{self, FormKind, MultipartScanner, ScanError};
+use super::scan::{self, FormKind, MultipartScanner, ScanError, UrlencodedNames};
 use super::{SUBMIT_TOKEN_REPLAYED, TokenBinding};
 use crate::IdempotencyScope;
-use crate::clock::deadline;
-use crate::detach::{Guarded, PendingClaim, Step, is_mutating, settle};
+use crate::detach::{Guarded, Step, is_mutating, settle};
 use crate::finalize::FinalizeHook;
 use crate::first_run::{
     AfterRun, Guard, Held, Retarget, RouteLabel, call_boxed, run_and_record, token_binding,
@@ -52,10 +55,7 @@ use crate::layer::new_owner;
 use crate::problem::SubmitTokenRejection;
 use crate::rescope::ScopeAfterRun;
 use crate::store::{Claim, StoreErrorKind, StoreOperation};
-
-/// How often a duplicate that waits for the first submission asks the store
-/// whether it finished.
-const IN_FLIGHT_POLL_INTERVAL: Duration = Duration::from_millis(25);
+use crate::wait::claim_or_wait;
 
 /// The service made by [`SubmitTokenLayer`](super::SubmitTokenLayer).
 #[derive(Clone)]
@@ -178,6 +178,42 @@ fn watched(prefix: Bytes, rest: Body, mut scanner: MultipartScanner, field: Arc<
     Body::from_stream(futures_util::stream::once(async move { Ok(prefix) }).chain(rest))
 }
 
+/// The rest of an urlencoded body larger than the scan limit whose scanned
+/// prefix names no token field, passed on as it streams, uncopied. `names`
+/// goes on reading its names; a name that is the field's (a token the layer
+/// never checked, or a second one) fails the stream, so the handler's form
+/// extractor refuses the body instead of reading an unguarded token.
+fn watched_urlencoded(prefix: Bytes, rest: Body, names: UrlencodedNames, field: Arc<str>) -> Body {
+    let late = move || {
+        axum::Error::new(std::io::Error::other(
+            ScanError::Late.into_rejection(&field).to_string(),
+        ))
+    };
+    let rest = futures_util::stream::unfold(
+        (rest.into_data_stream(), Some(names)),
+        move |(mut rest, names)| {
+            let late = late.clone();
+            async move {
+                // None once the stream has failed or ended.
+                let mut names = names?;
+                match rest.next().await {
+                    Some(Ok(chunk)) => {
+                        names.feed(&chunk);
+                        if names.found() {
+                            return Some((Err(late()), (rest, None)));
+                        }
+                        Some((Ok(chunk), (rest, Some(names))))
+                    }
+                    Some(Err(error)) => Some((Err(error), (rest, None))),
+                    None if names.finish() => Some((Err(late()), (rest, None))),
+                    None => None,
+                }
+            }
+        },
+    );
+    Body::from_stream(futures_util::stream::once(async move { Ok(prefix) }).chain(rest))
+}
+
 /// The first phase of a guarded form post: scan the body for the token,
 /// claim it, and either answer (a replay, a refusal) or start the handler.
 async fn guard<S>(
@@ -198,11 +234,25 @@ where
     let (parts, body) = request.into_parts();
     let scanned = match kind {
         FormKind::UrlEncoded => match read_prefix(body, settings.max_form_bytes).await {
-            Ok((_, Some(_))) => Err(ScanError::TooLarge {
-                limit: settings.max_form_bytes,
-            }),
-            Ok((bytes, None)) => {
-                scan::urlencoded(&bytes, &field).map(|token| (token, Body::from(bytes)))
+            Ok((bytes, rest)) => {
+                let mut names = UrlencodedNames::new(&field);
+                names.feed(&bytes);
+                match rest {
+                    // No field: the route gets the body as sent, bad escapes
+                    // and all, as if the layer were not there.
+                    None if !names.finish() => Ok((None, Body::from(bytes))),
+                    // The field: the whole form is read strictly.
+                    None => {
+                        scan::urlencoded(&bytes, &field).map(|token| (token, Body::from(bytes)))
+                    }
+                    // A guarded form too large to check whole.
+                    Some(_) if names.found() => Err(ScanError::TooLarge {
+                        limit: settings.max_form_bytes,
+                    }),
+                    // No field yet in a large body: it streams on, watched
+                    // for one, unbuffered.
+                    Some(rest) => Ok((None, watched_urlencoded(bytes, rest, names, field.clone()))),
+                }
             }
             Err(error) => Err(error),
         },
@@ -287,67 +337,48 @@ where
     let fingerprint = [form, binding].concat();
     let owner = new_owner();
     let route = RouteLabel::of(request.method(), request.uri(), request.extensions());
-    let waiting_until = deadline(settings.clock.now_millis(), settings.in_flight_wait);
-    let store = &settings.store;
-    let mut waiting = false;
-    loop {
-        // Dropped unsettled (the request went away mid-claim, or the claim
-        // failed after the store may have locked), it releases the lock.
-        let pending = PendingClaim::new(store, &storage_key, &owner);
-        let claim = store
-            .claim(&storage_key, &owner, settings.in_flight_ttl)
-            .await;
-        if claim.is_ok() {
-            pending.settled();
-        } else {
-            drop(pending);
+    let claimed = claim_or_wait(
+        &settings.store,
+        &storage_key,
+        &owner,
+        settings.in_flight_ttl,
+        &settings.clock,
+        settings.in_flight_wait,
+    )
+    .await;
+    match claimed.map(|claimed| claimed.claim) {
+        Err(error) => {
+            tracing::warn!(%error, "submit-token store failed; not running the handler");
+            return Step::Respond(match error.operation() {
+                _ if error.kind() == StoreErrorKind::Full => {
+                    SubmitTokenRejection::StoreFull.into_response()
+                }
+                Some(StoreOperation::TryLock | StoreOperation::RenewLock) => conflict(settings),
+                _ => SubmitTokenRejection::StoreUnavailable.into_response(),
+            });
         }
-        match claim {
-            Err(error) => {
-                tracing::warn!(%error, "submit-token store failed; not running the handler");
-                return Step::Respond(match error.operation() {
-                    _ if error.kind() == StoreErrorKind::Full => {
-                        SubmitTokenRejection::StoreFull.into_response()
-                    }
-                    Some(StoreOperation::TryLock | StoreOperation::RenewLock) => conflict(settings),
-                    _ => SubmitTokenRejection::StoreUnavailable.into_response(),
-                });
+        Ok(Claim::Completed {
+            record,
+            fingerprint: recorded,
+        }) => {
+            if let Some(rejection) = mismatch(&recorded, &form, &binding) {
+                return Step::Respond(rejection.into_response());
             }
-            Ok(Claim::Completed {
-                record,
-                fingerprint: recorded,
-            }) => {
-                if let Some(rejection) = mismatch(&recorded, &form, &binding) {
-                    return Step::Respond(rejection.into_response());
-                }
-                settings.metrics.hit();
-                tracing::debug!(
-                    submit_token.replayed = true,
-                    "replaying a submitted form's response"
-                );
-                let mut response = record.to_response();
-                response
-                    .headers_mut()
-                    .insert(SUBMIT_TOKEN_REPLAYED, HeaderValue::from_static("true"));
-                return Step::Respond(response);
-            }
-            Ok(Claim::InFlight) => {
-                if settings.clock.now_millis() >= waiting_until {
-                    return Step::Respond(conflict(settings));
-                }
-                // The duplicate of a double-click: wait for the first, then
-                // answer what it answered (the browser shows the last reply).
-                if !waiting {
-                    waiting = true;
-                    tracing::debug!(
-                        submit_token.waiting = true,
-                        "a duplicate submission waits for the first one to finish"
-                    );
-                }
-                tokio::time::sleep(IN_FLIGHT_POLL_INTERVAL).await;
-            }
-            Ok(Claim::Acquired) => break,
+            settings.metrics.hit();
+            tracing::debug!(
+                submit_token.replayed = true,
+                "replaying a submitted form's response"
+            );
+            let mut response = record.to_response();
+            response
+                .headers_mut()
+                .insert(SUBMIT_TOKEN_REPLAYED, HeaderValue::from_static("true"));
+            return Step::Respond(response);
         }
+        // The duplicate of a double-click waited (up to in_flight_wait) in
+        // vain for the first one to finish.
+        Ok(Claim::InFlight) => return Step::Respond(conflict(settings)),
+        Ok(_) => {}
     }
     settings.metrics.miss();
     // A validation re-render (4xx) releases the token: it may still
@@ -441,7 +472,7 @@ mod tests {
                 let error = read(watch(HEAD, &tail, chunk)).await.expect_err("fails");
                 assert!(
                     error.contains(
-                        "the _submit_token field must come before the form's file fields"
+                        "the _submit_token field must come within the first security.submit_token.max_form_bytes"
                     ),
                     "chunk {chunk}: {error}"
                 );

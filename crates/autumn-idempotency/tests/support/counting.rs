@@ -110,6 +110,30 @@ impl<S: IdempotencyStore> IdempotencyStore for CountingStore<S> {
         self.inner.finish(key, owner, record, fingerprint, ttl)
     }
 
+    /// Not counted: a wait is a pause between claims (the memory store's
+    /// wakes on a release, the default sleeps), not a call to the backend.
+    fn wait_for_release<'a>(
+        &'a self,
+        key: &'a str,
+        attempt: u32,
+        limit: Duration,
+    ) -> IdempotencyFuture<'a, ()> {
+        self.inner.wait_for_release(key, attempt, limit)
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> IdempotencyFuture<'a, Option<autumn_idempotency::store::KeyState>> {
+        self.count();
+        self.inner.inspect(key)
+    }
+
+    fn evict<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, bool> {
+        self.count();
+        self.inner.evict(key)
+    }
+
     /// Not a round trip: metrics read it, not the layers.
     fn size(&self) -> Option<StoreSize> {
         self.inner.size()
