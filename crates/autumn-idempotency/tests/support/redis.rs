@@ -1,6 +1,7 @@
 //! Real Redis for the tests: the shared server (`TEST_REDIS_URL`), private
 //! `redis-server` children that can be stopped and started again, and a
-//! MONITOR reader that sees commands the way the server does.
+//! MONITOR reader that sees commands the way the server does, and a Redis
+//! Cluster of six servers ([`cluster`]).
 
 use std::io::{self, Read as _, Write as _};
 use std::net::{Ipv4Addr, TcpListener};
@@ -10,6 +11,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::TcpStream;
+
+#[path = "redis/cluster.rs"]
+pub mod cluster;
 
 const HOW_TO_START: &str = "start one with \
     `redis-server --daemonize yes --port 6379 --save \"\" --appendonly no`, \
