@@ -98,6 +98,18 @@ fn redis() -> Subject {
     }
 }
 
+/// The Redis session store on a Redis Cluster of six servers, shared by
+/// this binary's tests: every session command touches one key, so each goes
+/// to the master owning it.
+fn redis_cluster() -> Subject {
+    let url = redis_support::cluster::shared_cluster().url();
+    let prefix = redis_support::unique_prefix();
+    Subject {
+        store: Arc::new(redis_store(&url, &prefix)),
+        kept: Kept::Redis { url, prefix },
+    }
+}
+
 fn pool(url: &str) -> DbPool {
     DbPool::new(url, 8, Duration::from_secs(5)).expect("pool")
 }
@@ -376,6 +388,7 @@ macro_rules! conformance {
 
 conformance!(memory);
 conformance!(redis);
+conformance!(redis_cluster);
 conformance!(postgres);
 conformance!(sqlite);
 

@@ -238,6 +238,19 @@ impl Drop for RedisCluster {
     }
 }
 
+/// The node ports of a test cluster's `redis+cluster://127.0.0.1:p1,...`
+/// URL; `None` for any other URL.
+pub fn node_ports(url: &str) -> Option<Vec<u16>> {
+    let nodes = url.strip_prefix("redis+cluster://")?;
+    Some(
+        nodes
+            .split(',')
+            .filter_map(|node| node.rsplit_once(':'))
+            .filter_map(|(_, port)| port.parse().ok())
+            .collect(),
+    )
+}
+
 /// Whether slot range `range` (`5461-10922` or `42`; not `[..]` migrating
 /// markers) holds `slot`.
 fn owns(range: &str, slot: u16) -> bool {
