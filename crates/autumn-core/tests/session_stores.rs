@@ -126,6 +126,20 @@ fn postgres() -> Subject {
     table(&database::fresh_postgres_schema())
 }
 
+/// The table through a real PgBouncer in transaction pooling mode, with
+/// the statement cache off, as `[database] statement_cache = false` sets up.
+fn postgres_via_pgbouncer() -> Subject {
+    static BOUNCER: std::sync::OnceLock<database::PgBouncer> = std::sync::OnceLock::new();
+    let url = BOUNCER
+        .get_or_init(database::PgBouncer::start)
+        .fresh_database();
+    let pool = DbPool::with_statement_cache(&url, 8, Duration::from_secs(5), false).expect("pool");
+    Subject {
+        store: Arc::new(DbSessionStore::new(pool.clone())),
+        kept: Kept::Table { pool },
+    }
+}
+
 fn sqlite() -> Subject {
     table(&database::fresh_sqlite_file())
 }
@@ -390,6 +404,7 @@ conformance!(memory);
 conformance!(redis);
 conformance!(redis_cluster);
 conformance!(postgres);
+conformance!(postgres_via_pgbouncer);
 conformance!(sqlite);
 
 #[tokio::test]

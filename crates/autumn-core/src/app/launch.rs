@@ -595,10 +595,11 @@ fn database_pool(
     };
     #[cfg(feature = "database")]
     {
-        let pool = autumn_idempotency::database::DbPool::new(
+        let pool = autumn_idempotency::database::DbPool::with_statement_cache(
             url,
             config.database.pool_size as usize,
             std::time::Duration::from_millis(config.database.connect_timeout_ms),
+            config.database.statement_cache,
         )
         .map_err(|e| LaunchError::Database {
             url: redact(url),

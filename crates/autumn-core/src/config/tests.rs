@@ -99,6 +99,7 @@ fn defaults_without_files_or_env() {
             url: None,
             pool_size: 10,
             connect_timeout_ms: 5000,
+            statement_cache: true,
         },
         idempotency: IdempotencyConfig {
             enabled: true,
@@ -951,6 +952,7 @@ fn effective_settings_cover_every_key() {
         url = "sqlite://x"
         pool_size = 3
         connect_timeout_ms = 4
+        statement_cache = false
         [idempotency]
         enabled = false
         backend = "database"

@@ -103,7 +103,7 @@ mod tests {
 
     #[test]
     fn a_malformed_cluster_url_says_what_is_wrong() {
-        let error = |url| parse(url).unwrap_err();
+        let error = |url| parse(url).expect_err(url);
         assert!(error("redis+cluster://").contains("names no node"));
         assert!(error("redis+cluster://h1").contains("no port"));
         assert!(error("redis+cluster://h1:0").contains("invalid port"));

@@ -422,14 +422,19 @@ impl PgBouncer {
         } else {
             ""
         };
+        // Debian installs it in /usr/sbin, which a non-root PATH lacks.
+        let program = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
+            .into_iter()
+            .find(|path| std::path::Path::new(path).exists())
+            .unwrap_or("pgbouncer");
         let script = format!(
-            "pgbouncer {user} '{ini}' >'{dir}/log' 2>&1 & pid=$!; cat >/dev/null; \
+            "{program} {user} '{ini}' >'{dir}/log' 2>&1 & pid=$!; cat >/dev/null; \
              kill $pid 2>/dev/null; wait $pid; rm -rf '{dir}'",
             ini = ini.display(),
             dir = dir.path().display(),
         );
         assert!(
-            std::process::Command::new("pgbouncer")
+            std::process::Command::new(program)
                 .arg("--version")
                 .output()
                 .is_ok(),
