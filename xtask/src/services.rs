@@ -1,5 +1,7 @@
 //! The services the tests need, on loopback: Redis and PostgreSQL reachable
-//! and usable, installed with apt-get and started when they are missing; and
+//! and usable, installed with apt-get and started when they are missing; the
+//! programs the tests start their own Redis Cluster and PgBouncer with
+//! (`redis-cli`, `pgbouncer`), installed when missing; and
 //! the browser the saas example's end-to-end tests drive (Debian's Chromium
 //! and ChromeDriver). Every step prints one line with how long it took; a
 //! step that cannot be done fails naming the manual step.
@@ -70,12 +72,30 @@ pub(crate) fn ensure(root: &Path) -> Result<Found, String> {
             }
         }
     }
+    ensure_cluster_tools()?;
     println!(
         "==> services ready in {:.1}s",
         started.elapsed().as_secs_f64()
     );
     ensure_browser()?;
     Ok(found)
+}
+
+/// The tests start a Redis Cluster of their own (six `redis-server`s joined
+/// by `redis-cli --cluster create`) and a PgBouncer of their own in front of
+/// PostgreSQL: both programs must be on PATH. Installs what is missing
+/// (apt-get, as root); starts nothing.
+fn ensure_cluster_tools() -> Result<(), String> {
+    for (program, package) in [("redis-cli", "redis-tools"), ("pgbouncer", "pgbouncer")] {
+        if on_path(program) || Path::new("/usr/sbin").join(program).exists() {
+            println!("    {program} is installed");
+            continue;
+        }
+        install(&[package], program).map_err(|why| {
+            format!("{why}; install it (Debian/Ubuntu: apt-get install {package}) so that {program} is on PATH")
+        })?;
+    }
+    Ok(())
 }
 
 /// A service the developer pointed the tests at: it must answer; Autumn

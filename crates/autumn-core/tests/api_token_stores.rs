@@ -78,6 +78,17 @@ fn postgres() -> Subject {
     table(&database::fresh_postgres_schema())
 }
 
+/// The table through a real PgBouncer in transaction pooling mode, with
+/// the statement cache off, as `[database] statement_cache = false` sets up.
+fn postgres_via_pgbouncer() -> Subject {
+    static BOUNCER: std::sync::OnceLock<database::PgBouncer> = std::sync::OnceLock::new();
+    let url = BOUNCER
+        .get_or_init(database::PgBouncer::start)
+        .fresh_database();
+    let pool = DbPool::with_statement_cache(&url, 4, Duration::from_secs(5), false).expect("pool");
+    Subject::over(Arc::new(DbApiTokenStore::new(pool.clone())), Some(pool))
+}
+
 fn sqlite() -> Subject {
     table(&database::fresh_sqlite_file())
 }
@@ -315,6 +326,12 @@ macro_rules! on_every_store {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 super::$case(super::postgres()).await;
+            })*
+        }
+        mod postgres_via_pgbouncer {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                super::$case(super::postgres_via_pgbouncer()).await;
             })*
         }
         mod sqlite {

@@ -98,6 +98,18 @@ fn redis() -> Subject {
     }
 }
 
+/// The Redis session store on a Redis Cluster of six servers, shared by
+/// this binary's tests: every session command touches one key, so each goes
+/// to the master owning it.
+fn redis_cluster() -> Subject {
+    let url = redis_support::cluster::shared_cluster().url();
+    let prefix = redis_support::unique_prefix();
+    Subject {
+        store: Arc::new(redis_store(&url, &prefix)),
+        kept: Kept::Redis { url, prefix },
+    }
+}
+
 fn pool(url: &str) -> DbPool {
     DbPool::new(url, 8, Duration::from_secs(5)).expect("pool")
 }
@@ -112,6 +124,20 @@ fn table(url: &str) -> Subject {
 
 fn postgres() -> Subject {
     table(&database::fresh_postgres_schema())
+}
+
+/// The table through a real PgBouncer in transaction pooling mode, with
+/// the statement cache off, as `[database] statement_cache = false` sets up.
+fn postgres_via_pgbouncer() -> Subject {
+    static BOUNCER: std::sync::OnceLock<database::PgBouncer> = std::sync::OnceLock::new();
+    let url = BOUNCER
+        .get_or_init(database::PgBouncer::start)
+        .fresh_database();
+    let pool = DbPool::with_statement_cache(&url, 8, Duration::from_secs(5), false).expect("pool");
+    Subject {
+        store: Arc::new(DbSessionStore::new(pool.clone())),
+        kept: Kept::Table { pool },
+    }
 }
 
 fn sqlite() -> Subject {
@@ -376,7 +402,9 @@ macro_rules! conformance {
 
 conformance!(memory);
 conformance!(redis);
+conformance!(redis_cluster);
 conformance!(postgres);
+conformance!(postgres_via_pgbouncer);
 conformance!(sqlite);
 
 #[tokio::test]

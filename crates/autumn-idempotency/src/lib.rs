@@ -57,4 +57,4 @@ pub use store::{
     StoreOperation,
 };
 #[cfg(feature = "redis")]
-pub use store::{RedisConnection, RedisIdempotencyStore};
+pub use store::{RedisConnection, RedisIdempotencyStore, RedisLink};

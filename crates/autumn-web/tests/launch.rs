@@ -118,6 +118,32 @@ fn a_redis_url_that_does_not_parse_says_invalid_url_and_shows_the_form() {
 }
 
 #[test]
+fn a_malformed_redis_cluster_url_is_refused_in_one_line_naming_the_key() {
+    for (url, reason) in [
+        ("redis+cluster://", "names no node"),
+        ("redis+cluster://app:secret@cache-a", "no port"),
+        ("redis+cluster://cache-a:7000,cache-b:x", "invalid port"),
+        ("redis+cluster://cache-a:7000/2", "no database number"),
+    ] {
+        let message = launch_error(configured(config(
+            &format!("[idempotency]\nbackend = \"redis\"\nredis.url = \"{url}\"\n"),
+            "dev",
+        )));
+        assert!(
+            message.contains("idempotency.redis.url"),
+            "{url}: {message}"
+        );
+        assert!(message.contains(reason), "{url}: {message}");
+        assert!(
+            message.contains("redis+cluster://[user:password@]host1:port1"),
+            "{message}"
+        );
+        assert!(!message.contains("secret"), "{url}: {message}");
+        assert!(!message.contains('\n'), "one line: {message}");
+    }
+}
+
+#[test]
 fn a_redis_url_that_does_not_parse_is_refused_for_sessions_alone() {
     let message = launch_error(configured(config(
         "[idempotency]\nbackend = \"memory\"\nredis.url = \"localhost:6379\"\n[session]\nbackend = \"redis\"\n",

@@ -144,7 +144,7 @@ fn as_i64(millis: u64) -> i64 {
 impl ApiTokenStore for DbApiTokenStore {
     fn insert<'a>(&'a self, record: &'a ApiTokenRecord) -> ApiTokenFuture<'a, ()> {
         Box::pin(async move {
-            let inserted = on_backend!(self.conn("insert").await?, INSERT, |conn, sql| {
+            let inserted = on_backend!(self, "insert", INSERT, |conn, sql| {
                 diesel::sql_query(sql)
                     .bind::<Text, _>(&record.prefix)
                     .bind::<Binary, _>(&record.token_hash)
@@ -170,7 +170,7 @@ impl ApiTokenStore for DbApiTokenStore {
 
     fn find<'a>(&'a self, prefix: &'a str) -> ApiTokenFuture<'a, Option<ApiTokenRecord>> {
         Box::pin(async move {
-            let rows: Vec<Row> = on_backend!(self.conn("find").await?, FIND, |conn, sql| {
+            let rows: Vec<Row> = on_backend!(self, "find", FIND, |conn, sql| {
                 diesel::sql_query(sql)
                     .bind::<Text, _>(prefix)
                     .cached()
@@ -184,7 +184,7 @@ impl ApiTokenStore for DbApiTokenStore {
 
     fn revoke<'a>(&'a self, prefix: &'a str, now_millis: u64) -> ApiTokenFuture<'a, bool> {
         Box::pin(async move {
-            let changed = on_backend!(self.conn("revoke").await?, REVOKE, |conn, sql| {
+            let changed = on_backend!(self, "revoke", REVOKE, |conn, sql| {
                 diesel::sql_query(sql)
                     .bind::<Text, _>(prefix)
                     .bind::<BigInt, _>(as_i64(now_millis))
@@ -204,7 +204,7 @@ impl ApiTokenStore for DbApiTokenStore {
         stale_before_millis: u64,
     ) -> ApiTokenFuture<'a, bool> {
         Box::pin(async move {
-            let changed = on_backend!(self.conn("touch").await?, TOUCH, |conn, sql| {
+            let changed = on_backend!(self, "touch", TOUCH, |conn, sql| {
                 diesel::sql_query(sql)
                     .bind::<Text, _>(prefix)
                     .bind::<BigInt, _>(as_i64(now_millis))
@@ -220,7 +220,7 @@ impl ApiTokenStore for DbApiTokenStore {
 
     fn list<'a>(&'a self, principal: &'a str) -> ApiTokenFuture<'a, Vec<ApiTokenRecord>> {
         Box::pin(async move {
-            let rows: Vec<Row> = on_backend!(self.conn("list").await?, LIST, |conn, sql| {
+            let rows: Vec<Row> = on_backend!(self, "list", LIST, |conn, sql| {
                 diesel::sql_query(sql)
                     .bind::<Text, _>(principal)
                     .cached()

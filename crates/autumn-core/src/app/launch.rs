@@ -81,7 +81,7 @@ pub enum LaunchError {
     },
     /// `idempotency.redis.url` is not a Redis URL.
     #[error(
-        "idempotency.redis.url is an invalid URL ({url}): {reason}; expected redis://[user:password@]host[:port][/db], rediss://... for TLS, or redis+unix:///path/to/socket"
+        "idempotency.redis.url is an invalid URL ({url}): {reason}; expected redis://[user:password@]host[:port][/db], rediss://... for TLS, redis+unix:///path/to/socket, or redis+cluster://[user:password@]host1:port1,host2:port2 for a Redis Cluster"
     )]
     RedisUrlInvalid {
         /// The URL, password redacted.
@@ -648,10 +648,11 @@ fn database_pool(
     };
     #[cfg(feature = "database")]
     {
-        let pool = autumn_idempotency::database::DbPool::new(
+        let pool = autumn_idempotency::database::DbPool::with_statement_cache(
             url,
             config.database.pool_size as usize,
             std::time::Duration::from_millis(config.database.connect_timeout_ms),
+            config.database.statement_cache,
         )
         .map_err(|e| LaunchError::Database {
             url: redact(url),
@@ -698,12 +699,12 @@ fn database_feature(url: &str) -> &'static str {
 /// taken for an unreachable server.
 #[cfg(feature = "redis")]
 fn check_redis_url(url: &str) -> Result<(), LaunchError> {
-    redis::Client::open(url)
-        .map(drop)
-        .map_err(|error| LaunchError::RedisUrlInvalid {
+    autumn_idempotency::RedisConnection::check_url(url).map_err(|reason| {
+        LaunchError::RedisUrlInvalid {
             url: redact(url),
-            reason: error.to_string(),
-        })
+            reason,
+        }
+    })
 }
 
 /// The store `[idempotency] backend` names, refusing what cannot work.

@@ -198,6 +198,10 @@ pub struct DatabaseConfig {
     pub pool_size: u32,
     /// Milliseconds to wait for a connection before giving up.
     pub connect_timeout_ms: u64,
+    /// Whether PostgreSQL connections keep the statements they prepare.
+    /// `false` behind a pooler in transaction mode (PgBouncer before 1.21):
+    /// each framework statement then runs in a transaction of its own.
+    pub statement_cache: bool,
 }
 
 impl Default for DatabaseConfig {
@@ -206,6 +210,7 @@ impl Default for DatabaseConfig {
             url: None,
             pool_size: 10,
             connect_timeout_ms: 5000,
+            statement_cache: true,
         }
     }
 }

@@ -96,10 +96,12 @@ impl AutumnConfig {
             url,
             pool_size,
             connect_timeout_ms,
+            statement_cache,
         } = database;
         out.optional_string("database.url", url.as_deref());
         out.plain("database.pool_size", pool_size);
         out.plain("database.connect_timeout_ms", connect_timeout_ms);
+        out.plain("database.statement_cache", statement_cache);
 
         let IdempotencyConfig {
             enabled,

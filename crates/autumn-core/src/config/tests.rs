@@ -99,6 +99,7 @@ fn defaults_without_files_or_env() {
             url: None,
             pool_size: 10,
             connect_timeout_ms: 5000,
+            statement_cache: true,
         },
         idempotency: IdempotencyConfig {
             enabled: true,
@@ -964,6 +965,7 @@ fn effective_settings_cover_every_key() {
         url = "sqlite://x"
         pool_size = 3
         connect_timeout_ms = 4
+        statement_cache = false
         [idempotency]
         enabled = false
         backend = "database"
@@ -1037,7 +1039,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 73);
+    assert_eq!(settings.len(), 74);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

@@ -181,7 +181,7 @@ impl SessionStore for DbSessionStore {
     ) -> SessionFuture<'a, Option<SessionRecord>> {
         Box::pin(async move {
             let key = id.storage_key();
-            let rows: Vec<Row> = on_backend!(self.conn("load").await?, LOAD, |conn, sql| {
+            let rows: Vec<Row> = on_backend!(self, "load", LOAD, |conn, sql| {
                 diesel::sql_query(sql)
                     .bind::<Text, _>(&key)
                     .bind::<BigInt, _>(as_i64(now_millis))
@@ -211,7 +211,7 @@ impl SessionStore for DbSessionStore {
         Box::pin(async move {
             let key = id.storage_key();
             let bytes = record.encode();
-            on_backend!(self.conn("save").await?, SAVE, |conn, sql| {
+            on_backend!(self, "save", SAVE, |conn, sql| {
                 diesel::sql_query(sql)
                     .bind::<Text, _>(&key)
                     .bind::<Binary, _>(&bytes)
@@ -228,7 +228,7 @@ impl SessionStore for DbSessionStore {
     fn delete<'a>(&'a self, id: &'a SessionId) -> SessionFuture<'a, ()> {
         Box::pin(async move {
             let key = id.storage_key();
-            on_backend!(self.conn("delete").await?, DELETE, |conn, sql| {
+            on_backend!(self, "delete", DELETE, |conn, sql| {
                 diesel::sql_query(sql)
                     .bind::<Text, _>(&key)
                     .cached()

@@ -22,6 +22,8 @@ use diesel_async::pooled_connection::deadpool::{Object, Pool};
 pub use migrations::{FRAMEWORK_MIGRATIONS, FrameworkMigrations};
 pub use pooled::PooledConnection;
 pub use sql::{Cacheable, CachedExt, ExpiringTable, spawn_sweeper, sqlite_params};
+#[cfg(feature = "postgres")]
+pub use sql::{begin_uncached, end_uncached};
 pub use store::DbIdempotencyStore;
 pub use tx::{COMMIT_BODY_LIMIT, IdempotencyConnection, TxConnection, TxError};
 
@@ -34,13 +36,41 @@ pub type PgConnection = diesel_async::AsyncPgConnection;
 pub type SqliteConnection =
     diesel_async::sync_connection_wrapper::SyncConnectionWrapper<diesel::SqliteConnection>;
 
+/// A PostgreSQL connection pool, and whether its connections keep the
+/// statements they prepare (see [`DbPool::with_statement_cache`]). Derefs
+/// to the deadpool pool.
+#[cfg(feature = "postgres")]
+#[derive(Clone)]
+pub struct PgPool {
+    pool: Pool<PgConnection>,
+    statement_cache: bool,
+}
+
+#[cfg(feature = "postgres")]
+impl PgPool {
+    /// Whether connections keep prepared statements (the default), rather
+    /// than running each framework statement in a transaction of its own.
+    pub fn statement_cache(&self) -> bool {
+        self.statement_cache
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl std::ops::Deref for PgPool {
+    type Target = Pool<PgConnection>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.pool
+    }
+}
+
 /// A connection pool on the app database.
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum DbPool {
     /// PostgreSQL.
     #[cfg(feature = "postgres")]
-    Postgres(Pool<PgConnection>),
+    Postgres(PgPool),
     /// SQLite.
     #[cfg(feature = "sqlite")]
     Sqlite(Pool<SqliteConnection>),
@@ -118,6 +148,46 @@ impl DbPool {
     /// [`DbError::UnsupportedUrl`] for another scheme, [`DbError::Pool`] when
     /// the pool cannot be built.
     pub fn new(url: &str, size: usize, connect_timeout: Duration) -> Result<Self, DbError> {
+        Self::with_statement_cache(url, size, connect_timeout, true)
+    }
+
+    /// [`new`](Self::new), choosing whether PostgreSQL connections keep the
+    /// statements they prepare (`statement_cache`, the default) or prepare
+    /// each statement for its one use and close it before the statement's
+    /// transaction ends.
+    ///
+    /// Turn the cache off behind a pooler that hands each transaction
+    /// whichever server connection is free (PgBouncer in transaction
+    /// pooling mode, before 1.21): a statement prepared on one server
+    /// connection is unknown on the next. Without the cache, every
+    /// framework statement runs in a transaction of its own, so its
+    /// preparation, execution and close all reach the same server. It costs
+    /// round trips (see the cloud-native guide); SQLite ignores it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use autumn_idempotency::database::DbPool;
+    ///
+    /// // Nothing connects until first use.
+    /// let pool = DbPool::with_statement_cache(
+    ///     "postgres://app@127.0.0.1:6432/app",
+    ///     10,
+    ///     Duration::from_secs(5),
+    ///     false,
+    /// )?;
+    /// assert!(!pool.statement_cache());
+    /// # Ok::<(), autumn_idempotency::database::DbError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn with_statement_cache(
+        url: &str,
+        size: usize,
+        connect_timeout: Duration,
+        statement_cache: bool,
+    ) -> Result<Self, DbError> {
         let pool_error = |error: &dyn std::fmt::Display| DbError::Pool {
             url: redact(url),
             message: error.to_string(),
@@ -129,6 +199,9 @@ impl DbPool {
             // store operation. A dead connection fails its real query, which
             // the layer answers with 503 (fail closed), and is then dropped.
             config.recycling_method = diesel_async::pooled_connection::RecyclingMethod::Fast;
+            if !statement_cache {
+                config.custom_setup = Box::new(establish_without_statement_cache);
+            }
             let manager =
                 AsyncDieselConnectionManager::<PgConnection>::new_with_config(url, config);
             let pool = Pool::builder(manager)
@@ -138,7 +211,10 @@ impl DbPool {
                 .create_timeout(Some(connect_timeout))
                 .build()
                 .map_err(|e| pool_error(&e))?;
-            return Ok(Self::Postgres(pool));
+            return Ok(Self::Postgres(PgPool {
+                pool,
+                statement_cache,
+            }));
         }
         #[cfg(feature = "sqlite")]
         if let Some(path) = url
@@ -160,6 +236,18 @@ impl DbPool {
         }
         let _ = (size, connect_timeout, pool_error);
         Err(DbError::UnsupportedUrl { url: redact(url) })
+    }
+
+    /// Whether connections keep the statements they prepare: `false` only
+    /// for a PostgreSQL pool made with
+    /// [`with_statement_cache`](Self::with_statement_cache)`(.., false)`.
+    pub fn statement_cache(&self) -> bool {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(pool) => pool.statement_cache(),
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(_) => true,
+        }
     }
 
     /// Which database this pool talks to.
@@ -247,6 +335,46 @@ impl DbPool {
         }
         Ok(())
     }
+}
+
+/// A PostgreSQL connection that prepares each statement for its one use
+/// (see [`DbPool::with_statement_cache`]).
+///
+/// Making a connection runs two settings statements of diesel-async's own
+/// (time zone, encoding), prepared and run outside any transaction: behind
+/// a transaction pooler their preparation and execution could reach two
+/// server connections. So the connection is made in a transaction, opened
+/// before diesel-async sees it and committed after (the settings last for
+/// the session: the pooler carries them over to whichever server
+/// connection serves it next).
+#[cfg(feature = "postgres")]
+fn establish_without_statement_cache(
+    url: &str,
+) -> futures_util::future::BoxFuture<'_, diesel::ConnectionResult<PgConnection>> {
+    use diesel::connection::CacheSize;
+    use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
+    use futures_util::FutureExt as _;
+    async move {
+        let bad = |error: tokio_postgres::Error| {
+            diesel::ConnectionError::BadConnection(error.to_string())
+        };
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .map_err(bad)?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "a database connection ended");
+            }
+        });
+        client.batch_execute("BEGIN").await.map_err(bad)?;
+        let mut conn = PgConnection::try_from(client).await?;
+        conn.batch_execute("COMMIT")
+            .await
+            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+        conn.set_prepared_statement_cache_size(CacheSize::Disabled);
+        Ok(conn)
+    }
+    .boxed()
 }
 
 /// SQLite waits for a busy database instead of failing at once, and uses

@@ -70,6 +70,47 @@ pub trait CachedExt: Sized {
 
 impl<Q> CachedExt for Q {}
 
+/// Opens the transaction a framework operation runs in on a pool without a
+/// statement cache (`uncached`), so that preparing, running and closing its
+/// statements reach one server connection even through a transaction
+/// pooler; does nothing otherwise. Close it with [`end_uncached`]. A
+/// connection given back to the pool with the transaction still open (an
+/// early return on an error) counts as broken and is not reused.
+///
+/// # Errors
+///
+/// The `BEGIN`'s error.
+#[cfg(feature = "postgres")]
+pub async fn begin_uncached(
+    conn: &mut super::PgConnection,
+    uncached: bool,
+) -> Result<(), diesel::result::Error> {
+    use diesel_async::{AnsiTransactionManager, TransactionManager as _};
+    if uncached {
+        AnsiTransactionManager::begin_transaction(conn).await?;
+    }
+    Ok(())
+}
+
+/// Commits what [`begin_uncached`] opened; does nothing when it opened
+/// nothing. A statement that failed inside makes PostgreSQL roll back.
+///
+/// # Errors
+///
+/// The `COMMIT`'s error: the operation's writes may then be lost, so it is
+/// the operation's error too.
+#[cfg(feature = "postgres")]
+pub async fn end_uncached(
+    conn: &mut super::PgConnection,
+    uncached: bool,
+) -> Result<(), diesel::result::Error> {
+    use diesel_async::{AnsiTransactionManager, TransactionManager as _};
+    if uncached {
+        AnsiTransactionManager::commit_transaction(conn).await?;
+    }
+    Ok(())
+}
+
 /// A statement written with PostgreSQL's `$N` parameters, in SQLite's `?N`.
 ///
 /// ```
@@ -143,7 +184,13 @@ impl ExpiringTable {
         let (now, limit) = (as_i64(now_millis), as_i64(limit));
         match pool.get().await? {
             #[cfg(feature = "postgres")]
-            DbConnection::Postgres(mut conn) => self.postgres_batch(&mut conn, now, limit).await,
+            DbConnection::Postgres(mut conn) => {
+                let uncached = !pool.statement_cache();
+                begin_uncached(&mut conn, uncached).await?;
+                let deleted = self.postgres_batch(&mut conn, now, limit).await?;
+                end_uncached(&mut conn, uncached).await?;
+                Ok(deleted)
+            }
             #[cfg(feature = "sqlite")]
             DbConnection::Sqlite(mut conn) => self.sqlite_batch(&mut conn, now, limit).await,
         }
@@ -169,6 +216,31 @@ impl ExpiringTable {
         let batch = as_i64(batch.max(1));
         let mut swept = 0;
         match pool.get().await? {
+            #[cfg(feature = "postgres")]
+            DbConnection::Postgres(mut conn) if !pool.statement_cache() => {
+                // Behind a transaction pooler a session lock could be taken
+                // on one server connection and released on another: each
+                // batch is a transaction holding a transaction-level lock.
+                let key = self.lock_key();
+                loop {
+                    begin_uncached(&mut conn, true).await?;
+                    let locked: Vec<SweepLock> = diesel::sql_query(format!(
+                        "SELECT pg_try_advisory_xact_lock({key}) AS acquired"
+                    ))
+                    .load(&mut *conn)
+                    .await?;
+                    if !locked.iter().any(|row| row.acquired) {
+                        end_uncached(&mut conn, true).await?;
+                        return Ok(swept);
+                    }
+                    let deleted = self.postgres_batch(&mut conn, now, batch).await?;
+                    end_uncached(&mut conn, true).await?;
+                    swept += deleted;
+                    if as_i64(deleted) < batch {
+                        break;
+                    }
+                }
+            }
             #[cfg(feature = "postgres")]
             DbConnection::Postgres(object) => {
                 // The sweep's session lock must never go back to the pool

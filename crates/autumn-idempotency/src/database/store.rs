@@ -193,15 +193,27 @@ fn as_i64(millis: u64) -> i64 {
 }
 
 /// Runs `$body` with `$conn` bound to the backend's connection and `$sql`
-/// turning a statement into the backend's dialect.
+/// turning a statement into the backend's dialect. On a PostgreSQL pool
+/// without a statement cache, in a transaction of its own (see
+/// [`begin_uncached`](super::begin_uncached)).
 macro_rules! on_backend {
-    ($connection:expr, |$conn:ident, $sql:ident| $body:expr) => {
+    ($store:expr, $connection:expr, |$conn:ident, $sql:ident| $body:expr) => {
         match $connection {
             #[cfg(feature = "postgres")]
             DbConnection::Postgres(mut object) => {
-                let $conn = &mut *object;
-                let $sql = |s: &str| s.to_owned();
-                $body
+                let uncached = !$store.pool.statement_cache();
+                super::begin_uncached(&mut object, uncached)
+                    .await
+                    .map_err(FromDb::from_db)?;
+                let value = {
+                    let $conn = &mut *object;
+                    let $sql = |s: &str| s.to_owned();
+                    $body
+                };
+                super::end_uncached(&mut object, uncached)
+                    .await
+                    .map_err(FromDb::from_db)?;
+                value
             }
             #[cfg(feature = "sqlite")]
             DbConnection::Sqlite(mut object) => {
@@ -322,7 +334,7 @@ impl DbIdempotencyStore {
         let bytes = record.encode();
         let (bytes, fingerprint) = (&bytes, &fingerprint);
         self.retrying_a_lost_connection(move |connection| async move {
-            on_backend!(connection, |conn, sql| {
+            on_backend!(self, connection, |conn, sql| {
                 let written = diesel::sql_query(sql(SET))
                     .bind::<Text, _>(key)
                     .bind::<Text, _>(owner)
@@ -378,6 +390,32 @@ fn query_error(error: diesel::result::Error) -> StoreError {
     StoreError::new(DbError::from(error))
 }
 
+/// The error an operation reports when its transaction (on a pool without
+/// a statement cache) cannot begin or commit.
+trait FromDb {
+    fn from_db(error: diesel::result::Error) -> Self;
+}
+
+impl FromDb for StoreError {
+    fn from_db(error: diesel::result::Error) -> Self {
+        query_error(error)
+    }
+}
+
+impl FromDb for Failed {
+    fn from_db(error: diesel::result::Error) -> Self {
+        use diesel::result::DatabaseErrorKind::{ClosedConnection, UnableToSendCommand};
+        let connection_lost = matches!(
+            error,
+            diesel::result::Error::DatabaseError(ClosedConnection | UnableToSendCommand, _)
+        );
+        Self {
+            error,
+            connection_lost,
+        }
+    }
+}
+
 /// A statement that failed, and whether its connection died with it.
 struct Failed {
     error: diesel::result::Error,
@@ -418,7 +456,7 @@ impl IdempotencyStore for DbIdempotencyStore {
     fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
         Box::pin(async move {
             let now = self.now();
-            let rows: Vec<Row> = on_backend!(self.conn().await?, |conn, sql| {
+            let rows: Vec<Row> = on_backend!(self, self.conn().await?, |conn, sql| {
                 diesel::sql_query(sql(GET))
                     .bind::<Text, _>(key)
                     .cached()
@@ -500,7 +538,7 @@ impl IdempotencyStore for DbIdempotencyStore {
         Box::pin(async move {
             check_ttl(ttl, StoreOperation::TryLock)?;
             let now = self.now();
-            on_backend!(self.conn().await?, |conn, sql| {
+            on_backend!(self, self.conn().await?, |conn, sql| {
                 diesel::sql_query(sql(TRY_LOCK))
                     .bind::<Text, _>(key)
                     .bind::<Text, _>(owner)
@@ -519,7 +557,7 @@ impl IdempotencyStore for DbIdempotencyStore {
         Box::pin(async move {
             let now = self.now();
             self.retrying_a_lost_connection(move |connection| async move {
-                on_backend!(connection, |conn, sql| {
+                on_backend!(self, connection, |conn, sql| {
                     let unlocked = diesel::sql_query(sql(UNLOCK))
                         .bind::<Text, _>(key)
                         .bind::<Text, _>(owner)
@@ -554,7 +592,7 @@ impl IdempotencyStore for DbIdempotencyStore {
         Box::pin(async move {
             check_ttl(ttl, StoreOperation::RenewLock)?;
             let now = self.now();
-            on_backend!(self.conn().await?, |conn, sql| {
+            on_backend!(self, self.conn().await?, |conn, sql| {
                 diesel::sql_query(sql(RENEW))
                     .bind::<Text, _>(key)
                     .bind::<Text, _>(owner)
@@ -582,6 +620,10 @@ impl IdempotencyStore for DbIdempotencyStore {
             let (acquired, prior) = match self.conn().await? {
                 #[cfg(feature = "postgres")]
                 DbConnection::Postgres(mut conn) => {
+                    let uncached = !self.pool.statement_cache();
+                    super::begin_uncached(&mut conn, uncached)
+                        .await
+                        .map_err(query_error)?;
                     let rows: Vec<ClaimRow> = diesel::sql_query(PG_CLAIM)
                         .bind::<Text, _>(key)
                         .bind::<Text, _>(owner)
@@ -589,6 +631,9 @@ impl IdempotencyStore for DbIdempotencyStore {
                         .bind::<BigInt, _>(lock_deadline)
                         .cached()
                         .load(&mut *conn)
+                        .await
+                        .map_err(query_error)?;
+                    super::end_uncached(&mut conn, uncached)
                         .await
                         .map_err(query_error)?;
                     match rows.into_iter().next() {

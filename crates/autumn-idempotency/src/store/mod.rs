@@ -11,6 +11,8 @@ mod memory;
 mod redis_connection;
 #[cfg(feature = "redis")]
 mod redis_store;
+#[cfg(feature = "redis")]
+mod redis_url;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,7 +21,7 @@ use std::time::Duration;
 pub use crate::wait::backoff;
 pub use memory::MemoryIdempotencyStore;
 #[cfg(feature = "redis")]
-pub use redis_connection::RedisConnection;
+pub use redis_connection::{RedisConnection, RedisLink};
 #[cfg(feature = "redis")]
 pub use redis_store::RedisIdempotencyStore;
 

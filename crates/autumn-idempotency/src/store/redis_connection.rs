@@ -1,5 +1,6 @@
-//! [`RedisConnection`]: one lazily made, reconnecting connection to Redis,
-//! shared by every store of an app that uses that Redis.
+//! [`RedisConnection`]: one lazily made, reconnecting connection to Redis
+//! (one server, or a Redis Cluster), shared by every store of an app that
+//! uses that Redis.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -7,9 +8,12 @@ use std::time::Duration;
 
 use redis::RedisError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
 use tokio::sync::OnceCell;
 
 use super::StoreError;
+use super::redis_url::{RedisTarget, parse as parse_url};
 use crate::redact::redact_passwords as redact;
 
 /// How long connecting to Redis may take before the attempt gives up.
@@ -21,11 +25,82 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// most, as documented; the next command after a failed attempt makes
 /// another.
 const CONNECT_RETRIES: usize = 0;
+/// How many times the cluster client sends a command again after a node
+/// failed to answer (or answered `MOVED`/`TRYAGAIN`/`CLUSTERDOWN`), within
+/// [`RESPONSE_TIMEOUT`] overall: enough to follow a slot to its new owner
+/// after a failover, few enough that a request fails within the timeout
+/// rather than queueing behind an outage.
+const CLUSTER_RETRIES: u32 = 3;
 
-/// A connection to one Redis, made on first use and shared by its clones.
+/// A live connection: to one Redis, or to a Redis Cluster. Cheap to clone;
+/// clones share the underlying sockets. Run commands on it as on any
+/// [`redis::aio::ConnectionLike`].
+///
+/// On a cluster, a command goes to the master that owns its key's slot
+/// (following `MOVED` after a failover or resharding), so a command or Lua
+/// script must touch keys of one slot only; every framework store's does.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum RedisLink {
+    /// One Redis server (or a proxy that looks like one).
+    Single(ConnectionManager),
+    /// A Redis Cluster.
+    Cluster(ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for RedisLink {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Self::Single(connection) => connection.req_packed_command(cmd),
+            Self::Cluster(connection) => connection.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Self::Single(connection) => connection.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(connection) => connection.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(connection) => connection.get_db(),
+            Self::Cluster(connection) => connection.get_db(),
+        }
+    }
+}
+
+impl std::fmt::Debug for RedisLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Single(_) => "RedisLink::Single",
+            Self::Cluster(_) => "RedisLink::Cluster",
+        })
+    }
+}
+
+/// What a [`RedisConnection`] connects with.
+enum Client {
+    Single(redis::Client),
+    // Boxed: the cluster client is twice the single one's size.
+    Cluster(Box<ClusterClient>),
+}
+
+/// A connection to one Redis or to a Redis Cluster, made on first use and
+/// shared by its clones.
 ///
 /// Cloning is cheap and every clone uses the same underlying connection (a
-/// reconnecting [`ConnectionManager`], which multiplexes commands): the
+/// reconnecting [`ConnectionManager`], which multiplexes commands, or a
+/// [`ClusterConnection`], which keeps one such socket per node): the
 /// idempotency store and the session store of an app hand each other a clone
 /// rather than each opening their own.
 ///
@@ -33,7 +108,8 @@ const CONNECT_RETRIES: usize = 0;
 /// caller that arrives meanwhile waiting for that one attempt and sharing
 /// its outcome, so with Redis unreachable requests fail fast rather than
 /// each spending a whole connect timeout (2 s) in turn. Once made, the
-/// connection re-makes itself when Redis comes back after an outage.
+/// connection re-makes itself when Redis comes back after an outage; on a
+/// cluster it follows slots to their new master after a failover.
 ///
 /// ```no_run
 /// use autumn_idempotency::{RedisConnection, RedisIdempotencyStore};
@@ -52,10 +128,10 @@ pub struct RedisConnection {
 }
 
 struct Inner {
-    client: redis::Client,
+    client: Client,
     /// The URL with any password masked: safe to log.
     url: String,
-    manager: OnceCell<ConnectionManager>,
+    manager: OnceCell<RedisLink>,
     /// Held while a first connection is attempted; holds the last failed
     /// attempt's error.
     connecting: tokio::sync::Mutex<String>,
@@ -67,14 +143,18 @@ struct Inner {
 }
 
 impl RedisConnection {
-    /// A connection to the Redis at `url`
-    /// (`redis://[user:password@]host:port[/db]`). Does not connect.
+    /// A connection to the Redis at `url`: one server
+    /// (`redis://[user:password@]host:port[/db]`, `rediss://` for TLS,
+    /// `redis+unix:///path`), or a Redis Cluster given by one or more of its
+    /// nodes (`redis+cluster://[user:password@]host1:port1,host2:port2`; the
+    /// client learns the others from them). Does not connect.
     ///
     /// ```
     /// use autumn_idempotency::RedisConnection;
     ///
     /// // Nothing listens there: building the connection still succeeds.
     /// assert!(RedisConnection::new("redis://127.0.0.1:1").is_ok());
+    /// assert!(RedisConnection::new("redis+cluster://127.0.0.1:1,127.0.0.1:2").is_ok());
     /// let error = RedisConnection::new("http://:secret@localhost").unwrap_err();
     /// assert!(!error.to_string().contains("secret"));
     /// ```
@@ -85,7 +165,7 @@ impl RedisConnection {
     /// Redis URL.
     pub fn new(url: &str) -> Result<Self, StoreError> {
         let redacted = redact(url);
-        let client = redis::Client::open(url)
+        let client = open(url)
             .map_err(|error| StoreError::new(format!("invalid Redis URL {redacted:?}: {error}")))?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -102,6 +182,31 @@ impl RedisConnection {
     /// The URL, with any password masked: what error messages and logs name.
     pub fn url(&self) -> &str {
         &self.inner.url
+    }
+
+    /// Checks that `url` is a Redis URL [`new`](Self::new) accepts, without
+    /// building anything: the launch check of `idempotency.redis.url`. The
+    /// error says why, and never contains the password.
+    ///
+    /// ```
+    /// use autumn_idempotency::RedisConnection;
+    ///
+    /// assert!(RedisConnection::check_url("redis+cluster://10.0.0.1:7000,10.0.0.2:7000").is_ok());
+    /// let error = RedisConnection::check_url("redis+cluster://:secret@").unwrap_err();
+    /// assert!(error.contains("no node"), "{error}");
+    /// assert!(!error.contains("secret"));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Why `url` is not a usable Redis URL.
+    pub fn check_url(url: &str) -> Result<(), String> {
+        open(url).map(drop).map_err(|error| redact(&error))
+    }
+
+    /// Whether this connects to a Redis Cluster (a `redis+cluster://` URL).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.inner.client, Client::Cluster(_))
     }
 
     /// Whether the connection has been made (it is made on first use).
@@ -127,8 +232,8 @@ impl RedisConnection {
         }
     }
 
-    /// The connection, made on first use: a reconnecting manager (cheap to
-    /// clone; commands on clones are multiplexed on one socket).
+    /// The connection, made on first use (cheap to clone; commands on clones
+    /// are multiplexed on one socket per server).
     ///
     /// One attempt at a time, and every caller that waited for an attempt
     /// shares its outcome. The attempt as a whole (connecting and loading
@@ -137,7 +242,7 @@ impl RedisConnection {
     /// # Errors
     ///
     /// The [`RedisError`] of a failed attempt.
-    pub async fn manager(&self) -> Result<ConnectionManager, RedisError> {
+    pub async fn link(&self) -> Result<RedisLink, RedisError> {
         let inner = &*self.inner;
         if let Some(manager) = inner.manager.get() {
             return Ok(manager.clone());
@@ -172,30 +277,49 @@ impl RedisConnection {
         }
     }
 
-    /// One connection attempt: the manager, then the registered scripts.
-    async fn connect(&self) -> Result<ConnectionManager, RedisError> {
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(CONNECT_RETRIES)
-            .set_min_delay(Duration::from_millis(20))
-            .set_max_delay(Duration::from_millis(200));
-        let mut manager =
-            ConnectionManager::new_with_config(self.inner.client.clone(), config).await?;
+    /// One connection attempt: the connection, then the registered scripts.
+    async fn connect(&self) -> Result<RedisLink, RedisError> {
         let scripts = self
             .inner
             .scripts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        if !scripts.is_empty() {
-            let mut load = redis::pipe();
-            for code in scripts {
-                load.cmd("SCRIPT").arg("LOAD").arg(code);
+        match &self.inner.client {
+            Client::Single(client) => {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_number_of_retries(CONNECT_RETRIES)
+                    .set_min_delay(Duration::from_millis(20))
+                    .set_max_delay(Duration::from_millis(200));
+                let mut manager =
+                    ConnectionManager::new_with_config(client.clone(), config).await?;
+                if !scripts.is_empty() {
+                    let mut load = redis::pipe();
+                    for code in scripts {
+                        load.cmd("SCRIPT").arg("LOAD").arg(code);
+                    }
+                    let _hashes: Vec<String> = load.query_async(&mut manager).await?;
+                }
+                Ok(RedisLink::Single(manager))
             }
-            let _hashes: Vec<String> = load.query_async(&mut manager).await?;
+            Client::Cluster(client) => {
+                let mut connection = client.get_async_connection().await?;
+                // The cluster client sends `SCRIPT LOAD` to every node,
+                // replicas included, so a replica promoted by a failover
+                // already has them. One command per script: a cluster
+                // pipeline cannot hold commands bound for every node.
+                for code in scripts {
+                    let _hash: String = redis::cmd("SCRIPT")
+                        .arg("LOAD")
+                        .arg(code)
+                        .query_async(&mut connection)
+                        .await?;
+                }
+                Ok(RedisLink::Cluster(connection))
+            }
         }
-        Ok(manager)
     }
 
     /// Runs `attempt` on the connection, once more when the first try could
@@ -223,10 +347,10 @@ impl RedisConnection {
     /// The [`RedisError`] of connecting or of `attempt`.
     pub async fn run<T, F, Fut>(&self, attempt: F) -> Result<T, RedisError>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(RedisLink) -> Fut,
         Fut: Future<Output = Result<T, RedisError>>,
     {
-        let once = || async { attempt(self.manager().await?).await };
+        let once = || async { attempt(self.link().await?).await };
         match once().await {
             Err(error) if error.is_connection_refusal() => once().await,
             result => result,
@@ -276,6 +400,7 @@ impl std::fmt::Debug for RedisConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisConnection")
             .field("url", &self.inner.url)
+            .field("cluster", &self.is_cluster())
             .field("connected", &self.is_connected())
             .finish_non_exhaustive()
     }
@@ -288,4 +413,23 @@ fn shared_failure(message: &str) -> RedisError {
         std::io::ErrorKind::NotConnected,
         format!("connecting to Redis failed: {message}"),
     ))
+}
+
+/// The client for `url`, one server or a cluster. Builds nothing that
+/// connects. The error may hold the URL's password: redact it.
+fn open(url: &str) -> Result<Client, String> {
+    match parse_url(url)? {
+        RedisTarget::Single => redis::Client::open(url)
+            .map(Client::Single)
+            .map_err(|error| error.to_string()),
+        RedisTarget::Cluster(nodes) => ClusterClient::builder(nodes)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT)
+            .retries(CLUSTER_RETRIES)
+            .min_retry_wait(20)
+            .max_retry_wait(200)
+            .build()
+            .map(|client| Client::Cluster(Box::new(client)))
+            .map_err(|error| error.to_string()),
+    }
 }

@@ -355,3 +355,190 @@ async fn relay_counting(
         to.write_all(&body).await?;
     }
 }
+
+/// A PgBouncer of the test's own on a free loopback port, in transaction
+/// pooling mode (the mode that hands each transaction whichever server
+/// connection is free), in front of the shared PostgreSQL on 5432. Any
+/// database name is passed through to the server of the same name. Few
+/// server connections per database (4), so clients' transactions interleave
+/// on them as in production; few in all (24), closed after a second idle,
+/// so the tests' many databases never use up the shared server's
+/// connections. Killed on drop.
+///
+/// PgBouncer refuses to run as root: as root it is started with
+/// `-u postgres`, which also needs its files readable by that user.
+#[cfg(feature = "postgres")]
+pub struct PgBouncer {
+    /// The shell PgBouncer runs under.
+    child: std::process::Child,
+    /// Closing it makes the shell stop PgBouncer and remove its directory.
+    lifeline: Option<std::process::ChildStdin>,
+    port: u16,
+    /// Removed by the shell.
+    _dir: std::path::PathBuf,
+}
+
+#[cfg(feature = "postgres")]
+impl PgBouncer {
+    /// Starts PgBouncer and waits until it accepts connections.
+    pub fn start() -> Self {
+        let upstream = postgres_url();
+        let dir = tempfile::Builder::new()
+            .prefix("autumn-pgbouncer-")
+            .tempdir()
+            .expect("temp dir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let (host, server_port) = upstream
+            .split_once('@')
+            .map_or(upstream.as_str(), |(_, rest)| rest)
+            .split(['/', '?'])
+            .next()
+            .and_then(|authority| authority.rsplit_once(':'))
+            .expect("TEST_DATABASE_URL names host:port");
+        std::fs::write(dir.path().join("users.txt"), "\"postgres\" \"\"\n").expect("users file");
+        let config = format!(
+            "[databases]\n* = host={host} port={server_port}\n\
+             [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
+             auth_type = trust\nauth_file = {users}\npool_mode = transaction\n\
+             max_client_conn = 2000\ndefault_pool_size = 4\n\
+             max_user_connections = 24\nserver_idle_timeout = 1\n\
+             ignore_startup_parameters = extra_float_digits,options\n",
+            users = dir.path().join("users.txt").display(),
+        );
+        let ini = dir.path().join("pgbouncer.ini");
+        std::fs::write(&ini, config).expect("pgbouncer.ini");
+        // PgBouncer runs under a shell that stops it when its stdin closes:
+        // the test process holds the other end, so even a PgBouncer kept in
+        // a `static` (never dropped) goes when the tests do, and takes its
+        // directory with it.
+        let user = if running_as_root() {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+                .expect("chmod the pgbouncer directory");
+            "-u postgres"
+        } else {
+            ""
+        };
+        // Debian installs it in /usr/sbin, which a non-root PATH lacks.
+        let program = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
+            .into_iter()
+            .find(|path| std::path::Path::new(path).exists())
+            .unwrap_or("pgbouncer");
+        let script = format!(
+            "{program} {user} '{ini}' >'{dir}/log' 2>&1 & pid=$!; cat >/dev/null; \
+             kill $pid 2>/dev/null; wait $pid; rm -rf '{dir}'",
+            ini = ini.display(),
+            dir = dir.path().display(),
+        );
+        assert!(
+            std::process::Command::new(program)
+                .arg("--version")
+                .output()
+                .is_ok(),
+            "cannot run pgbouncer: install it (`apt-get install pgbouncer`)"
+        );
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("sh to run pgbouncer under");
+        let lifeline = child.stdin.take();
+        let bouncer = Self {
+            child,
+            lifeline,
+            port,
+            _dir: dir.keep(),
+        };
+        let start = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "pgbouncer did not listen on port {port} within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bouncer
+    }
+
+    /// The URL of database `name` through PgBouncer.
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// A new database with the framework tables, made directly on the
+    /// server; returns its URL through PgBouncer. A database, not a schema:
+    /// PgBouncer 1.18 cannot pass the `search_path` option on, so a database
+    /// of its own is how a test stays apart from the others.
+    pub fn fresh_database(&self) -> String {
+        use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
+        let base = postgres_url();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock after 1970")
+            .as_secs();
+        let name = format!("autumn_test_{now}_{}", uuid::Uuid::new_v4().simple());
+        let direct = match base.rsplit_once('/') {
+            Some((server, _)) => format!("{server}/{name}"),
+            None => panic!("TEST_DATABASE_URL has no database name: {base}"),
+        };
+        let (setup_base, setup_name, setup_direct) = (base.clone(), name.clone(), direct.clone());
+        on_own_runtime(move || {
+            Box::pin(async move {
+                let mut conn = diesel_async::AsyncPgConnection::establish(&setup_base)
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!("PostgreSQL is not reachable at {setup_base} ({e})")
+                    });
+                drop_stale_databases(&mut conn, now).await;
+                conn.batch_execute(&format!("CREATE DATABASE {setup_name}"))
+                    .await
+                    .expect("create database");
+                let pool = DbPool::new(&setup_direct, 1, Duration::from_secs(5)).expect("pool");
+                FRAMEWORK_MIGRATIONS.run(&pool).await.expect("migrations");
+            })
+        });
+        self.url(&name)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Drop for PgBouncer {
+    fn drop(&mut self) {
+        drop(self.lifeline.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// Drops test databases created more than an hour before `now` (crashed
+/// runs leave theirs behind).
+#[cfg(feature = "postgres")]
+async fn drop_stale_databases(conn: &mut diesel_async::AsyncPgConnection, now: u64) {
+    use diesel::sql_types::Text;
+    use diesel_async::{RunQueryDsl as _, SimpleAsyncConnection as _};
+    #[derive(diesel::QueryableByName)]
+    struct Database {
+        #[diesel(sql_type = Text)]
+        datname: String,
+    }
+    let databases: Vec<Database> =
+        diesel::sql_query("SELECT datname FROM pg_database WHERE datname LIKE 'autumn\\_test\\_%'")
+            .load(conn)
+            .await
+            .expect("list test databases");
+    for Database { datname } in databases {
+        let created = datname
+            .split('_')
+            .nth(2)
+            .and_then(|t| t.parse::<u64>().ok());
+        if created.is_none_or(|created| created + 3600 < now) {
+            let _ = conn
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {datname} WITH (FORCE)"))
+                .await;
+        }
+    }
+}

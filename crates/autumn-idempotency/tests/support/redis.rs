@@ -1,6 +1,7 @@
 //! Real Redis for the tests: the shared server (`TEST_REDIS_URL`), private
 //! `redis-server` children that can be stopped and started again, and a
-//! MONITOR reader that sees commands the way the server does.
+//! MONITOR reader that sees commands the way the server does, and a Redis
+//! Cluster of six servers ([`cluster`]).
 
 use std::io::{self, Read as _, Write as _};
 use std::net::{Ipv4Addr, TcpListener};
@@ -10,6 +11,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::TcpStream;
+
+#[path = "redis/cluster.rs"]
+pub mod cluster;
 
 const HOW_TO_START: &str = "start one with \
     `redis-server --daemonize yes --port 6379 --save \"\" --appendonly no`, \
@@ -52,8 +56,29 @@ pub async fn plain_connection(url: &str) -> ::redis::aio::MultiplexedConnection 
         })
 }
 
-/// Every key under `prefix:`.
+/// Every key under `prefix:`; on a cluster (a `redis+cluster://` URL of
+/// [`cluster::RedisCluster`]), every master's.
 pub async fn keys_under(url: &str, prefix: &str) -> Vec<String> {
+    let Some(ports) = cluster::node_ports(url) else {
+        return scan(url, prefix).await;
+    };
+    let mut keys = Vec::new();
+    for port in ports {
+        let node = format!("redis://127.0.0.1:{port}");
+        // Replicas hold copies: count each key once, on its master.
+        let role: Vec<::redis::Value> = ::redis::cmd("ROLE")
+            .query_async(&mut plain_connection(&node).await)
+            .await
+            .expect("ROLE");
+        if matches!(role.first(), Some(::redis::Value::BulkString(name)) if name == b"master") {
+            keys.extend(scan(&node, prefix).await);
+        }
+    }
+    keys
+}
+
+/// `SCAN` for `prefix:*` on one server.
+async fn scan(url: &str, prefix: &str) -> Vec<String> {
     let mut connection = plain_connection(url).await;
     let mut keys = Vec::new();
     let mut cursor: u64 = 0;
