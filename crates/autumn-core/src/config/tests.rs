@@ -114,7 +114,6 @@ fn defaults_without_files_or_env() {
             fingerprint: super::FingerprintMode::Bytes,
             fingerprint_ignore: Vec::new(),
             fingerprint_only: Vec::new(),
-            in_flight_wait_ms: 0,
             docs_url: None,
             expiry_header: false,
             memory: MemoryConfig {

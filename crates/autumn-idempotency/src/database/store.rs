@@ -475,7 +475,7 @@ impl IdempotencyStore for DbIdempotencyStore {
     fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
         Box::pin(async move {
             let now = self.now();
-            let rows: Vec<Row> = on_backend!(self.conn().await?, |conn, sql| {
+            let rows: Vec<Row> = on_backend!(self, self.conn().await?, |conn, sql| {
                 diesel::sql_query(sql(GET))
                     .bind::<Text, _>(key)
                     .cached()
@@ -506,7 +506,7 @@ impl IdempotencyStore for DbIdempotencyStore {
     /// Deletes the key's row, recovery point included.
     fn evict<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, bool> {
         Box::pin(async move {
-            on_backend!(self.conn().await?, |conn, sql| {
+            on_backend!(self, self.conn().await?, |conn, sql| {
                 diesel::sql_query(sql(EVICT))
                     .bind::<Text, _>(key)
                     .cached()
