@@ -978,7 +978,6 @@ fn effective_settings_cover_every_key() {
         fingerprint = "json"
         fingerprint_ignore = ["/ts"]
         fingerprint_only = []
-        in_flight_wait_ms = 14
         docs_url = "https://example.com/keys"
         expiry_header = true
         [idempotency.memory]
