@@ -14,6 +14,8 @@ mod error;
 pub mod error_pages;
 #[cfg(feature = "database")]
 pub mod idempotency_tx;
+#[cfg(feature = "database")]
+pub mod jobs;
 mod route;
 mod scope;
 pub mod session;

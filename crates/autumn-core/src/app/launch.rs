@@ -516,6 +516,7 @@ impl AppBuilder {
         }
         #[cfg(feature = "database")]
         if let Some(pool) = database {
+            router = crate::jobs::install(router, &pool, &clock, self.commit_hooks);
             router = router.layer(axum::Extension(pool));
         }
         for layer in self.layers {
