@@ -16,6 +16,8 @@ pub mod error_pages;
 pub mod idempotency_tx;
 #[cfg(feature = "database")]
 pub mod jobs;
+#[cfg(feature = "database")]
+pub mod repository;
 mod route;
 mod scope;
 pub mod session;
