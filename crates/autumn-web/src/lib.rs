@@ -179,6 +179,9 @@ pub mod docs {
     pub mod sessions {}
     #[doc = include_str!("../../../docs/forms.md")]
     pub mod forms {}
+    #[cfg(feature = "database")]
+    #[doc = include_str!("../../../docs/repositories.md")]
+    pub mod repositories {}
     #[doc = include_str!("../../../docs/security.md")]
     pub mod security {}
     #[doc = include_str!("../../../docs/api-tokens.md")]
