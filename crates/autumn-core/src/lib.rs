@@ -14,6 +14,10 @@ mod error;
 pub mod error_pages;
 #[cfg(feature = "database")]
 pub mod idempotency_tx;
+#[cfg(feature = "database")]
+pub mod jobs;
+#[cfg(feature = "database")]
+pub mod repository;
 mod key_admin;
 mod route;
 mod scope;

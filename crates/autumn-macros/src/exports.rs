@@ -85,6 +85,39 @@ pub(crate) const DURATION: ExportPath = ExportPath(&["std", "time", "Duration"])
 /// `::std::string::String`, the buffer `html!` writes into.
 pub(crate) const STRING: ExportPath = ExportPath(&["std", "string", "String"]);
 
+/// `#[repository]`'s paths: the repository support in
+/// `::autumn_web::__private`, and diesel through the facade.
+pub(crate) const AUTUMN_ERROR: ExportPath = ExportPath(&["autumn_web", "__private", "AutumnError"]);
+pub(crate) const AXUM_FROM_REQUEST_PARTS: ExportPath = ExportPath(&[
+    "autumn_web",
+    "__private",
+    "axum",
+    "extract",
+    "FromRequestParts",
+]);
+pub(crate) const HTTP_PARTS: ExportPath =
+    ExportPath(&["autumn_web", "__private", "http", "request", "Parts"]);
+pub(crate) const COMMIT_HOOKS: ExportPath = ExportPath(&["autumn_web", "__private", "CommitHooks"]);
+pub(crate) const DB_POOL: ExportPath = ExportPath(&["autumn_web", "__private", "DbPool"]);
+pub(crate) const DIESEL: ExportPath = ExportPath(&["autumn_web", "__private", "diesel"]);
+pub(crate) const DIESEL_ASYNC: ExportPath =
+    ExportPath(&["autumn_web", "__private", "diesel_async"]);
+pub(crate) const DIESEL_ERROR: ExportPath =
+    ExportPath(&["autumn_web", "__private", "diesel", "result", "Error"]);
+pub(crate) const ENQUEUE_HOOK: ExportPath =
+    ExportPath(&["autumn_web", "__private", "enqueue_hook"]);
+pub(crate) const MUTATION_CONTEXT: ExportPath =
+    ExportPath(&["autumn_web", "__private", "MutationContext"]);
+pub(crate) const ON_TX: ExportPath = ExportPath(&["autumn_web", "__private", "on_tx"]);
+pub(crate) const PAGE: ExportPath = ExportPath(&["autumn_web", "__private", "Page"]);
+pub(crate) const PAGING: ExportPath = ExportPath(&["autumn_web", "__private", "Paging"]);
+pub(crate) const REPO_DB: ExportPath = ExportPath(&["autumn_web", "__private", "RepoDb"]);
+pub(crate) const REPO_TX: ExportPath = ExportPath(&["autumn_web", "__private", "RepoTx"]);
+pub(crate) const REPOSITORY_PARTS: ExportPath =
+    ExportPath(&["autumn_web", "__private", "repository_parts"]);
+pub(crate) const SCOPED_FUTURE_EXT: ExportPath =
+    ExportPath(&["autumn_web", "__private", "ScopedFutureExt"]);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,7 @@
 mod exports;
 mod html;
 mod main_fn;
+mod repository;
 mod route;
 mod route_policy;
 mod routes;
@@ -167,5 +168,21 @@ pub fn test(attr: TokenStream, item: TokenStream) -> TokenStream {
             tokens.extend(item);
             tokens
         })
+        .into()
+}
+
+/// Generates a repository over a diesel table: `find`, `list` (paging),
+/// `create`, `update` and `delete` on the app database, extractable in a
+/// handler, with durable `after_create_commit`, `after_update_commit` and
+/// `after_destroy_commit` hooks written in the mutation's transaction.
+///
+/// `#[repository(model = Invoice, table = invoices, insert = NewInvoice,
+/// update = InvoiceChanges, after_create_commit = send_invoice)]` on
+/// `pub struct Invoices;`. `id = i64` and `primary_key = id` are the
+/// defaults. The guide is `autumn_web::docs::repositories`.
+#[proc_macro_attribute]
+pub fn repository(attr: TokenStream, item: TokenStream) -> TokenStream {
+    repository::expand(attr.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

@@ -65,3 +65,101 @@ pub fn test_runtime() -> tokio::runtime::Runtime {
         .build()
         .expect("autumn: cannot start the tokio runtime for the test")
 }
+
+#[cfg(feature = "database")]
+pub use crate::AutumnError;
+#[cfg(feature = "database")]
+pub use autumn_core::jobs::{CommitHooks, MutationContext};
+#[cfg(feature = "database")]
+pub use autumn_core::repository::{Page, Paging, RepoDb, RepoTx, enqueue_hook};
+#[cfg(feature = "database")]
+pub use autumn_idempotency::database::{DbPool, TxConnection};
+#[cfg(feature = "database")]
+pub use scoped_futures::{ScopedBoxFuture, ScopedFutureExt};
+#[cfg(feature = "database")]
+pub use {diesel, diesel_async};
+
+/// A repository's connection and its mutations' context, from the request.
+///
+/// # Errors
+///
+/// 500 without `[database] url`, 503 when no connection can be had.
+#[cfg(feature = "database")]
+pub async fn repository_parts(
+    parts: &mut http::request::Parts,
+) -> Result<(RepoDb, MutationContext), AutumnError> {
+    let Some(pool) = parts.extensions.get::<DbPool>().cloned() else {
+        return Err(AutumnError::internal(
+            "a handler takes a repository, but no database is configured; set database.url (AUTUMN_DATABASE__URL)",
+        ));
+    };
+    let context =
+        match <MutationContext as axum::extract::FromRequestParts<()>>::from_request_parts(
+            parts,
+            &(),
+        )
+        .await
+        {
+            Ok(context) => context,
+            Err(never) => match never {},
+        };
+    Ok((RepoDb::from_pool(&pool).await?, context))
+}
+
+/// The error of a repository statement on a connection that cannot run it.
+#[cfg(feature = "database")]
+pub fn not_primary() -> diesel::result::Error {
+    diesel::result::Error::QueryBuilderError(
+        "repositories run on the primary database (a Db connection); this connection is a shard's or of a backend this build has no driver for".into(),
+    )
+}
+
+/// Runs `$body` with `$c` bound to the backend's connection of an
+/// `Option<TxConnection>`: one arm per backend this build compiled, each
+/// type-checked on its own connection type, so a repository serves either
+/// database. Defined once per feature set, because `cfg` in a macro's
+/// output would be read in the caller's crate.
+#[cfg(all(feature = "postgres", feature = "sqlite"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __autumn_on_tx {
+    ($conn:expr, $c:ident => $body:expr) => {
+        match $conn {
+            ::core::option::Option::Some($crate::__private::TxConnection::Postgres($c)) => $body,
+            ::core::option::Option::Some($crate::__private::TxConnection::Sqlite($c)) => $body,
+            #[allow(unreachable_patterns)]
+            _ => ::core::result::Result::Err($crate::__private::not_primary()),
+        }
+    };
+}
+
+/// See the two-backend definition.
+#[cfg(all(feature = "postgres", not(feature = "sqlite")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __autumn_on_tx {
+    ($conn:expr, $c:ident => $body:expr) => {
+        match $conn {
+            ::core::option::Option::Some($crate::__private::TxConnection::Postgres($c)) => $body,
+            #[allow(unreachable_patterns)]
+            _ => ::core::result::Result::Err($crate::__private::not_primary()),
+        }
+    };
+}
+
+/// See the two-backend definition.
+#[cfg(all(feature = "sqlite", not(feature = "postgres")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __autumn_on_tx {
+    ($conn:expr, $c:ident => $body:expr) => {
+        match $conn {
+            ::core::option::Option::Some($crate::__private::TxConnection::Sqlite($c)) => $body,
+            #[allow(unreachable_patterns)]
+            _ => ::core::result::Result::Err($crate::__private::not_primary()),
+        }
+    };
+}
+
+#[cfg(feature = "database")]
+pub use crate::__autumn_on_tx as on_tx;

@@ -83,6 +83,14 @@
 //!
 //! The [forms guide](crate::docs::forms) has the whole story.
 
+mod changeset;
+mod nested;
+
+pub use changeset::Changeset;
+pub use nested::{
+    ADD_ROW, ChildFields, NestedChangesetForm, NestedFormData, NestedRow, REMOVE_ROW,
+};
+
 use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use axum::response::{IntoResponse, Redirect, Response};
 use http::StatusCode;

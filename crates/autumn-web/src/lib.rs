@@ -36,6 +36,8 @@ pub use autumn_core::{
     AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, RequestId, Route,
     RouteIdempotency, app,
 };
+#[cfg(feature = "database")]
+pub use autumn_macros::repository;
 pub use autumn_macros::{delete, get, html, main, patch, post, put, routes, test};
 
 /// API tokens: [`RequireApiToken`](api_token::RequireApiToken), the
@@ -57,6 +59,20 @@ pub mod db {
     pub use autumn_idempotency::database::{
         DbConnection, DbPool, FRAMEWORK_MIGRATIONS, IdempotencyConnection,
     };
+}
+
+/// Durable after-commit hooks: [`MutationContext`](jobs::MutationContext),
+/// the hooks an app registers and the worker that runs them.
+#[cfg(feature = "database")]
+pub mod jobs {
+    pub use autumn_core::jobs::*;
+}
+
+/// What `#[repository]` generates code against: paging, the transaction
+/// mutations share ([`RepoTx`](repository::RepoTx)), and hook rows.
+#[cfg(feature = "database")]
+pub mod repository {
+    pub use autumn_core::repository::*;
 }
 
 /// Idempotency keys: the layer, the stores and what handlers read.
@@ -163,6 +179,9 @@ pub mod docs {
     pub mod sessions {}
     #[doc = include_str!("../../../docs/forms.md")]
     pub mod forms {}
+    #[cfg(feature = "database")]
+    #[doc = include_str!("../../../docs/repositories.md")]
+    pub mod repositories {}
     #[doc = include_str!("../../../docs/security.md")]
     pub mod security {}
     #[doc = include_str!("../../../docs/api-tokens.md")]

@@ -22,6 +22,7 @@
 //! configured. Sessions live where `[session] backend` says.
 
 mod html_errors;
+pub mod invoices;
 mod password;
 mod routes;
 mod signed_in;
@@ -31,10 +32,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use autumn_web::AppBuilder;
-use autumn_web::config::AutumnConfig;
+use autumn_web::config::{AutumnConfig, Backend};
 
 pub use routes::account::{MAX_AVATAR_BYTES, MAX_NAME_CHARS};
 pub use routes::auth::{LoginForm, MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS, SignupForm};
+pub use routes::invoices::{InvoiceInput, LineInput, MAX_LINES};
 pub use users::{Avatar, Stats, User, Users};
 
 /// The environment variable holding an artificial delay, in milliseconds,
@@ -55,6 +57,12 @@ pub const DEFAULT_IN_FLIGHT_WAIT_MS: u64 = 5000;
 /// The database `main` uses when `[database] url` is unset: a SQLite file in
 /// the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://saas.db";
+
+/// The environment variable that keeps this process from running the
+/// invoice email hook (`1` or `true`): its queue rows wait for a process
+/// without it. The crash test uses it to kill the app after the commit and
+/// before the hook ran.
+pub const JOBS_PAUSED_VAR: &str = "SAAS_JOBS_PAUSED";
 
 /// What the handlers read from the request extensions.
 #[derive(Debug, Clone)]
@@ -151,6 +159,16 @@ fn app_with_site(site: Site) -> AppBuilder {
         .with_error_pages(html_errors::SitePages(site.clone()))
         .layer(axum::Extension(site))
         .layer(axum::Extension(users::UsersTable::default()))
+        // The JSON API (`POST /api/invoices`) takes an `Idempotency-Key`;
+        // requests without one, the forms among them, pass through.
+        .idempotent()
+        .with_commit_hooks(invoices::Invoices::commit_hooks().paused(jobs_paused_from_env()))
+}
+
+/// Whether [`JOBS_PAUSED_VAR`] asks this process not to run hooks.
+pub fn jobs_paused_from_env() -> bool {
+    std::env::var(JOBS_PAUSED_VAR)
+        .is_ok_and(|value| matches!(value.trim().to_ascii_lowercase().as_str(), "1" | "true"))
 }
 
 /// [`POST_DELAY_VAR`] as a duration: zero when unset or not a number.
@@ -180,6 +198,15 @@ pub fn configure(mut config: AutumnConfig) -> AutumnConfig {
     // user would see an error page although the account was created. Made to
     // wait, it gets the first post's 303 replayed and lands on the welcome
     // page like the first one would have.
+    // The API's records live in the app database, committed with the
+    // invoice they answer (`IdempotencyTx`), so a retry after a restart is
+    // still a replay. Submit tokens stay where they were.
+    if config.idempotency.backend == Backend::Memory {
+        if config.security.submit_token.backend.is_none() {
+            config.security.submit_token.backend = Some(Backend::Memory);
+        }
+        config.idempotency.backend = Backend::Database;
+    }
     let submit_token = &mut config.security.submit_token;
     if submit_token.in_flight_wait_ms == 0 {
         submit_token.in_flight_wait_ms = DEFAULT_IN_FLIGHT_WAIT_MS;

@@ -11,6 +11,8 @@ use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayGuardLa
 use axum::Router;
 use http::StatusCode;
 use tower::ServiceBuilder;
+#[cfg(not(feature = "database"))]
+use tower::layer::util::Identity;
 use tower_http::timeout::TimeoutLayer;
 
 use super::{AppBuilder, RawRouter};
@@ -538,24 +540,26 @@ impl AppBuilder {
             &mut startup,
         )?;
 
-        // Innermost first: the guards, the app's own layers, then the scope,
-        // the tenant and the session outside them (an idempotency layer the
-        // app adds gets the same scope as Autumn's; the tenant is resolved
-        // before the scope reads it, from a session already there), then the
-        // cross-origin check, so a forged request reaches none of the app's
-        // code and no store, then timeout and trace outermost (the path
-        // strategy's cut comes before routing, so outside them all).
+        // Innermost: the submit-token guard, with the database pool and the
+        // commit-hook queue for the handlers, under the app's own layers.
         // Each `Router::layer` boxes once more, and every request clones
         // each box with all beneath it: so the framework's layers are
         // grouped into as few boxes as their places allow.
         #[cfg(feature = "database")]
-        let pool = database.map(axum::Extension);
+        let (pool, queue) = match database {
+            Some(pool) => (
+                Some(axum::Extension(pool.clone())),
+                Some(crate::jobs::install(&pool, &clock, self.commit_hooks)),
+            ),
+            None => (None, None),
+        };
         #[cfg(not(feature = "database"))]
-        let pool: Option<tower::layer::util::Identity> = None;
+        let (pool, queue): (Option<Identity>, Option<Identity>) = (None, None);
         if submit.is_some() || pool.is_some() {
             router = router.layer(
                 ServiceBuilder::new()
                     .option_layer(pool)
+                    .option_layer(queue)
                     .option_layer(submit),
             );
         }

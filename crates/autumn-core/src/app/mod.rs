@@ -56,6 +56,8 @@ pub struct AppBuilder {
     pub(crate) tenant_resolver: Option<Arc<dyn crate::tenancy::TenantResolver>>,
     pub(crate) error_pages: crate::error_pages::ErrorPagesLayer,
     pub(crate) states: crate::state::States,
+    #[cfg(feature = "database")]
+    pub(crate) commit_hooks: Option<crate::jobs::CommitHooks>,
 }
 
 pub(crate) enum RawRouter {

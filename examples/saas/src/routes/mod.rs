@@ -4,6 +4,7 @@
 
 pub(crate) mod account;
 pub(crate) mod auth;
+pub(crate) mod invoices;
 
 use autumn_web::Route;
 use autumn_web::prelude::*;
@@ -30,7 +31,12 @@ pub(crate) fn all() -> Vec<Route> {
         account::avatar,
         users_page,
         users_json,
-        stats_json
+        stats_json,
+        invoices::new_invoice,
+        invoices::create_invoice,
+        invoices::api_create_invoice,
+        invoices::show_invoice,
+        invoices::invoice_stats
     ]
 }
 

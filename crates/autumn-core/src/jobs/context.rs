@@ -1,0 +1,103 @@
+//! [`MutationContext`]: what a repository's mutations know about the request
+//! that caused them.
+
+use std::sync::Arc;
+
+use autumn_idempotency::IdempotencyContext;
+use autumn_idempotency::clock::{SharedClock, SystemClock};
+use axum::extract::FromRequestParts;
+use http::request::Parts;
+
+use super::worker::CommitQueue;
+
+/// What a mutation knows about the request that caused it: the
+/// framework-scoped idempotency key, and the commit-hook queue to wake once
+/// the mutation commits.
+///
+/// Extracted in a handler (generated repositories extract it themselves), it
+/// holds the request's storage key when the request came through the
+/// idempotency layer with an `Idempotency-Key`: a hash of the method, path,
+/// the caller's scope and the key, so two users sending the same key get
+/// different values. Outside such a request (no key, a form post, a
+/// background task) it is `None`.
+///
+/// ```
+/// use autumn_core::jobs::MutationContext;
+///
+/// let outside = MutationContext::detached();
+/// assert_eq!(outside.idempotency_key(), None);
+/// let keyed = MutationContext::with_idempotency_key("v1:5c0f...");
+/// assert_eq!(keyed.idempotency_key(), Some("v1:5c0f..."));
+/// ```
+#[derive(Debug, Clone)]
+pub struct MutationContext {
+    /// The request's storage key, when it was idempotent. Public so
+    /// generated code and apps read it as the field the docs name.
+    pub idempotency_key: Option<Arc<str>>,
+    queue: Option<CommitQueue>,
+}
+
+impl MutationContext {
+    /// A context outside any request: no key, and a commit-hook row waits
+    /// for the worker's next poll.
+    pub fn detached() -> Self {
+        Self {
+            idempotency_key: None,
+            queue: None,
+        }
+    }
+
+    /// A context with `key` as the framework-scoped idempotency key, for
+    /// tests and for work that carries the key of the request it continues.
+    pub fn with_idempotency_key(key: impl Into<Arc<str>>) -> Self {
+        Self {
+            idempotency_key: Some(key.into()),
+            queue: None,
+        }
+    }
+
+    /// The framework-scoped idempotency key, if the mutation runs for an
+    /// idempotent request.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.idempotency_key.as_deref()
+    }
+
+    /// The clock commit-hook rows are stamped with: the app clock when the
+    /// worker runs in this app, the system clock otherwise.
+    pub(crate) fn clock(&self) -> SharedClock {
+        match &self.queue {
+            Some(queue) => queue.clock.clone(),
+            None => Arc::new(SystemClock),
+        }
+    }
+
+    /// Tells the worker there is new work: call after the transaction that
+    /// wrote commit-hook rows committed. Without a worker in this app the
+    /// rows wait for one that polls the same database.
+    pub fn committed(&self) {
+        if let Some(queue) = &self.queue {
+            queue.wake.notify_one();
+        }
+    }
+}
+
+impl Default for MutationContext {
+    fn default() -> Self {
+        Self::detached()
+    }
+}
+
+/// Never rejects: a request without a key is a mutation without one.
+impl<S: Send + Sync> FromRequestParts<S> for MutationContext {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            idempotency_key: parts
+                .extensions
+                .get::<IdempotencyContext>()
+                .map(|context| Arc::from(context.storage_key())),
+            queue: parts.extensions.get::<CommitQueue>().cloned(),
+        })
+    }
+}

@@ -1,0 +1,288 @@
+//! [`CommitHook`]: the code a durable after-commit hook runs, and
+//! [`CommitJob`], one queued run of it.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use autumn_idempotency::database::DbPool;
+use serde::de::DeserializeOwned;
+
+/// One row of the commit-hook queue, as the worker hands it to its hook.
+///
+/// A job runs **at least once**: the worker may crash after the hook did its
+/// work and before it marked the row done, and a hook that fails is run
+/// again. Write hooks so that a second run changes nothing:
+///
+/// - key the side effect by [`record_id`](Self::record_id) and
+///   [`hook`](Self::hook) (a unique index on the outbox row, `ON CONFLICT DO
+///   NOTHING`), or
+/// - pass [`idempotency_key`](Self::idempotency_key) to a downstream API
+///   that de-duplicates by key (a payment provider, a mail service), and
+/// - use [`attempt`](Self::attempt) (1 on the first run) to tell a first
+///   run from a retry, say to look up whether the last attempt got through.
+#[derive(Debug, Clone)]
+pub struct CommitJob {
+    pub(crate) id: i64,
+    pub(crate) hook: String,
+    pub(crate) record_id: String,
+    pub(crate) idempotency_key: Option<String>,
+    pub(crate) payload: String,
+    pub(crate) attempt: u32,
+    pub(crate) pool: DbPool,
+}
+
+impl CommitJob {
+    /// The queue row's id.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// The hook's name, as registered in [`CommitHooks`].
+    pub fn hook(&self) -> &str {
+        &self.hook
+    }
+
+    /// The id of the record the mutation wrote, as text.
+    pub fn record_id(&self) -> &str {
+        &self.record_id
+    }
+
+    /// The framework-scoped idempotency key of the request that caused the
+    /// mutation, if it was idempotent.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.idempotency_key.as_deref()
+    }
+
+    /// Which run this is: 1 the first time, 2 on the first retry, and so on.
+    /// A worker that crashed mid-run counts as a run.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The record as the mutation left it (for a delete: as it was), JSON.
+    pub fn payload(&self) -> &str {
+        &self.payload
+    }
+
+    /// The record, read back from [`payload`](Self::payload).
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::Permanent`] when the payload is not a `T`: running the
+    /// job again would not change that.
+    pub fn record<T: DeserializeOwned>(&self) -> Result<T, JobError> {
+        serde_json::from_str(&self.payload).map_err(|error| {
+            JobError::permanent(format!(
+                "the payload of job {} is not a {}: {error}",
+                self.id,
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+
+    /// The app database, for the hook's own writes.
+    pub fn pool(&self) -> &DbPool {
+        &self.pool
+    }
+}
+
+/// Why a job did not finish.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// Worth another try: retried after a backoff, until the attempts run
+    /// out and the row is dead.
+    #[error("{0}")]
+    Retry(String),
+    /// Another try would fail the same way: the row is dead at once.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+impl JobError {
+    /// A failure worth retrying.
+    pub fn retry(message: impl std::fmt::Display) -> Self {
+        Self::Retry(message.to_string())
+    }
+
+    /// A failure not worth retrying.
+    pub fn permanent(message: impl std::fmt::Display) -> Self {
+        Self::Permanent(message.to_string())
+    }
+}
+
+/// Database errors are usually passing (a lost connection, a deadlock).
+impl From<diesel::result::Error> for JobError {
+    fn from(error: diesel::result::Error) -> Self {
+        Self::retry(error)
+    }
+}
+
+impl From<crate::AutumnError> for JobError {
+    fn from(error: crate::AutumnError) -> Self {
+        Self::retry(error)
+    }
+}
+
+/// What a job's run returns.
+pub type JobFuture = Pin<Box<dyn Future<Output = Result<(), JobError>> + Send>>;
+
+/// The code a durable after-commit hook runs: implemented for every
+/// `async fn(CommitJob) -> Result<(), JobError>`.
+///
+/// ```
+/// use autumn_core::jobs::{CommitJob, CommitHooks, JobError};
+///
+/// async fn send_receipt(job: CommitJob) -> Result<(), JobError> {
+///     // ... insert into the outbox, unique on the record id ...
+///     let _ = (job.record_id(), job.attempt());
+///     Ok(())
+/// }
+///
+/// let hooks = CommitHooks::new().hook("orders.after_create_commit", send_receipt);
+/// assert!(hooks.contains("orders.after_create_commit"));
+/// ```
+pub trait CommitHook: Send + Sync + 'static {
+    /// Runs the job once.
+    fn run(&self, job: CommitJob) -> JobFuture;
+}
+
+impl<F, Fut> CommitHook for F
+where
+    F: Fn(CommitJob) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), JobError>> + Send + 'static,
+{
+    fn run(&self, job: CommitJob) -> JobFuture {
+        Box::pin(self(job))
+    }
+}
+
+/// The hooks an app's worker runs, by name, and how it runs them.
+///
+/// The name is what the queue rows store: keep it stable across releases
+/// (generated repositories name theirs `TABLE.after_create_commit` and so
+/// on). Rows of a hook this app does not know stay pending, for a replica
+/// that does (a rolling deploy that adds a hook).
+#[derive(Clone)]
+pub struct CommitHooks {
+    pub(crate) hooks: BTreeMap<String, Arc<dyn CommitHook>>,
+    pub(crate) settings: WorkerSettings,
+}
+
+impl std::fmt::Debug for CommitHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitHooks")
+            .field("hooks", &self.hooks.keys().collect::<Vec<_>>())
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl Default for CommitHooks {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How the worker polls, retries and gives up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WorkerSettings {
+    pub(crate) max_attempts: u32,
+    pub(crate) backoff: Duration,
+    pub(crate) max_backoff: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) poll_every: Duration,
+    pub(crate) batch: u32,
+    pub(crate) paused: bool,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        Self {
+            max_attempts: 8,
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(300),
+            lease: Duration::from_secs(300),
+            poll_every: Duration::from_secs(1),
+            batch: 32,
+            paused: false,
+        }
+    }
+}
+
+impl WorkerSettings {
+    /// The wait before run `attempt + 1` after run `attempt` failed:
+    /// `backoff` doubled per failed attempt, at most `max_backoff`.
+    pub(crate) fn backoff_after(&self, attempt: u32) -> Duration {
+        let doublings = attempt.saturating_sub(1).min(31);
+        self.backoff
+            .saturating_mul(1u32 << doublings)
+            .min(self.max_backoff)
+    }
+}
+
+impl CommitHooks {
+    /// No hooks, and the default settings: 8 attempts, a backoff from 1 s
+    /// doubling up to 5 min, a lease of 5 min per run, a poll every second.
+    pub fn new() -> Self {
+        Self {
+            hooks: BTreeMap::new(),
+            settings: WorkerSettings::default(),
+        }
+    }
+
+    /// Runs `hook` for the queue rows named `name`.
+    pub fn hook(mut self, name: impl Into<String>, hook: impl CommitHook) -> Self {
+        self.hooks.insert(name.into(), Arc::new(hook));
+        self
+    }
+
+    /// Adds every hook of `other` (its settings are ignored).
+    pub fn merge(mut self, other: CommitHooks) -> Self {
+        self.hooks.extend(other.hooks);
+        self
+    }
+
+    /// Whether a hook named `name` is registered.
+    pub fn contains(&self, name: &str) -> bool {
+        self.hooks.contains_key(name)
+    }
+
+    /// How many runs a job gets before its row is dead (at least 1).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.settings.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// The wait after a first failed run, doubled after each further one,
+    /// at most `max`.
+    pub fn backoff(mut self, first: Duration, max: Duration) -> Self {
+        self.settings.backoff = first;
+        self.settings.max_backoff = max.max(first);
+        self
+    }
+
+    /// How long a run may take before another worker may take the job over
+    /// (as after a crash). Longer than the slowest run of any hook.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.settings.lease = lease;
+        self
+    }
+
+    /// How often the worker looks for due jobs when nothing woke it (a
+    /// retry coming due, a row another replica wrote).
+    pub fn poll_every(mut self, every: Duration) -> Self {
+        self.settings.poll_every = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// With `true`, the app writes queue rows but starts no worker: another
+    /// process drains them, or a later start of this one.
+    pub fn paused(mut self, paused: bool) -> Self {
+        self.settings.paused = paused;
+        self
+    }
+}

@@ -1,0 +1,29 @@
+//! Durable after-commit hooks: work a mutation asks for, written to the
+//! `autumn_commit_jobs` table in the mutation's own transaction and run by a
+//! worker once it committed, with retries, backoff and a dead-letter state.
+//!
+//! - [`MutationContext`]: the framework-scoped idempotency key of the
+//!   request (when it was idempotent), so duplicate attempts of one request
+//!   write one queue row: the table is unique on (key, hook, record).
+//! - [`enqueue`]: writes a row in the caller's transaction. Generated
+//!   repositories (`#[repository]`) call it for their `after_*_commit` hooks.
+//! - [`CommitHook`] / [`CommitHooks`]: the code each named hook runs, given
+//!   to the app with [`AppBuilder::with_commit_hooks`](crate::AppBuilder::with_commit_hooks),
+//!   which starts the [`CommitJobWorker`].
+//! - [`CommitJob`]: one run of a hook, with its attempt number. A job runs
+//!   at least once: see its docs for how a hook stays idempotent.
+//!
+//! The table comes from the framework migrations, which launch runs.
+
+mod context;
+mod hook;
+mod launch;
+mod queue;
+mod worker;
+
+pub use context::MutationContext;
+pub use hook::{CommitHook, CommitHooks, CommitJob, JobError, JobFuture};
+pub use queue::enqueue;
+pub use worker::{CommitJobWorker, WorkerRun};
+
+pub(crate) use worker::install;

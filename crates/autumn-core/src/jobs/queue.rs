@@ -1,0 +1,235 @@
+//! The statements on `autumn_commit_jobs`: writing a row in the mutation's
+//! transaction, and the worker's claim, finish, retry and dead-letter.
+
+use autumn_idempotency::database::{
+    CachedExt as _, DbConnection, DbError, DbPool, IdempotencyConnection, TxConnection,
+    sqlite_params,
+};
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Integer, Nullable, Text};
+use diesel_async::RunQueryDsl as _;
+
+use super::context::MutationContext;
+
+/// $1 hook, $2 record id, $3 key, $4 payload, $5 now. A duplicate attempt of
+/// the same request finds its row and writes none. A new row is due at once
+/// (`run_at` 0), whatever the clock of the worker that reads it.
+const ENQUEUE: &str = "INSERT INTO autumn_commit_jobs \
+       (hook, record_id, idempotency_key, payload, state, attempts, run_at, created_at) \
+     VALUES ($1, $2, $3, $4, 'pending', 0, 0, $5) \
+     ON CONFLICT (idempotency_key, hook, record_id) DO NOTHING";
+
+/// $1 hook, $2 now, $3 lease end, $4 batch, $5 max attempts. Moves `run_at`
+/// to the end of the lease, so a worker that dies mid-run leaves the job
+/// due again once the lease is over.
+const CLAIM: &str = "UPDATE autumn_commit_jobs SET attempts = attempts + 1, run_at = $3 \
+     WHERE id IN (SELECT id FROM autumn_commit_jobs \
+       WHERE hook = $1 AND state = 'pending' AND run_at <= $2 AND attempts < $5 \
+       ORDER BY run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) \
+     RETURNING id, record_id, idempotency_key, payload, attempts";
+
+/// SQLite runs one writer at a time: nothing to skip.
+const CLAIM_SQLITE: &str = "UPDATE autumn_commit_jobs SET attempts = attempts + 1, run_at = ?3 \
+     WHERE id IN (SELECT id FROM autumn_commit_jobs \
+       WHERE hook = ?1 AND state = 'pending' AND run_at <= ?2 AND attempts < ?5 \
+       ORDER BY run_at, id LIMIT ?4) \
+     RETURNING id, record_id, idempotency_key, payload, attempts";
+
+/// $1 hook, $2 now, $3 max attempts: jobs whose last attempt never finished
+/// (the worker died in it, and its lease is over).
+const EXHAUSTED: &str = "UPDATE autumn_commit_jobs SET state = 'dead', finished_at = $2, \
+       last_error = 'the last attempt did not finish within its lease' \
+     WHERE hook = $1 AND state = 'pending' AND run_at <= $2 AND attempts >= $3";
+
+/// $1 id, $2 attempt, $3 now. Fenced on the attempt: a worker whose lease
+/// lapsed and whose job another worker took over changes nothing.
+const DONE: &str = "UPDATE autumn_commit_jobs SET state = 'done', finished_at = $3, last_error = NULL \
+     WHERE id = $1 AND attempts = $2 AND state = 'pending'";
+
+/// $1 id, $2 attempt, $3 when to run again, $4 error.
+const RETRY: &str = "UPDATE autumn_commit_jobs SET run_at = $3, last_error = $4 \
+     WHERE id = $1 AND attempts = $2 AND state = 'pending'";
+
+/// $1 id, $2 attempt, $3 now, $4 error.
+const DEAD: &str = "UPDATE autumn_commit_jobs SET state = 'dead', finished_at = $3, last_error = $4 \
+     WHERE id = $1 AND attempts = $2 AND state = 'pending'";
+
+/// Writes the queue row of `hook` for `record_id` on `conn`, in the caller's
+/// transaction, so it commits with the mutation or not at all. Returns
+/// whether a row was written: `false` when a duplicate attempt of the same
+/// idempotent request already wrote it.
+///
+/// Generated repositories call it; call it yourself for a mutation written
+/// by hand, then [`MutationContext::committed`] after the commit.
+///
+/// # Errors
+///
+/// The database's error; `QueryBuilderError` on a connection that cannot
+/// hold the queue (a [`ShardedDb`](crate::db::ShardedDb)).
+pub async fn enqueue<C>(
+    conn: &mut C,
+    context: &MutationContext,
+    hook: &str,
+    record_id: &str,
+    payload: &str,
+) -> Result<bool, diesel::result::Error>
+where
+    C: IdempotencyConnection + ?Sized,
+{
+    let now = as_i64(context.clock().now_millis());
+    let key = context.idempotency_key();
+    let written = match conn.idempotency_connection() {
+        #[cfg(feature = "postgres")]
+        Some(TxConnection::Postgres(conn)) => {
+            diesel::sql_query(ENQUEUE)
+                .bind::<Text, _>(hook)
+                .bind::<Text, _>(record_id)
+                .bind::<Nullable<Text>, _>(key)
+                .bind::<Text, _>(payload)
+                .bind::<BigInt, _>(now)
+                .cached()
+                .execute(conn)
+                .await?
+        }
+        #[cfg(feature = "sqlite")]
+        Some(TxConnection::Sqlite(conn)) => {
+            diesel::sql_query(sqlite_params(ENQUEUE))
+                .bind::<Text, _>(hook)
+                .bind::<Text, _>(record_id)
+                .bind::<Nullable<Text>, _>(key)
+                .bind::<Text, _>(payload)
+                .bind::<BigInt, _>(now)
+                .execute(conn)
+                .await?
+        }
+        #[allow(unreachable_patterns)]
+        _ => {
+            return Err(diesel::result::Error::QueryBuilderError(
+                "commit-hook rows live on the primary database; write them on a Db connection, not a ShardedDb".into(),
+            ));
+        }
+    };
+    Ok(written == 1)
+}
+
+/// A claimed row.
+#[derive(QueryableByName)]
+pub(crate) struct Claimed {
+    #[diesel(sql_type = BigInt)]
+    pub(crate) id: i64,
+    #[diesel(sql_type = Text)]
+    pub(crate) record_id: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub(crate) idempotency_key: Option<String>,
+    #[diesel(sql_type = Text)]
+    pub(crate) payload: String,
+    #[diesel(sql_type = Integer)]
+    pub(crate) attempts: i32,
+}
+
+/// Claims up to `batch` due jobs of `hook`, after marking dead those whose
+/// last attempt never finished.
+pub(crate) async fn claim(
+    pool: &DbPool,
+    hook: &str,
+    now: u64,
+    lease_end: u64,
+    batch: u32,
+    max_attempts: u32,
+) -> Result<Vec<Claimed>, DbError> {
+    let (now, lease_end) = (as_i64(now), as_i64(lease_end));
+    let max = i32::try_from(max_attempts).unwrap_or(i32::MAX);
+    let batch = i64::from(batch);
+    macro_rules! run {
+        ($conn:expr, $claim:expr, $exhausted:expr) => {{
+            let conn = $conn;
+            diesel::sql_query($exhausted)
+                .bind::<Text, _>(hook)
+                .bind::<BigInt, _>(now)
+                .bind::<Integer, _>(max)
+                .execute(conn)
+                .await?;
+            diesel::sql_query($claim)
+                .bind::<Text, _>(hook)
+                .bind::<BigInt, _>(now)
+                .bind::<BigInt, _>(lease_end)
+                .bind::<BigInt, _>(batch)
+                .bind::<Integer, _>(max)
+                .load::<Claimed>(conn)
+                .await?
+        }};
+    }
+    Ok(match pool.get().await? {
+        #[cfg(feature = "postgres")]
+        DbConnection::Postgres(mut conn) => run!(&mut *conn, CLAIM, EXHAUSTED),
+        #[cfg(feature = "sqlite")]
+        DbConnection::Sqlite(mut conn) => {
+            run!(&mut *conn, CLAIM_SQLITE, sqlite_params(EXHAUSTED))
+        }
+        #[allow(unreachable_patterns)]
+        _ => return Err(no_driver()),
+    })
+}
+
+/// How a run ended, as written to its row.
+pub(crate) enum Outcome<'a> {
+    Done,
+    Retry { at: u64, error: &'a str },
+    Dead { error: &'a str },
+}
+
+/// Writes how run `attempt` of job `id` ended; `false` when the row was no
+/// longer this run's (its lease lapsed and another worker took it over).
+pub(crate) async fn finish(
+    pool: &DbPool,
+    id: i64,
+    attempt: i32,
+    now: u64,
+    outcome: Outcome<'_>,
+) -> Result<bool, DbError> {
+    let now = as_i64(now);
+    macro_rules! run {
+        ($conn:expr, $dialect:expr) => {{
+            let conn = $conn;
+            let statement = |sql: &str| {
+                diesel::sql_query($dialect(sql))
+                    .bind::<BigInt, _>(id)
+                    .bind::<Integer, _>(attempt)
+            };
+            match outcome {
+                Outcome::Done => statement(DONE).bind::<BigInt, _>(now).execute(conn).await?,
+                Outcome::Retry { at, error } => {
+                    statement(RETRY)
+                        .bind::<BigInt, _>(as_i64(at))
+                        .bind::<Text, _>(error)
+                        .execute(conn)
+                        .await?
+                }
+                Outcome::Dead { error } => {
+                    statement(DEAD)
+                        .bind::<BigInt, _>(now)
+                        .bind::<Text, _>(error)
+                        .execute(conn)
+                        .await?
+                }
+            }
+        }};
+    }
+    let updated = match pool.get().await? {
+        #[cfg(feature = "postgres")]
+        DbConnection::Postgres(mut conn) => run!(&mut *conn, str::to_owned),
+        #[cfg(feature = "sqlite")]
+        DbConnection::Sqlite(mut conn) => run!(&mut *conn, sqlite_params),
+        #[allow(unreachable_patterns)]
+        _ => return Err(no_driver()),
+    };
+    Ok(updated == 1)
+}
+
+fn no_driver() -> DbError {
+    DbError::Connect("this build has no driver for the app database".to_owned())
+}
+
+fn as_i64(millis: u64) -> i64 {
+    i64::try_from(millis).unwrap_or(i64::MAX)
+}
