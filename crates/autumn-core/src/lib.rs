@@ -16,9 +16,9 @@ pub mod error_pages;
 pub mod idempotency_tx;
 #[cfg(feature = "database")]
 pub mod jobs;
+mod key_admin;
 #[cfg(feature = "database")]
 pub mod repository;
-mod key_admin;
 mod route;
 mod scope;
 pub mod session;
