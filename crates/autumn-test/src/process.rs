@@ -39,17 +39,36 @@ impl ServerProcess {
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|error| panic!("cannot start {command:?}: {error}"));
+        // Startup failures are one line on standard error: kept, so a
+        // failed start says why.
+        let stderr = child.stderr.take().map(|stderr| {
+            std::thread::spawn(move || {
+                BufReader::new(stderr)
+                    .lines()
+                    .map_while(Result::ok)
+                    .collect::<Vec<_>>()
+            })
+        });
         let Some(stdout) = child.stdout.take() else {
             panic!("no log from {command:?}");
         };
         let mut lines = BufReader::new(stdout).lines();
+        let mut logged = Vec::new();
         let base = loop {
             let Some(Ok(line)) = lines.next() else {
                 let _ = child.kill();
-                panic!("{command:?} exited before logging its address");
+                let status = child.wait().map(|status| status.to_string());
+                let errors = stderr
+                    .and_then(|reader| reader.join().ok())
+                    .unwrap_or_default();
+                panic!(
+                    "{command:?} exited ({status:?}) before logging its address; its log:\n{}\n{}",
+                    logged.join("\n"),
+                    errors.join("\n")
+                );
             };
             if let Some(at) = line.find("listening on http://") {
                 let url = &line[at + "listening on ".len()..];
@@ -58,6 +77,7 @@ impl ServerProcess {
                     .unwrap_or(url.len());
                 break url[..end].trim_end_matches('/').to_owned();
             }
+            logged.push(line);
         };
         std::thread::spawn(move || lines.for_each(drop));
         Self { child, base }

@@ -448,6 +448,20 @@ impl Failed {
     }
 }
 
+impl DbIdempotencyStore {
+    /// The key's row, if any (at most one).
+    async fn rows(&self, key: &str) -> Result<Vec<Row>, StoreError> {
+        Ok(on_backend!(self, self.conn().await?, |conn, sql| {
+            diesel::sql_query(sql(GET))
+                .bind::<Text, _>(key)
+                .cached()
+                .load(conn)
+                .await
+                .map_err(query_error)?
+        }))
+    }
+}
+
 impl IdempotencyStore for DbIdempotencyStore {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
@@ -456,14 +470,7 @@ impl IdempotencyStore for DbIdempotencyStore {
     fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
         Box::pin(async move {
             let now = self.now();
-            let rows: Vec<Row> = on_backend!(self, self.conn().await?, |conn, sql| {
-                diesel::sql_query(sql(GET))
-                    .bind::<Text, _>(key)
-                    .cached()
-                    .load(conn)
-                    .await
-                    .map_err(query_error)?
-            });
+            let rows = self.rows(key).await?;
             match rows.into_iter().next() {
                 Some(row) => self.entry(row, now),
                 None => Ok(None),
@@ -475,14 +482,7 @@ impl IdempotencyStore for DbIdempotencyStore {
     fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
         Box::pin(async move {
             let now = self.now();
-            let rows: Vec<Row> = on_backend!(self, self.conn().await?, |conn, sql| {
-                diesel::sql_query(sql(GET))
-                    .bind::<Text, _>(key)
-                    .cached()
-                    .load(conn)
-                    .await
-                    .map_err(query_error)?
-            });
+            let rows = self.rows(key).await?;
             let Some(row) = rows.into_iter().next() else {
                 return Ok(None);
             };

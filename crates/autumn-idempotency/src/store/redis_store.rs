@@ -425,22 +425,28 @@ impl std::fmt::Debug for RedisIdempotencyStore {
     }
 }
 
+impl RedisIdempotencyStore {
+    /// The key's deadlines, record and fingerprint, in one `HMGET`.
+    async fn fields(&self, key: &str) -> Result<Fields, StoreError> {
+        let redis_key = self.redis_key(key);
+        let redis_key = &redis_key;
+        self.connection
+            .run(|mut connection| async move {
+                redis::cmd("HMGET")
+                    .arg(redis_key)
+                    .arg(&["le", "re", "r", "h"])
+                    .query_async(&mut connection)
+                    .await
+            })
+            .await
+            .map_err(|error| StoreError::new(error).during(StoreOperation::Get))
+    }
+}
+
 impl IdempotencyStore for RedisIdempotencyStore {
     fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
         Box::pin(async move {
-            let redis_key = self.redis_key(key);
-            let redis_key = &redis_key;
-            let (lock_deadline, record_deadline, record, fingerprint): Fields = self
-                .connection
-                .run(|mut connection| async move {
-                    redis::cmd("HMGET")
-                        .arg(redis_key)
-                        .arg(&["le", "re", "r", "h"])
-                        .query_async(&mut connection)
-                        .await
-                })
-                .await
-                .map_err(|error| StoreError::new(error).during(StoreOperation::Get))?;
+            let (lock_deadline, record_deadline, record, fingerprint) = self.fields(key).await?;
             let now = self.now();
             let locked = lock_deadline.is_some_and(|d| d > now);
             if record_deadline.is_some_and(|d| d > now) {
@@ -457,19 +463,7 @@ impl IdempotencyStore for RedisIdempotencyStore {
     /// One `HMGET`, as [`get`](Self::get), keeping the deadlines.
     fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
         Box::pin(async move {
-            let redis_key = self.redis_key(key);
-            let redis_key = &redis_key;
-            let (lock_deadline, record_deadline, record, fingerprint): Fields = self
-                .connection
-                .run(|mut connection| async move {
-                    redis::cmd("HMGET")
-                        .arg(redis_key)
-                        .arg(&["le", "re", "r", "h"])
-                        .query_async(&mut connection)
-                        .await
-                })
-                .await
-                .map_err(|error| StoreError::new(error).during(StoreOperation::Get))?;
+            let (lock_deadline, record_deadline, record, fingerprint) = self.fields(key).await?;
             let now = self.now();
             let mut state = KeyState::default();
             if let Some(deadline) = lock_deadline.filter(|&d| d > now) {
