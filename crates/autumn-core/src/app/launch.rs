@@ -226,6 +226,10 @@ pub(crate) struct Startup {
     /// [`warm`](Self::warm) when serving on the same runtime.
     #[cfg(feature = "redis")]
     live_redis: Vec<Arc<autumn_idempotency::RedisIdempotencyStore>>,
+    /// Set once the checks passed (the framework tables exist): what
+    /// starts in the background and uses the database waits for it, so it
+    /// never races the migrations (SQLite refuses a second writer then).
+    pub(crate) checked: tokio::sync::watch::Sender<bool>,
 }
 
 impl Default for Startup {
@@ -237,6 +241,7 @@ impl Default for Startup {
             in_flight_ttl: std::time::Duration::from_secs(60),
             #[cfg(feature = "redis")]
             live_redis: Vec::new(),
+            checked: tokio::sync::watch::channel(false).0,
         }
     }
 }
@@ -245,6 +250,14 @@ impl Startup {
     /// Pings Redis, health-checks the database and applies the framework
     /// migrations; warns when a service's clock is far from the app's.
     pub(crate) async fn check(&self) -> Result<(), LaunchError> {
+        let checked = self.check_services().await;
+        if checked.is_ok() {
+            self.checked.send_replace(true);
+        }
+        checked
+    }
+
+    async fn check_services(&self) -> Result<(), LaunchError> {
         // Each check exists only in builds with its backend.
         let (_redis, _database) = (&self.redis, &self.database);
         #[cfg(feature = "redis")]
@@ -549,7 +562,12 @@ impl AppBuilder {
         let (pool, queue) = match database {
             Some(pool) => (
                 Some(axum::Extension(pool.clone())),
-                Some(crate::jobs::install(&pool, &clock, self.commit_hooks)),
+                Some(crate::jobs::install(
+                    &pool,
+                    &clock,
+                    self.commit_hooks,
+                    startup.checked.subscribe(),
+                )),
             ),
             None => (None, None),
         };

@@ -200,6 +200,21 @@ impl CommitJobWorker {
     /// lives: it runs what is due, then waits for a wake-up (a commit in
     /// this process) or the poll interval. Call it from within a tokio
     /// runtime.
+    /// [`spawn`](Self::spawn) once the startup checks have passed (the
+    /// queue table exists, and the migrations are not racing it); never,
+    /// when they fail.
+    fn spawn_when_checked(
+        self,
+        wake: Arc<Notify>,
+        mut checked: tokio::sync::watch::Receiver<bool>,
+    ) {
+        tokio::spawn(async move {
+            if checked.wait_for(|passed| *passed).await.is_ok() {
+                let _running = self.spawn(wake);
+            }
+        });
+    }
+
     pub(crate) fn spawn(self, wake: Arc<Notify>) -> tokio::task::JoinHandle<()> {
         let every = self.hooks.settings.poll_every;
         let batch = usize::try_from(self.hooks.settings.batch).unwrap_or(usize::MAX);
@@ -239,6 +254,7 @@ pub(crate) fn install(
     pool: &DbPool,
     clock: &SharedClock,
     hooks: Option<CommitHooks>,
+    checked: tokio::sync::watch::Receiver<bool>,
 ) -> axum::Extension<CommitQueue> {
     let queue = CommitQueue {
         clock: clock.clone(),
@@ -251,7 +267,8 @@ pub(crate) fn install(
             let _guard = runtime.enter();
             let names: Vec<&String> = hooks.hooks.keys().collect();
             tracing::info!(hooks = ?names, "commit-hook worker started");
-            CommitJobWorker::new(pool.clone(), hooks, clock.clone()).spawn(queue.wake.clone());
+            CommitJobWorker::new(pool.clone(), hooks, clock.clone())
+                .spawn_when_checked(queue.wake.clone(), checked);
         }
     }
     axum::Extension(queue)
