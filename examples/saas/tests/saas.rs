@@ -45,18 +45,18 @@ fn plain() -> AppBuilder {
 }
 
 /// How many duplicate submissions in this process have started waiting
-/// for the first one (the layer logs each, `submit_token.waiting`).
+/// for the first one (the layer logs each, `idempotency.waiting`).
 static WAITING: OnceLock<watch::Sender<usize>> = OnceLock::new();
 
 /// The tests that count [`WAITING`] take turns, so each count is theirs.
 static WAITERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Counts the layer's `submit_token.waiting` events into [`WAITING`].
+/// Counts the layer's `idempotency.waiting` events into [`WAITING`].
 struct WaitingWatcher;
 
 impl tracing::Subscriber for WaitingWatcher {
     fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        metadata.is_event() && metadata.fields().field("submit_token.waiting").is_some()
+        metadata.is_event() && metadata.fields().field("idempotency.waiting").is_some()
     }
     fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
         tracing::span::Id::from_u64(1)
