@@ -1,9 +1,11 @@
 //! The statements on `autumn_commit_jobs`: writing a row in the mutation's
 //! transaction, and the worker's claim, finish, retry and dead-letter.
 
+// Statement caching is a PostgreSQL setting.
+#[cfg(feature = "postgres")]
+use autumn_idempotency::database::CachedExt as _;
 use autumn_idempotency::database::{
-    CachedExt as _, DbConnection, DbError, DbPool, IdempotencyConnection, TxConnection,
-    sqlite_params,
+    DbConnection, DbError, DbPool, IdempotencyConnection, TxConnection, sqlite_params,
 };
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Integer, Nullable, Text};
@@ -22,6 +24,7 @@ const ENQUEUE: &str = "INSERT INTO autumn_commit_jobs \
 /// $1 hook, $2 now, $3 lease end, $4 batch, $5 max attempts. Moves `run_at`
 /// to the end of the lease, so a worker that dies mid-run leaves the job
 /// due again once the lease is over.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 const CLAIM: &str = "UPDATE autumn_commit_jobs SET attempts = attempts + 1, run_at = $3 \
      WHERE id IN (SELECT id FROM autumn_commit_jobs \
        WHERE hook = $1 AND state = 'pending' AND run_at <= $2 AND attempts < $5 \

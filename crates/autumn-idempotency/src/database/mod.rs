@@ -192,6 +192,9 @@ impl DbPool {
             url: redact(url),
             message: error.to_string(),
         };
+        // Only PostgreSQL keeps prepared statements.
+        #[cfg(not(feature = "postgres"))]
+        let _ = statement_cache;
         #[cfg(feature = "postgres")]
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let mut config = diesel_async::pooled_connection::ManagerConfig::default();

@@ -391,7 +391,9 @@ fn query_error(error: diesel::result::Error) -> StoreError {
 }
 
 /// The error an operation reports when its transaction (on a pool without
-/// a statement cache) cannot begin or commit.
+/// a statement cache) cannot begin or commit. Only PostgreSQL pools go
+/// without one.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 trait FromDb {
     fn from_db(error: diesel::result::Error) -> Self;
 }
