@@ -4,8 +4,10 @@
 // Statement caching is a PostgreSQL setting.
 #[cfg(feature = "postgres")]
 use autumn_idempotency::database::CachedExt as _;
+#[cfg(feature = "sqlite")]
+use autumn_idempotency::database::sqlite_params;
 use autumn_idempotency::database::{
-    DbConnection, DbError, DbPool, IdempotencyConnection, TxConnection, sqlite_params,
+    DbConnection, DbError, DbPool, IdempotencyConnection, TxConnection,
 };
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Integer, Nullable, Text};
@@ -32,6 +34,7 @@ const CLAIM: &str = "UPDATE autumn_commit_jobs SET attempts = attempts + 1, run_
      RETURNING id, record_id, idempotency_key, payload, attempts";
 
 /// SQLite runs one writer at a time: nothing to skip.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 const CLAIM_SQLITE: &str = "UPDATE autumn_commit_jobs SET attempts = attempts + 1, run_at = ?3 \
      WHERE id IN (SELECT id FROM autumn_commit_jobs \
        WHERE hook = ?1 AND state = 'pending' AND run_at <= ?2 AND attempts < ?5 \
