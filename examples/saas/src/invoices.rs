@@ -198,4 +198,9 @@ pub struct InvoiceStats {
     pub outbox: i64,
     /// Emails written by the hook's first run (of the first 100).
     pub emails_on_first_attempt: i64,
+    /// Commit-hook jobs queued: one per created invoice, however often its
+    /// request was retried.
+    pub hook_jobs: i64,
+    /// Of those, the ones not yet run.
+    pub hook_jobs_pending: i64,
 }

@@ -177,6 +177,10 @@ const STATS: &str = "SELECT (SELECT count(*) FROM users) AS users, \
     (SELECT count(*) FROM avatar_uploads) AS avatar_uploads, \
     (SELECT count(*) FROM avatars) AS avatars";
 
+/// The commit-hook queue: every row, and the ones still to run.
+const HOOK_JOBS: &str = "SELECT count(*) AS jobs, \
+    count(CASE WHEN state = 'pending' THEN 1 END) AS pending FROM autumn_commit_jobs";
+
 /// `sql` for the pool's backend: the statements above are written with
 /// SQLite's `?` placeholders, which PostgreSQL spells `$1`, `$2`, ...
 /// (No statement here has a `?` inside a string literal.)
@@ -398,6 +402,26 @@ impl Users {
             avatar_uploads: row.avatar_uploads,
             avatars: row.avatars,
         })
+    }
+
+    /// How many commit-hook jobs were queued, and how many are still to
+    /// run: once none is pending, no hook can add anything more.
+    pub async fn hook_jobs(&self) -> Result<(i64, i64), AutumnError> {
+        #[derive(QueryableByName)]
+        struct Jobs {
+            #[diesel(sql_type = BigInt)]
+            jobs: i64,
+            #[diesel(sql_type = BigInt)]
+            pending: i64,
+        }
+        let rows: Vec<Jobs> = with_db!(&self.pool, |db, sql| {
+            diesel::sql_query(sql(HOOK_JOBS)).load(&mut *db).await?
+        });
+        let row = rows
+            .into_iter()
+            .next()
+            .ok_or_else(|| AutumnError::internal("the queue count returned no row"))?;
+        Ok((row.jobs, row.pending))
     }
 
     async fn ensure_tables(pool: &DbPool, table: &UsersTable) -> Result<(), AutumnError> {

@@ -217,10 +217,13 @@ async fn two_line_items_and_a_double_click_on_save_make_one_invoice_and_one_emai
         (201, created),
         "the retry is the first answer"
     );
-    // Nothing the retry could have queued: the worker is woken by commits,
-    // and its poll (1 s) finds no new row either.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let end = stats(&base).await;
+    // The retry queued no job of its own, and once no job is pending no
+    // hook can send anything more: the counts below are final.
+    let end = until(&base, "no hook job is pending", |s| {
+        s.hook_jobs_pending == 0
+    })
+    .await;
+    assert_eq!(end.hook_jobs, 2, "one job per invoice: {end:?}");
     assert_eq!(
         (
             end.invoices,

@@ -261,13 +261,16 @@ pub(crate) async fn show_invoice(
 /// `GET /invoices/stats.json`.
 #[get("/invoices/stats.json")]
 pub(crate) async fn invoice_stats(
-    _tables: Users,
+    tables: Users,
     mut invoices: Invoices,
     mut lines: LineItems,
     mut outbox: Outbox,
 ) -> AutumnResult<Json<InvoiceStats>> {
     let one = Paging::new(1, 1);
+    let (hook_jobs, hook_jobs_pending) = tables.hook_jobs().await?;
     Ok(Json(InvoiceStats {
+        hook_jobs,
+        hook_jobs_pending,
         invoices: invoices.list(one).await?.total,
         line_items: lines.list(one).await?.total,
         outbox: outbox.list(one).await?.total,
