@@ -48,29 +48,25 @@
 //! two-core machine, parallel browsers make the 50 ms and 400 ms timings
 //! meaningless.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt as _;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+#[allow(dead_code, unreachable_pub)]
+#[path = "support/chromium.rs"]
+mod chromium;
+
+use std::net::SocketAddr;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use autumn_web::test::ServerProcess;
+use chromium::{Chromedriver, browser_with};
 use fantoccini::actions::{
     InputSource as _, KeyAction, KeyActions, MOUSE_BUTTON_LEFT, MouseActions, PointerAction,
 };
 use fantoccini::elements::Element;
 use fantoccini::key::Key;
-use fantoccini::wd::Capabilities;
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
-
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-const INSTALL_HINT: &str = "install Debian's Chromium and ChromeDriver as root: \
-     apt-get update && apt-get install -y chromium chromium-driver \
-     (or run `cargo xtask ci`, which installs them)";
 
 /// How long `POST /signup` takes: long enough that a second click 50 ms
 /// after the first lands while the first post is still running.
@@ -82,85 +78,6 @@ const PAGE_WAIT: Duration = Duration::from_secs(10);
 
 /// One browser at a time (see the module docs).
 static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Fails, saying how to install them, when Chromium or chromedriver is
-/// missing: a browser test that cannot run must not pass.
-fn require_browser() {
-    for file in [CHROMIUM, CHROMEDRIVER] {
-        assert!(
-            Path::new(file).is_file(),
-            "{file} is missing, so the browser tests cannot run: {INSTALL_HINT}"
-        );
-    }
-}
-
-/// A port nobody listens on right now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
-/// A chromedriver child process on a free loopback port, killed when
-/// dropped.
-struct Chromedriver {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Chromedriver {
-    fn drop(&mut self) {
-        // The Chromium that chromedriver started is in chromedriver's process
-        // group (its own, see `start`): kill the whole group, so that a test
-        // that failed before closing its session leaves no browser running.
-        // The child is not reaped yet, so its id still names this group.
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Chromedriver {
-    fn start() -> Self {
-        require_browser();
-        // The port is free when picked but could be taken before chromedriver
-        // binds it; try a few.
-        for _ in 0..5 {
-            let port = free_port();
-            let mut child = Command::new(CHROMEDRIVER)
-                .process_group(0)
-                .arg(format!("--port={port}"))
-                .arg("--allowed-ips=127.0.0.1")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("{CHROMEDRIVER} does not start ({e}): {INSTALL_HINT}"));
-            let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break; // exited: most likely the port was taken
-                }
-                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                    return Self {
-                        child,
-                        url: format!("http://{addr}"),
-                    };
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("{CHROMEDRIVER} never listened on a loopback port");
-    }
-}
 
 /// The built `saas` binary on a free port with its own SQLite file, killed
 /// when dropped.
@@ -460,38 +377,14 @@ impl Browser {
     async fn start(options: Options) -> Self {
         let driver = Chromedriver::start();
         let profile = tempfile::tempdir().expect("temp dir");
-        let mut args = vec![
-            "--headless".to_owned(),
-            "--no-sandbox".to_owned(),
-            "--disable-gpu".to_owned(),
-            "--disable-dev-shm-usage".to_owned(),
-            "--disable-quic".to_owned(),
-            "--no-first-run".to_owned(),
-            "--disable-background-networking".to_owned(),
-            "--disable-component-update".to_owned(),
-            "--disable-sync".to_owned(),
-            "--window-size=1024,768".to_owned(),
-            format!("--user-data-dir={}", profile.path().display()),
-        ];
+        let mut flags = Vec::new();
         if options.scripts_off {
-            args.push("--blink-settings=scriptEnabled=false".to_owned());
+            flags.push("--blink-settings=scriptEnabled=false");
         }
         if options.no_back_forward_cache {
-            args.push("--disable-features=BackForwardCache".to_owned());
+            flags.push("--disable-features=BackForwardCache");
         }
-        let mut capabilities = Capabilities::new();
-        capabilities.insert("browserName".into(), json!("chrome"));
-        capabilities.insert(
-            "goog:chromeOptions".into(),
-            json!({ "binary": CHROMIUM, "args": args }),
-        );
-        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(capabilities)
-            .connect(&driver.url)
-            .await
-            .unwrap_or_else(|e| {
-                panic!("chromedriver could not start Chromium ({e}); {INSTALL_HINT}")
-            });
+        let client = browser_with(&driver, profile.path(), &flags).await;
         Self {
             client,
             _driver: driver,

@@ -1,7 +1,7 @@
 //! Headless Chromium through chromedriver, for the browser tests that
 //! serve an app in-process (`error_pages.rs`, `forms.rs`): one chromedriver
 //! per test on a free loopback port, killed with its browser when dropped.
-//! (`browser.rs` drives the example's binary with helpers of its own.)
+//! `browser.rs` uses the same pieces against the example's built binary.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt as _;
@@ -81,17 +81,29 @@ impl Chromedriver {
     }
 }
 
+/// A headless Chromium session through `driver`, with its profile in
+/// `profile`.
 pub async fn browser(driver: &Chromedriver, profile: &Path) -> Client {
-    let args = [
+    browser_with(driver, profile, &[]).await
+}
+
+/// [`browser`] with Chromium flags of the test's own added (scripts off,
+/// no back/forward cache, ...).
+pub async fn browser_with(driver: &Chromedriver, profile: &Path, extra: &[&str]) -> Client {
+    let mut args = vec![
         "--headless".to_owned(),
         "--no-sandbox".to_owned(),
         "--disable-gpu".to_owned(),
         "--disable-dev-shm-usage".to_owned(),
+        "--disable-quic".to_owned(),
         "--no-first-run".to_owned(),
         "--disable-background-networking".to_owned(),
+        "--disable-component-update".to_owned(),
+        "--disable-sync".to_owned(),
         "--window-size=1024,768".to_owned(),
         format!("--user-data-dir={}", profile.display()),
     ];
+    args.extend(extra.iter().map(|flag| (*flag).to_owned()));
     let mut capabilities = Capabilities::new();
     capabilities.insert("browserName".into(), json!("chrome"));
     capabilities.insert(
