@@ -255,24 +255,12 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
         server_core.map_or("any".to_owned(), |c| c.to_string()),
         load_core.map_or("any".to_owned(), |c| c.to_string()),
     );
-    // Warm-up: each server's code paths and allocator settle before counting.
     let script = std::env::temp_dir().join(format!("autumn-bench-{run_id}.lua"));
-    for (index, row) in ROWS.iter().enumerate() {
-        let Some(server) = server_of(row.target) else {
-            continue;
-        };
-        let load = load_for(
-            row,
-            server.addr,
-            settings,
-            load_core,
-            format!("{run_id}-warm{index}"),
-            2,
-        );
-        wrk::run(&load, &script, &fixed_key)?;
-    }
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); ROWS.len()];
-    for round in 1..=settings.rounds {
+    // Round 0 is a short warm-up, not counted: each server's code paths and
+    // allocator settle before the measured rounds.
+    for round in 0..=settings.rounds {
+        let seconds = if round == 0 { 2 } else { settings.seconds };
         for (index, row) in ROWS.iter().enumerate() {
             let Some(server) = server_of(row.target) else {
                 continue;
@@ -283,7 +271,7 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
                 settings,
                 load_core,
                 format!("{run_id}-r{round}-{index}"),
-                settings.seconds,
+                seconds,
             );
             let cpu_before = server.cpu()?;
             let redis_before = match (row.target, redis_pid) {
@@ -291,11 +279,14 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
                 _ => None,
             };
             let outcome = wrk::run(&load, &script, &fixed_key)?;
+            if round == 0 {
+                continue;
+            }
             let cpu = server.cpu()?.saturating_sub(cpu_before);
             let redis_core_share = match (redis_before, redis_pid) {
-                (Some(before), Some(pid)) => Some(
-                    cpu_of(pid)?.saturating_sub(before).as_secs_f64() / f64::from(settings.seconds),
-                ),
+                (Some(before), Some(pid)) => {
+                    Some(cpu_of(pid)?.saturating_sub(before).as_secs_f64() / f64::from(seconds))
+                }
                 _ => None,
             };
             if outcome.failures > 0 {
