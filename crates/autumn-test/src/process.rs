@@ -4,6 +4,9 @@
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
 
+/// How many of the last standard-error lines a failed start reports.
+const STDERR_KEPT: usize = 50;
+
 /// A running server process, killed when dropped.
 ///
 /// ```no_run
@@ -44,12 +47,18 @@ impl ServerProcess {
             .unwrap_or_else(|error| panic!("cannot start {command:?}: {error}"));
         // Startup failures are one line on standard error: kept, so a
         // failed start says why.
+        // Only the last lines, so a long-running server's errors cannot
+        // grow without bound.
         let stderr = child.stderr.take().map(|stderr| {
             std::thread::spawn(move || {
-                BufReader::new(stderr)
-                    .lines()
-                    .map_while(Result::ok)
-                    .collect::<Vec<_>>()
+                let mut last = std::collections::VecDeque::new();
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if last.len() == STDERR_KEPT {
+                        last.pop_front();
+                    }
+                    last.push_back(line);
+                }
+                Vec::from(last)
             })
         });
         let Some(stdout) = child.stdout.take() else {
