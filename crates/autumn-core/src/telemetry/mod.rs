@@ -2,6 +2,7 @@
 //! id and access log of every request, and the startup report.
 
 mod request_log;
+mod text;
 
 use std::io::IsTerminal as _;
 
@@ -61,7 +62,16 @@ where
         .with_writer(writer);
     match config.format {
         LogFormat::Json => Box::new(builder.json().with_current_span(true).finish()),
-        _ => Box::new(builder.with_ansi(ansi).finish()),
+        // A terminal gets the default format's colours; anything else the
+        // same layout written without styling (one line per request).
+        _ if ansi => Box::new(builder.with_ansi(true).finish()),
+        _ => Box::new(
+            builder
+                .with_ansi(false)
+                .event_format(text::PlainText)
+                .fmt_fields(text::PlainText)
+                .finish(),
+        ),
     }
 }
 

@@ -234,7 +234,7 @@ where
         }) = this.logged.take()
         {
             let status = response.status().as_u16();
-            let latency = format!("{:.3}", started.elapsed().as_secs_f64() * 1000.0);
+            let latency = Millis(started.elapsed());
             let id = &*this.id;
             tracing::info!(
                 target: "autumn::access",
@@ -250,9 +250,29 @@ where
     }
 }
 
+/// A duration as milliseconds with three decimals (`0.412`), written
+/// without a float or a string of its own.
+struct Millis(std::time::Duration);
+
+impl std::fmt::Display for Millis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let micros = self.0.as_micros();
+        write!(f, "{}.{:03}", micros / 1000, micros % 1000)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latency_is_milliseconds_with_three_decimals() {
+        let shown = |micros| Millis(std::time::Duration::from_micros(micros)).to_string();
+        assert_eq!(shown(0), "0.000");
+        assert_eq!(shown(412), "0.412");
+        assert_eq!(shown(1_005), "1.005");
+        assert_eq!(shown(12_345_678), "12345.678");
+    }
 
     #[test]
     fn generated_ids_are_32_hex_digits_and_distinct() {

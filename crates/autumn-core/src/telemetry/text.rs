@@ -1,0 +1,350 @@
+//! The plain-text log line for a writer that is not a terminal (a file, a
+//! pipe, a container's log): the same layout as `tracing-subscriber`'s
+//! default format without colours,
+//!
+//! ```text
+//! 2026-12-01T16:40:51.123456Z  INFO request{request_id=3f28…}: autumn::access: POST /orders 201 0.412ms method=POST …
+//! ```
+//!
+//! written straight into the line: no styling wrappers around every name
+//! and `=`, and the date and time formatted once a second. The access log
+//! writes one of these per request, so its cost is the framework's cost.
+
+use std::cell::RefCell;
+use std::fmt::{self, Write as _};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::field::RecordFields;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// Formats events (and, as [`FormatFields`], span fields) as plain text.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PlainText;
+
+impl<S, N> FormatEvent<S, N> for PlainText
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        write_timestamp(&mut writer, SystemTime::now())?;
+        let metadata = event.metadata();
+        writer.write_str(match *metadata.level() {
+            Level::TRACE => " TRACE ",
+            Level::DEBUG => " DEBUG ",
+            Level::INFO => "  INFO ",
+            Level::WARN => "  WARN ",
+            Level::ERROR => " ERROR ",
+        })?;
+        if let Some(scope) = ctx.event_scope() {
+            let mut any = false;
+            for span in scope.from_root() {
+                writer.write_str(span.name())?;
+                let extensions = span.extensions();
+                if let Some(fields) = extensions.get::<FormattedFields<N>>()
+                    && !fields.is_empty()
+                {
+                    writer.write_char('{')?;
+                    writer.write_str(fields)?;
+                    writer.write_char('}')?;
+                }
+                writer.write_char(':')?;
+                any = true;
+            }
+            if any {
+                writer.write_char(' ')?;
+            }
+        }
+        writer.write_str(metadata.target())?;
+        writer.write_str(": ")?;
+        self.format_fields(writer.by_ref(), event)?;
+        writer.write_char('\n')
+    }
+}
+
+impl<'writer> FormatFields<'writer> for PlainText {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
+        let mut visitor = Fields {
+            writer,
+            first: true,
+            result: Ok(()),
+        };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+/// Writes `message` first as it is (control characters escaped), then each
+/// other field as ` name=value` (`Debug`), as the default format does.
+struct Fields<'writer> {
+    writer: Writer<'writer>,
+    first: bool,
+    result: fmt::Result,
+}
+
+impl Fields<'_> {
+    fn separate(&mut self) -> fmt::Result {
+        if std::mem::take(&mut self.first) {
+            Ok(())
+        } else {
+            self.writer.write_char(' ')
+        }
+    }
+
+    fn field(&mut self, field: &Field, value: fmt::Arguments<'_>) {
+        if self.result.is_err() {
+            return;
+        }
+        let name = field.name();
+        self.result = self.separate().and_then(|()| {
+            if name == "message" {
+                write!(Escaping(&mut self.writer), "{value}")
+            } else {
+                let name = name.strip_prefix("r#").unwrap_or(name);
+                self.writer.write_str(name)?;
+                self.writer.write_char('=')?;
+                self.writer.write_fmt(value)
+            }
+        });
+    }
+}
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.field(field, format_args!("{value}"));
+        } else {
+            self.field(field, format_args!("{value:?}"));
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.field(field, format_args!("{value}"));
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.field(field, format_args!("{value}"));
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.field(field, format_args!("{value}"));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.field(field, format_args!("{value:?}"));
+    }
+}
+
+/// Passes text through, escaping the control characters a terminal would
+/// act on (so a logged message cannot rewrite the screen it is read on).
+struct Escaping<'a, W>(&'a mut W);
+
+impl<W: fmt::Write> fmt::Write for Escaping<'_, W> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        let risky = |c: char| {
+            matches!(
+                c,
+                '\x07' | '\x08' | '\x0c' | '\x1b' | '\x7f' | '\u{80}'..='\u{9f}'
+            )
+        };
+        if !text.contains(risky) {
+            return self.0.write_str(text);
+        }
+        for c in text.chars() {
+            match c {
+                '\u{80}'..='\u{9f}' => write!(self.0, "\\u{{{:x}}}", u32::from(c))?,
+                c if risky(c) => write!(self.0, "\\x{:02x}", u32::from(c))?,
+                c => self.0.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `2026-12-01T16:40:51.123456Z`: the date and time to the second are made
+/// once a second per thread; the microseconds every time.
+fn write_timestamp(writer: &mut impl fmt::Write, now: SystemTime) -> fmt::Result {
+    thread_local! {
+        static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let seconds = since.as_secs();
+    SECOND.with(|second| {
+        let mut second = second.borrow_mut();
+        if second.0 != seconds {
+            second.1.clear();
+            date_time(&mut second.1, seconds)?;
+            second.0 = seconds;
+        }
+        writer.write_str(&second.1)
+    })?;
+    write!(writer, ".{:06}Z", since.subsec_micros())
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` of `seconds` since the Unix epoch, in UTC.
+fn date_time(out: &mut String, seconds: u64) -> fmt::Result {
+    let days = seconds / 86_400;
+    let of_day = seconds % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    write!(
+        out,
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60
+    )
+}
+
+/// Year, month and day of a day count since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`, for days on or after the epoch).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let day_of_era = z % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    };
+    let year = era * 400 + year_of_era + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn dates_match_the_calendar() {
+        for (seconds, expected) in [
+            (0, "1970-01-01T00:00:00"),
+            (951_782_400, "2000-02-29T00:00:00"),
+            (1_709_251_199, "2024-02-29T23:59:59"),
+            (1_798_761_600, "2027-01-01T00:00:00"),
+            (4_102_444_800, "2100-01-01T00:00:00"),
+        ] {
+            let mut out = String::new();
+            date_time(&mut out, seconds).expect("formatted");
+            assert_eq!(out, expected, "{seconds}");
+        }
+    }
+
+    #[test]
+    fn timestamps_carry_microseconds_and_follow_the_clock() {
+        let at = |micros: u64| UNIX_EPOCH + Duration::from_micros(micros);
+        let mut out = String::new();
+        write_timestamp(&mut out, at(1_798_761_599_000_042)).expect("formatted");
+        out.push(' ');
+        // The next second: the cached part is made again.
+        write_timestamp(&mut out, at(1_798_761_600_500_000)).expect("formatted");
+        assert_eq!(
+            out,
+            "2026-12-31T23:59:59.000042Z 2027-01-01T00:00:00.500000Z"
+        );
+    }
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("log buffer").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// What `emit` logs through the default format (no colours) and
+    /// through [`PlainText`], each without its timestamp.
+    fn both(emit: impl Fn()) -> (String, String) {
+        let lines = |captured: &Captured| {
+            let bytes = captured.0.lock().expect("log buffer").clone();
+            String::from_utf8(bytes)
+                .expect("utf-8")
+                .lines()
+                .map(|line| {
+                    line.split_once("Z ")
+                        .map_or(line, |(_, rest)| rest)
+                        .to_owned()
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let default = Captured::default();
+        let writer = default.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(Level::TRACE)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, &emit);
+        let plain = Captured::default();
+        let writer = plain.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(Level::TRACE)
+            .event_format(PlainText)
+            .fmt_fields(PlainText)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, &emit);
+        (lines(&default), lines(&plain))
+    }
+
+    #[test]
+    fn lines_read_as_the_default_format_does() {
+        let (default, plain) = both(|| {
+            let span = tracing::info_span!("request", request_id = %"abc123");
+            let _entered = span.enter();
+            let inner = tracing::debug_span!("inner", n = 3_u64, label = "x y");
+            let _inner = inner.enter();
+            tracing::info!(
+                target: "autumn::access",
+                method = %"POST",
+                status = 201_u16,
+                latency_ms = %"0.125",
+                r#type = "json",
+                ok = true,
+                "POST /orders {} {}ms",
+                201,
+                "0.125"
+            );
+            drop(_inner);
+            tracing::warn!(missing = ?Some(-4_i64), "a \"quoted\" message");
+            tracing::error!("no fields at all");
+        });
+        assert_eq!(plain, default);
+        assert!(
+            plain.contains(
+                "INFO request{request_id=abc123}:inner{n=3 label=\"x y\"}: autumn::access: POST /orders 201 0.125ms method=POST status=201 latency_ms=0.125 type=\"json\" ok=true"
+            ),
+            "{plain}"
+        );
+    }
+
+    #[test]
+    fn a_message_cannot_carry_terminal_control_characters() {
+        let (default, plain) = both(|| tracing::info!("before\x1b[2Jafter\u{9b}"));
+        assert!(plain.contains("before\\x1b[2Jafter\\u{9b}"), "{plain}");
+        assert_eq!(plain, default);
+    }
+}
