@@ -15,6 +15,7 @@ use tower::ServiceBuilder;
 use tower::layer::util::Identity;
 use tower_http::timeout::TimeoutLayer;
 
+use super::middleware::AppService;
 use super::{AppBuilder, RawRouter};
 use crate::actuator::{self, AppMetrics};
 use crate::config::{AutumnConfig, Backend, ConfigError, TenantStrategy, redact};
@@ -196,7 +197,11 @@ pub enum LaunchError {
 
 /// A built app.
 pub(crate) struct Launched {
+    /// The app as a router, for `into_router()` and `TestApp`.
     pub(crate) router: Router,
+    /// The same app as the server calls it, without a router around it
+    /// (whose fallback would clone the whole stack on every request).
+    pub(crate) service: AppService,
     /// `/actuator/*` when `[actuator] port` serves it apart from the app.
     pub(crate) actuator: Option<Router>,
     /// The store of the idempotency layer, when it is on: the one key
@@ -614,14 +619,15 @@ impl AppBuilder {
             // again on each request (axum's own `serve` does the same
             // through `into_make_service`).
             .service(router.with_state(()));
-        let mut router = super::middleware::install(&config, app, &self.error_pages)?;
+        let mut service = super::middleware::install(&config, app, &self.error_pages)?;
         if config.tenancy.enabled && config.tenancy.strategy == TenantStrategy::Path {
             // Before routing: the routes are matched below the tenant segment.
             let strip = tower::util::MapRequestLayer::new(tenancy::strip_path_tenant(&config));
-            router = Router::new().fallback_service(tower::Layer::layer(&strip, router));
+            service = AppService::new(tower::Layer::layer(&strip, service));
         }
         Ok(Launched {
-            router,
+            router: Router::new().fallback_service(service.clone()),
+            service,
             actuator,
             idempotency_store: metrics.idempotency_store.clone(),
             config,

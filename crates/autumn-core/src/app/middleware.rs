@@ -11,7 +11,7 @@ use axum::Router;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderName, HeaderValue, Method, header};
-use tower::util::MapResponseLayer;
+use tower::util::{BoxCloneSyncService, MapResponseLayer};
 use tower::{Layer as _, Service, ServiceBuilder};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::services::ServeDir;
@@ -41,7 +41,7 @@ pub(super) fn install<S>(
     config: &AutumnConfig,
     app: S,
     error_pages: &ErrorPagesLayer,
-) -> Result<Router, LaunchError>
+) -> Result<AppService, LaunchError>
 where
     S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
     S::Future: Send + 'static,
@@ -61,7 +61,7 @@ where
             ))
     };
     let Some(dir) = &config.static_files.dir else {
-        return Ok(Router::new().fallback_service(stack(config)?.service(app)));
+        return Ok(AppService::new(stack(config)?.service(app)));
     };
     if !Path::new(dir).is_dir() {
         return Err(LaunchError::InvalidSetting {
@@ -74,8 +74,11 @@ where
         .nest_service(mount, error_pages.layer(ServeDir::new(dir)))
         .fallback_service(app)
         .with_state(());
-    Ok(Router::new().fallback_service(stack(config)?.service(router)))
+    Ok(AppService::new(stack(config)?.service(router)))
 }
+
+/// The whole app as one service: what the server calls for each request.
+pub(crate) type AppService = BoxCloneSyncService<Request, Response, Infallible>;
 
 fn cors_layer(config: &AutumnConfig) -> Result<Option<CorsLayer>, LaunchError> {
     let settings = &config.cors;

@@ -134,7 +134,13 @@ async fn serve_launched(
         tracing::info!("actuator served on http://{address}/actuator");
     }
     let Some((actuator_listener, actuator_router)) = actuator else {
-        super::server::serve(listener, launched.router, &launched.config.server, shutdown).await;
+        super::server::serve(
+            listener,
+            launched.service,
+            &launched.config.server,
+            shutdown,
+        )
+        .await;
         tracing::info!("autumn stopped");
         return Ok(());
     };
@@ -151,13 +157,13 @@ async fn serve_launched(
     tokio::join!(
         super::server::serve(
             listener,
-            launched.router,
+            launched.service,
             &launched.config.server,
             app_shutdown
         ),
         super::server::serve(
             actuator_listener,
-            actuator_router,
+            super::middleware::AppService::new(actuator_router),
             &launched.config.server,
             actuator_shutdown
         ),

@@ -5,20 +5,23 @@
 //! `axum::serve` has none of these knobs, and without them a client holding idle sockets, or
 //! sending its headers a byte at a time, keeps connections open indefinitely.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::pin::{Pin, pin};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use axum::Router;
+use axum::body::Body;
+use hyper::body::Incoming;
 use hyper::rt::{Sleep, Timer};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore, watch};
 
+use super::middleware::AppService;
 use crate::config::ServerConfig;
 use crate::error_pages::connection::ParseErrorBodies;
 
@@ -27,7 +30,7 @@ use crate::error_pages::connection::ParseErrorBodies;
 /// `config.shutdown_grace()`.
 pub(crate) async fn serve(
     listener: TcpListener,
-    router: Router,
+    app: AppService,
     config: &ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) {
@@ -64,7 +67,7 @@ pub(crate) async fn serve(
         };
         let connection = open.enter();
         let limits = limits.clone();
-        let router = router.clone();
+        let app = ConnectionService::new(app.clone());
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
             let _permit = permit;
@@ -74,7 +77,7 @@ pub(crate) async fn serve(
                 .serve_connection(
                     // hyper's own 400/414/431 get a problem document too.
                     TokioIo::new(ParseErrorBodies::new(stream)),
-                    TowerToHyperService::new(router),
+                    app,
                 )
                 .with_upgrades();
             let mut served = pin!(served);
@@ -107,6 +110,53 @@ pub(crate) async fn serve(
             "server.shutdown_grace_ms ({}ms) elapsed: abandoning what is still running; an abandoned first-time run leaves its key locked until its in-flight TTL lapses",
             config.shutdown_grace_ms
         );
+    }
+}
+
+/// The app as one connection calls it. HTTP/1 serves a connection's
+/// requests one after another, so the connection keeps one copy of the app
+/// and calls it in place; the usual adapter clones the service for every
+/// request, and for a whole framework stack that clone (and its drop) costs
+/// more than most of what the stack does.
+struct ConnectionService {
+    app: Mutex<AppService>,
+}
+
+impl ConnectionService {
+    fn new(app: AppService) -> Self {
+        Self {
+            app: Mutex::new(app),
+        }
+    }
+}
+
+impl hyper::service::Service<http::Request<Incoming>> for ConnectionService {
+    type Response = axum::response::Response;
+    type Error = Infallible;
+    /// The boxed future the app's one box returns anyway.
+    type Future = <AppService as tower::Service<axum::extract::Request>>::Future;
+
+    fn call(&self, request: http::Request<Incoming>) -> Self::Future {
+        self.call_in_place(request.map(Body::new))
+    }
+}
+
+impl ConnectionService {
+    fn call_in_place(
+        &self,
+        request: axum::extract::Request,
+    ) -> <AppService as tower::Service<axum::extract::Request>>::Future {
+        // Never contended (one request at a time); a panic while holding
+        // it is caught inside the app, so a poisoned lock is still usable.
+        let mut app = self.app.lock().unwrap_or_else(PoisonError::into_inner);
+        // tower's contract: ready before called. The framework's stack is
+        // always ready; were it not, this request waits on a copy of its own.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match tower::Service::poll_ready(&mut *app, &mut cx) {
+            Poll::Ready(Ok(())) => tower::Service::call(&mut *app, request),
+            Poll::Ready(Err(never)) => match never {},
+            Poll::Pending => Box::pin(tower::ServiceExt::oneshot(app.clone(), request)),
+        }
     }
 }
 
@@ -245,5 +295,77 @@ fn log_connection_error(result: Result<(), hyper::Error>) {
     if let Err(error) = result {
         // Timeouts, resets and malformed requests are the client's doing: not an error here.
         tracing::debug!(%error, "connection closed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Context;
+
+    use axum::response::Response;
+
+    use super::*;
+
+    /// A service that counts its clones and is ready only when told.
+    struct Counted {
+        clones: Arc<AtomicUsize>,
+        ready: Arc<AtomicBool>,
+    }
+
+    impl Clone for Counted {
+        fn clone(&self) -> Self {
+            self.clones.fetch_add(1, Ordering::SeqCst);
+            Self {
+                clones: self.clones.clone(),
+                ready: self.ready.clone(),
+            }
+        }
+    }
+
+    impl tower::Service<axum::extract::Request> for Counted {
+        type Response = Response;
+        type Error = Infallible;
+        type Future = std::future::Ready<Result<Response, Infallible>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            if self.ready.load(Ordering::SeqCst) {
+                Poll::Ready(Ok(()))
+            } else {
+                Poll::Pending
+            }
+        }
+
+        fn call(&mut self, _: axum::extract::Request) -> Self::Future {
+            std::future::ready(Ok(Response::new(Body::from("served"))))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_calls_its_app_in_place_and_clones_it_only_when_not_ready() {
+        let (clones, ready) = (Arc::default(), Arc::new(AtomicBool::new(true)));
+        let connection = ConnectionService::new(AppService::new(Counted {
+            clones: Arc::clone(&clones),
+            ready: Arc::clone(&ready),
+        }));
+        for _ in 0..10 {
+            let response = connection
+                .call_in_place(axum::extract::Request::new(Body::empty()))
+                .await
+                .expect("infallible");
+            assert_eq!(response.status(), http::StatusCode::OK);
+        }
+        assert_eq!(clones.load(Ordering::SeqCst), 0, "ten requests, no clone");
+
+        // Not ready: the request is not refused, it waits on a copy.
+        ready.store(false, Ordering::SeqCst);
+        let waiting = connection.call_in_place(axum::extract::Request::new(Body::empty()));
+        assert_eq!(clones.load(Ordering::SeqCst), 1);
+        ready.store(true, Ordering::SeqCst);
+        let response = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .ok()
+            .and_then(Result::ok);
+        assert!(response.is_some(), "served once ready");
     }
 }

@@ -13,7 +13,7 @@ use super::future::ResponseFuture;
 use super::layer::Settings;
 use super::render::{ErrorInfo, describe, prefers_html};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The service [`ErrorPagesLayer`](super::ErrorPagesLayer) makes.
 #[derive(Clone)]
@@ -37,7 +37,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for ErrorPages<S> {
 }
 
 /// What the request asked for, kept for the way out.
-struct Asked {
+pub(super) struct Asked {
     /// The request's `Accept`: parsed only when there is an error to
     /// answer, so a successful request pays nothing for it.
     /// Every `Accept` value (rarely more than one; an empty `Vec` does not
@@ -67,7 +67,7 @@ where
 {
     type Response = Response<Body>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Error>;
+    type Future = ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -85,12 +85,7 @@ where
             method: request.method().clone(),
             uri: request.uri().clone(),
         };
-        let response = self.inner.call(request);
-        let settings = self.settings.clone();
-        ResponseFuture::new(async move {
-            let response = response.await?;
-            Ok(rewrite(&settings, &asked, response).await)
-        })
+        ResponseFuture::new(self.inner.call(request), asked, self.settings.clone())
     }
 }
 
@@ -101,7 +96,11 @@ enum Kind {
     Text,
 }
 
-async fn rewrite<B>(settings: &Settings, asked: &Asked, response: Response<B>) -> Response<Body>
+pub(super) async fn rewrite<B>(
+    settings: &Settings,
+    asked: &Asked,
+    response: Response<B>,
+) -> Response<Body>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,

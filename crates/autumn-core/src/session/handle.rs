@@ -267,6 +267,16 @@ impl Session {
             .and_then(|state| state.current.clone())
     }
 
+    /// Whether the session was never read or written while serving this
+    /// request, so saving it has nothing to do. `false` while another task
+    /// holds it (not during the response, when nothing does).
+    pub(super) fn untouched(&self) -> bool {
+        self.inner
+            .state
+            .try_lock()
+            .is_ok_and(|state| state.known.is_none())
+    }
+
     /// Whether saving would write anything: something changed.
     pub(super) fn pending(&self) -> bool {
         self.inner.changed.load(Ordering::Acquire)

@@ -10,6 +10,7 @@
 mod cookie;
 #[cfg(feature = "database")]
 mod database;
+mod future;
 mod handle;
 mod id;
 mod layer;
@@ -23,6 +24,7 @@ mod sweep;
 pub use cookie::SameSite;
 #[cfg(feature = "database")]
 pub use database::DbSessionStore;
+pub use future::ResponseFuture;
 pub use handle::{Session, SessionError, SessionRejection};
 pub use id::SessionId;
 pub use layer::{DEFAULT_COOKIE_NAME, DEFAULT_TTL, SessionLayer};

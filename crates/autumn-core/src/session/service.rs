@@ -14,8 +14,6 @@
 //! ```
 
 use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use autumn_idempotency::finalize::{Finalize, FinalizeError, FinalizeFuture, FinalizeHook};
@@ -26,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
 use tower::Service;
 
+use super::future::ResponseFuture;
 use super::handle::Session;
 use super::id::SessionId;
 use super::layer::SessionLayer;
@@ -65,7 +64,7 @@ where
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future = ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -88,35 +87,45 @@ where
                 .extensions_mut()
                 .insert(FinalizeHook::new(SaveBeforeRecording(session.clone())));
         }
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        Box::pin(async move {
-            if identify {
-                match session.identity().await {
-                    Ok(Some((id, known))) => {
-                        request.extensions_mut().insert(binding(&id, known));
-                        request
-                            .extensions_mut()
-                            .insert(SessionIdentity { id, known });
-                    }
-                    Ok(None) => {}
-                    Err(error) => return Ok(error.into_response()),
-                }
-            } else if guarded {
-                // No session: a token posted now is bound to no session, and
-                // answers only visitors without one.
+        if !identify {
+            if guarded {
+                // No session to identify: a token posted now is bound to no
+                // session, and answers only visitors without one.
                 request.extensions_mut().insert(TokenBinding::default());
             }
-            let mut response = inner.call(request).await?;
-            if let Err(error) = session.save(response.headers_mut()).await {
-                return Ok(not_saved(&error));
+            // The usual case, with nothing boxed: the session is saved on
+            // the way out only if the handler touched it.
+            return ResponseFuture::direct(self.inner.call(request), session);
+        }
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::boxed(Box::pin(async move {
+            match session.identity().await {
+                Ok(Some((id, known))) => {
+                    request.extensions_mut().insert(binding(&id, known));
+                    request
+                        .extensions_mut()
+                        .insert(SessionIdentity { id, known });
+                }
+                Ok(None) => {}
+                Err(error) => return Ok(error.into_response()),
             }
-            if response.extensions().get::<TokenMinted>().is_some() {
-                session.issue_cookie_only(response.headers_mut());
-            }
-            Ok(response)
-        })
+            let response = inner.call(request).await?;
+            Ok(finish(session, response).await)
+        }))
     }
+}
+
+/// Saves what the handler left unsaved and adds the cookie: a session id
+/// in the cookie alone for a form page minted for a visitor without one.
+pub(super) async fn finish(session: Session, mut response: Response) -> Response {
+    if let Err(error) = session.save(response.headers_mut()).await {
+        return not_saved(&error);
+    }
+    if response.extensions().get::<TokenMinted>().is_some() {
+        session.issue_cookie_only(response.headers_mut());
+    }
+    response
 }
 
 /// Whether a guard may act on this request: it carries an `Idempotency-Key`

@@ -1,0 +1,96 @@
+//! [`ResponseFuture`]: the inner response, with the session saved on the
+//! way out when the handler touched it.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use autumn_idempotency::submit::TokenMinted;
+use axum::response::Response;
+use pin_project_lite::pin_project;
+
+use super::handle::Session;
+
+type Boxed = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+pin_project! {
+    /// The future [`SessionService`](super::SessionService) returns. A
+    /// request whose session nobody read or wrote (most API calls, every
+    /// asset) is answered without a boxed future or a store call; loading
+    /// the session first, or saving it after, runs boxed.
+    pub struct ResponseFuture<F> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project! {
+    #[project = StateProjection]
+    enum State<F> {
+        Direct {
+            #[pin]
+            future: F,
+            session: Option<Session>,
+        },
+        Boxed {
+            future: Boxed,
+        },
+    }
+}
+
+impl<F> ResponseFuture<F> {
+    pub(super) fn direct(future: F, session: Session) -> Self {
+        Self {
+            state: State::Direct {
+                future,
+                session: Some(session),
+            },
+        }
+    }
+
+    pub(super) fn boxed(future: Boxed) -> Self {
+        Self {
+            state: State::Boxed { future },
+        }
+    }
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            let mut this = self.as_mut().project();
+            match this.state.as_mut().project() {
+                StateProjection::Direct { future, session } => {
+                    let mut response = ready!(future.poll(cx))?;
+                    let Some(session) = session.take() else {
+                        return Poll::Ready(Ok(response));
+                    };
+                    if session.untouched() {
+                        if response.extensions().get::<TokenMinted>().is_some() {
+                            session.issue_cookie_only(response.headers_mut());
+                        }
+                        return Poll::Ready(Ok(response));
+                    }
+                    let saving: Boxed =
+                        Box::pin(
+                            async move { Ok(super::service::finish(session, response).await) },
+                        );
+                    this.state.set(State::Boxed { future: saving });
+                }
+                StateProjection::Boxed { future } => return future.as_mut().poll(cx),
+            }
+        }
+    }
+}
+
+impl<F> std::fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
