@@ -123,6 +123,9 @@ struct Lock {
     /// A hash of the owner (see [`owner_tag`]): no allocation per lock.
     owner_tag: u64,
     expires: u64,
+    /// When it was taken (app clock, ms), for an operator's inspect; a
+    /// renewal keeps it.
+    taken: u64,
 }
 
 /// A record and its fingerprint in one allocation: the fingerprint, then
@@ -536,6 +539,7 @@ impl MemoryIdempotencyStore {
                 let lock = Lock {
                     owner_tag: tag,
                     expires: deadline(now, ttl),
+                    taken: now,
                 };
                 self.lock_entry(shard.slots.entry(key), now, lock)
             })
@@ -609,14 +613,14 @@ impl MemoryIdempotencyStore {
                 return Ok(None);
             };
             (
-                slot.live_lock(now).map(|lock| lock.expires),
+                slot.live_lock(now).map(|lock| (lock.expires, lock.taken)),
                 slot.live_record(now)
                     .map(|stored| (Found::of(stored), stored.expires)),
             )
         };
-        let mut state = KeyState::default();
-        if lock.is_some() {
-            state = state.locked_until(lock);
+        let mut state = KeyState::observed(now);
+        if let Some((expires, taken)) = lock {
+            state = state.locked_until(Some(expires)).lock_taken(Some(taken));
         }
         if let Some((found, expires)) = record {
             state = state.recorded(found.decode()?.0, Some(expires));
