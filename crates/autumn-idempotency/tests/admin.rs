@@ -64,7 +64,10 @@ async fn administer(store: &dyn IdempotencyStore, clock: &ManualClock) {
     assert_eq!(renewed.owner_age_ms, Some(22_500));
     let json = serde_json::to_string(&renewed).expect("json");
     assert!(json.contains(r#""owner_age_ms":22500"#), "{json}");
-    assert!(json.contains(&format!(r#""lock_taken_at":{now}"#)), "{json}");
+    assert!(
+        json.contains(&format!(r#""lock_taken_at":{now}"#)),
+        "{json}"
+    );
     let now = clock.now_millis();
     assert_eq!(
         store.claim(&key, "retry", LOCK).await.expect("claim"),

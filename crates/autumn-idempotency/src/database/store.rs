@@ -518,7 +518,8 @@ impl IdempotencyStore for DbIdempotencyStore {
             let Some(InspectRow {
                 found: row,
                 lock_taken_at,
-            }) = rows.into_iter().next() else {
+            }) = rows.into_iter().next()
+            else {
                 return Ok(None);
             };
             let at = |millis: i64| u64::try_from(millis).unwrap_or_default();
