@@ -377,6 +377,10 @@ async fn a_form_without_the_field_passes_unchanged() {
             assert_eq!(through.1.as_bytes(), &body[..]);
         }
     }
+    // One that fails to arrive: the same bytes, then the same failure.
+    let through = send(&guarded, urlencoded(failing(b"title=%zz".to_vec(), 4))).await;
+    let without = send(&bare, urlencoded(failing(b"title=%zz".to_vec(), 4))).await;
+    assert_eq!(through, without);
     assert_eq!(runs.load(Ordering::SeqCst), 9);
     assert_eq!(store.calls(), 0, "no token, no store call");
 }
