@@ -24,6 +24,7 @@
 use serde::Serialize;
 
 use crate::IdempotencyScope;
+use crate::clock::{Clock as _, SystemClock};
 use crate::key::storage_key;
 use crate::record::IdempotencyRecord;
 use crate::store::{IdempotencyStore, StoreError};
@@ -38,6 +39,11 @@ pub struct KeyState {
     /// expires, so a deadline in the past is never shown, and one that stays
     /// put across two looks belongs to a run that stopped.
     pub lock_expires_at: Option<u64>,
+    /// When the live lock was taken (app clock, ms since the epoch); `None`
+    /// when no lock is held, or when the store cannot say (a custom store,
+    /// or a lock written before stores kept it). A renewal keeps it: it is
+    /// when the run that holds the lock claimed the key.
+    pub lock_taken_at: Option<u64>,
     /// Whether a lock is held, for a store that cannot say until when.
     pub locked: bool,
     /// The recorded response, when one is live.
@@ -45,13 +51,32 @@ pub struct KeyState {
     /// When the record expires (app clock, ms); `None` without a record or
     /// when the store cannot say.
     pub record_expires_at: Option<u64>,
+    /// When the store looked (its clock, ms since the epoch): what the
+    /// lock's owner age is measured against. `None` when the store does
+    /// not say; the system clock is used then.
+    pub observed_at: Option<u64>,
 }
 
 impl KeyState {
+    /// An empty state, as the store saw it at `now` (its clock, ms).
+    pub fn observed(now: u64) -> Self {
+        Self {
+            observed_at: Some(now),
+            ..Self::default()
+        }
+    }
+
     /// A state with a live lock until `expires_at` (when known).
     pub fn locked_until(mut self, expires_at: Option<u64>) -> Self {
         self.locked = true;
         self.lock_expires_at = expires_at;
+        self
+    }
+
+    /// The same state, saying when its lock was taken (when known).
+    #[must_use]
+    pub fn lock_taken(mut self, taken_at: Option<u64>) -> Self {
+        self.lock_taken_at = taken_at;
         self
     }
 
@@ -90,6 +115,16 @@ pub struct KeyReport {
     /// When the lock expires (app clock, ms since the epoch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_expires_at: Option<u64>,
+    /// When the lock was taken (app clock, ms since the epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_taken_at: Option<u64>,
+    /// How long the lock's owner has held it, in ms: the store's clock at
+    /// the look-up minus [`lock_taken_at`](Self::lock_taken_at). A lock
+    /// whose owner age keeps growing past the route's usual run time, while
+    /// its expiry keeps moving (renewals), belongs to a run that is stuck
+    /// but alive; one whose expiry stays put belongs to a run that stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner_age_ms: Option<u64>,
     /// The recorded response's status code.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
@@ -126,6 +161,14 @@ pub async fn inspect(
         storage_key: storage_key.to_owned(),
         state,
         lock_expires_at: found.lock_expires_at,
+        lock_taken_at: found.lock_taken_at,
+        owner_age_ms: found.lock_taken_at.map(|taken| {
+            // On the store's clock when it says when it looked.
+            let now = found
+                .observed_at
+                .unwrap_or_else(|| SystemClock.now_millis());
+            now.saturating_sub(taken)
+        }),
         status: record.map(|r| r.status().as_u16()),
         record_expires_at: found.record_expires_at,
         body_bytes: record.map(|r| r.body().len()),

@@ -361,8 +361,9 @@ pub enum SubmitTokenRejection {
         /// The configured limit in bytes.
         limit: usize,
     },
-    /// 400 `form_malformed`: a bad `%` escape, a multipart type without a
-    /// boundary, broken multipart framing, an unreadable body.
+    /// 400 `form_malformed`, on a form that names the token field: a bad
+    /// `%` escape, broken multipart framing (a type without a boundary
+    /// included), an unreadable body.
     #[error("the form body is malformed: {0}")]
     FormMalformed(String),
     /// 400 `submit_token_repeated`: the field appears more than once.

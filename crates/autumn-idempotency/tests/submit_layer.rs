@@ -196,6 +196,7 @@ async fn every_multipart_spelling_is_guarded_with_its_boundary() {
             "{content_type}: the same token ran the handler twice"
         );
     }
+    // A type the extractor cannot read, on a body naming the field.
     let unreadable = Request::post("/form")
         .header("content-type", "multipart/form-data; boundary=\"XyZ")
         .body(Body::from(multipart_body("XyZ", "tok", b"data")))
@@ -376,6 +377,10 @@ async fn a_form_without_the_field_passes_unchanged() {
             assert_eq!(through.1.as_bytes(), &body[..]);
         }
     }
+    // One that fails to arrive: the same bytes, then the same failure.
+    let through = send(&guarded, urlencoded(failing(b"title=%zz".to_vec(), 4))).await;
+    let without = send(&bare, urlencoded(failing(b"title=%zz".to_vec(), 4))).await;
+    assert_eq!(through, without);
     assert_eq!(runs.load(Ordering::SeqCst), 9);
     assert_eq!(store.calls(), 0, "no token, no store call");
 }
@@ -428,6 +433,258 @@ async fn a_form_with_the_field_is_still_checked() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{name} last");
     }
     assert_eq!(runs.load(Ordering::SeqCst), 0, "no unguarded token ran");
+}
+
+/// `POST /echo` answering the bytes it received and `POST /upload`
+/// reading the body with axum's `Multipart` (its refusal, if any, is the
+/// answer), behind `layer`, and the same routes without it; and how many
+/// times the handlers ran, behind the layer and without it.
+fn multipart_apps(layer: SubmitTokenLayer) -> (Router, Router, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let routes = |runs: Arc<AtomicUsize>| {
+        let echo_runs = runs.clone();
+        Router::new()
+            .route(
+                "/echo",
+                axum::routing::post(move |body: axum::body::Bytes| {
+                    let runs = echo_runs.clone();
+                    async move {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        body
+                    }
+                }),
+            )
+            .route(
+                "/upload",
+                axum::routing::post(move |mut form: axum::extract::Multipart| {
+                    let runs = runs.clone();
+                    async move {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        let mut seen = String::new();
+                        loop {
+                            match form.next_field().await {
+                                Ok(Some(field)) => {
+                                    let name = field.name().unwrap_or("?").to_owned();
+                                    match field.bytes().await {
+                                        Ok(bytes) => seen += &format!("{name}={};", bytes.len()),
+                                        Err(error) => return Err(error.into_response()),
+                                    }
+                                }
+                                Ok(None) => return Ok(seen),
+                                Err(error) => return Err(error.into_response()),
+                            }
+                        }
+                    }
+                }),
+            )
+    };
+    let bare_runs = Arc::new(AtomicUsize::new(0));
+    (
+        routes(runs.clone()).layer(layer),
+        routes(bare_runs.clone()),
+        runs,
+        bare_runs,
+    )
+}
+
+use axum::response::IntoResponse as _;
+
+fn multipart_post(path: &str, content_type: &str, body: Body) -> Request<Body> {
+    Request::post(path)
+        .header("content-type", content_type)
+        .body(body)
+        .expect("request")
+}
+
+/// A body that sends `bytes` in `chunk`-byte pieces, then fails, as one
+/// whose client went away mid-upload.
+fn failing(bytes: Vec<u8>, chunk: usize) -> Body {
+    let mut pieces: Vec<Result<axum::body::Bytes, std::io::Error>> = bytes
+        .chunks(chunk)
+        .map(|c| Ok(axum::body::Bytes::copy_from_slice(c)))
+        .collect();
+    pieces.push(Err(std::io::Error::other("client went away")));
+    Body::from_stream(futures_util::stream::iter(pieces))
+}
+
+const PART: &str = "--XyZ\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nHello\r\n";
+
+/// Multipart bodies that carry no token field reach the route exactly as
+/// they would without the layer, however broken their framing: no boundary
+/// parameter, one the layer used to refuse, a boundary not followed by a
+/// line break, a part without `Content-Disposition` or with endless
+/// headers, a body cut short or failing to arrive, within the scan limit or
+/// past it. The route's own parser refuses them, or not, as it would alone;
+/// the store is never asked.
+#[tokio::test]
+async fn a_malformed_multipart_body_without_the_field_passes_unchanged() {
+    let store = Arc::new(CountingStore::memory());
+    let (guarded, bare, runs, bare_runs) =
+        multipart_apps(SubmitTokenLayer::new(store.clone()).with_max_form_bytes(1024));
+    let long = "b".repeat(100);
+    let mut large_broken = PART.as_bytes().to_vec();
+    large_broken.extend_from_slice(b"--XyZjunk\r\n");
+    large_broken.extend_from_slice(&[b'x'; 4000]);
+    let mut broken_tail =
+        b"--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a\"\r\n\r\n".to_vec();
+    broken_tail.extend_from_slice(&[b'x'; 3000]);
+    broken_tail.extend_from_slice(b"\r\n--XyZ\r\nNo-Disposition: here\r\n\r\nv\r\n--XyZ--\r\n");
+    let cases: Vec<(&str, String, Vec<u8>)> = vec![
+        ("no boundary parameter", "multipart/form-data".into(), format!("{PART}--XyZ--\r\n").into_bytes()),
+        ("unparseable type", "multipart/form-data; boundary=\"XyZ".into(), format!("{PART}--XyZ--\r\n").into_bytes()),
+        ("a 100-character boundary", format!("multipart/form-data; boundary={long}"),
+            format!("--{long}\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nHi\r\n--{long}--\r\n").into_bytes()),
+        ("no boundary in the body", "multipart/form-data; boundary=XyZ".into(), b"just text".to_vec()),
+        ("junk after a boundary", "multipart/form-data; boundary=XyZ".into(), format!("{PART}--XyZjunk\r\n--XyZ--\r\n").into_bytes()),
+        ("no closing boundary", "multipart/form-data; boundary=XyZ".into(), PART.as_bytes().to_vec()),
+        ("cut in a part's headers", "multipart/form-data; boundary=XyZ".into(), format!("{PART}--XyZ\r\nContent-Disp").into_bytes()),
+        ("no Content-Disposition", "multipart/form-data; boundary=XyZ".into(), format!("{PART}--XyZ\r\nX-A: b\r\n\r\nv\r\n--XyZ--\r\n").into_bytes()),
+        ("endless part headers", "multipart/form-data; boundary=XyZ".into(),
+            format!("--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\nX-Pad: {}\r\n\r\nv\r\n--XyZ--\r\n", "p".repeat(9000)).into_bytes()),
+        ("broken in a large prefix", "multipart/form-data; boundary=XyZ".into(), large_broken),
+        ("broken after the prefix", "multipart/form-data; boundary=XyZ".into(), broken_tail),
+    ];
+    for (case, content_type, body) in &cases {
+        for path in ["/echo", "/upload"] {
+            for chunk in [1, 300, 100_000] {
+                let through = send(
+                    &guarded,
+                    multipart_post(path, content_type, streamed(body.clone(), chunk)),
+                )
+                .await;
+                let without = send(
+                    &bare,
+                    multipart_post(path, content_type, streamed(body.clone(), chunk)),
+                )
+                .await;
+                assert_eq!(through, without, "{case}, {path}, chunk {chunk}");
+                if path == "/echo" {
+                    assert_eq!(through.0, StatusCode::OK, "{case}");
+                    assert_eq!(through.1.as_bytes(), &body[..], "{case}: byte for byte");
+                }
+            }
+        }
+        // Failing to arrive: the route sees the same bytes, then the same
+        // failure.
+        let through = send(
+            &guarded,
+            multipart_post("/echo", content_type, failing(body.clone(), 200)),
+        )
+        .await;
+        let without = send(
+            &bare,
+            multipart_post("/echo", content_type, failing(body.clone(), 200)),
+        )
+        .await;
+        assert_eq!(through, without, "{case}, failing");
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            bare_runs.load(Ordering::SeqCst),
+            "{case}: the handlers ran as often as without the layer"
+        );
+    }
+    assert!(runs.load(Ordering::SeqCst) > 50);
+    assert_eq!(store.calls(), 0, "no token, no store call");
+}
+
+/// A multipart body that names the token field is still refused when its
+/// framing is broken, wherever the break is: a token is never taken from a
+/// body read in part, and never skipped.
+#[tokio::test]
+async fn a_malformed_multipart_body_with_the_field_is_refused() {
+    let (guarded, _, runs, _) =
+        multipart_apps(SubmitTokenLayer::new(memory()).with_max_form_bytes(1024));
+    let token_part =
+        "--XyZ\r\nContent-Disposition: form-data; name=\"_submit_token\"\r\n\r\ntok-1\r\n";
+    let mut large = format!("{PART}--XyZjunk\r\n").into_bytes();
+    large.extend_from_slice(&[b'x'; 3000]);
+    large.extend_from_slice(token_part.as_bytes());
+    let mut late =
+        b"--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a\"\r\n\r\n".to_vec();
+    late.extend_from_slice(&[b'x'; 3000]);
+    late.extend_from_slice(b"\r\n--XyZjunk\r\n");
+    late.extend_from_slice(token_part.as_bytes());
+    let cases: Vec<(&str, &str, Vec<u8>)> = vec![
+        (
+            "no boundary parameter",
+            "multipart/form-data",
+            format!("{token_part}--XyZ--\r\n").into_bytes(),
+        ),
+        (
+            "unparseable type",
+            "multipart/form-data; boundary=\"XyZ",
+            format!("{token_part}--XyZ--\r\n").into_bytes(),
+        ),
+        (
+            "no closing boundary",
+            "multipart/form-data; boundary=XyZ",
+            token_part.as_bytes().to_vec(),
+        ),
+        (
+            "junk after the field",
+            "multipart/form-data; boundary=XyZ",
+            format!("{token_part}--XyZjunk\r\n--XyZ--\r\n").into_bytes(),
+        ),
+        (
+            "junk before the field",
+            "multipart/form-data; boundary=XyZ",
+            format!("{PART}--XyZjunk\r\n{token_part}--XyZ--\r\n").into_bytes(),
+        ),
+        (
+            "no Content-Disposition before it",
+            "multipart/form-data; boundary=XyZ",
+            format!("--XyZ\r\nX-A: b\r\n\r\nv\r\n{token_part}--XyZ--\r\n").into_bytes(),
+        ),
+        (
+            "broken before it, past the prefix",
+            "multipart/form-data; boundary=XyZ",
+            large,
+        ),
+        (
+            "broken after the prefix, then the field",
+            "multipart/form-data; boundary=XyZ",
+            late,
+        ),
+    ];
+    for (case, content_type, body) in &cases {
+        // Broken past the scan limit, the field is found while the body
+        // streams to the handler: its read fails (the route's extractor
+        // says with what status), and the token is never read.
+        let past_prefix = case.contains("past the prefix") || case.contains("after the prefix");
+        for path in ["/echo", "/upload"] {
+            for chunk in [1, 300, 100_000] {
+                let before = runs.load(Ordering::SeqCst);
+                let (status, answer) = send(
+                    &guarded,
+                    multipart_post(path, content_type, streamed(body.clone(), chunk)),
+                )
+                .await;
+                let context = format!("{case}, {path}, chunk {chunk}: {answer}");
+                if past_prefix && path == "/upload" {
+                    assert!(
+                        status.is_client_error() || status.is_server_error(),
+                        "{context}"
+                    );
+                    assert!(!answer.contains("_submit_token="), "{context}");
+                } else {
+                    assert_eq!(status, StatusCode::BAD_REQUEST, "{context}");
+                    assert_eq!(runs.load(Ordering::SeqCst), before, "ran: {context}");
+                }
+            }
+        }
+    }
+    // A body that fails after naming the field.
+    let (status, answer) = send(
+        &guarded,
+        multipart_post(
+            "/echo",
+            "multipart/form-data; boundary=XyZ",
+            failing(token_part.as_bytes().to_vec(), 7),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert!(answer.contains("form_malformed"), "{answer}");
 }
 
 /// Counts the warnings logged while it is the default subscriber.

@@ -97,6 +97,41 @@ fn a_lock_shorter_than_the_request_timeout_warns_at_boot() {
     );
 }
 
+/// A duplicate's wait that the request timeout would cut short is named at
+/// boot, once, and the app still starts.
+#[test]
+fn a_wait_longer_than_the_request_timeout_warns_at_boot() {
+    let log = build_with(
+        "[server.timeouts]\nrequest_timeout_ms = 5000\n\
+         [idempotency]\nin_flight_wait_ms = 8000\n\
+         [security.submit_token]\nin_flight_wait_ms = 5000\n",
+    );
+    let warned = |key: &str| {
+        log.lines()
+            .filter(|line| line.contains("WARN") && line.contains(&format!("{key} (")))
+            .count()
+    };
+    assert_eq!(warned("idempotency.in_flight_wait_ms"), 1, "{log}");
+    assert!(
+        log.contains("idempotency.in_flight_wait_ms (8000 ms) is not shorter than server.timeouts.request_timeout_ms (5000 ms)"),
+        "{log}"
+    );
+    assert_eq!(
+        warned("security.submit_token.in_flight_wait_ms"),
+        1,
+        "a wait equal to the timeout never runs out: {log}"
+    );
+
+    for fine in [
+        "[server.timeouts]\nrequest_timeout_ms = 5000\n[idempotency]\nin_flight_wait_ms = 2000\n",
+        "[server.timeouts]\nrequest_timeout_ms = 0\n[idempotency]\nin_flight_wait_ms = 60000\n",
+        "",
+    ] {
+        let log = build_with(fine);
+        assert!(!log.contains("in_flight_wait_ms"), "{fine}: {log}");
+    }
+}
+
 #[test]
 fn the_layer_emits_debug_events_with_the_key_and_whether_it_replayed() {
     let (captured, subscriber) = capturing(tracing::Level::DEBUG);

@@ -88,7 +88,8 @@ impl Layers {
                     config.profile = profile;
                     config.provenance = Provenance(self.sources);
                     config.files = ConfigFiles(self.files);
-                    config.validate()?;
+                    // Warnings wait for launch, which validates again.
+                    config.check()?;
                     return Ok(config);
                 }
                 Err(error) => error,

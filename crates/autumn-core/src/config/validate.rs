@@ -1,6 +1,8 @@
 //! Values that parse but would switch off a guarantee: refused at startup with the key and
 //! where it was set.
 
+use std::time::Duration;
+
 use super::sections::MIN_HEADER_BYTES;
 use super::{AutumnConfig, ConfigError, Source};
 use crate::cross_origin::TrustedOrigin;
@@ -11,6 +13,11 @@ impl AutumnConfig {
     ///
     /// [`load_from`](Self::load_from) and the app's launch call this; call it yourself after
     /// changing a loaded configuration in code.
+    ///
+    /// It also logs a warning (and carries on) for values that work but not as meant: an
+    /// `in_flight_wait_ms` (`[idempotency]` or `[security.submit_token]`) that is not shorter
+    /// than `server.timeouts.request_timeout_ms`, so a waiting duplicate would be cut off by the
+    /// timeout before its wait ends. Loading checks without logging; launch logs once.
     ///
     /// ```
     /// use autumn_core::config::AutumnConfig;
@@ -26,6 +33,67 @@ impl AutumnConfig {
     /// an entry of `security.cross_origin.trusted_origins` that is not an origin as a browser
     /// writes it (`scheme://host[:port]`).
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.check()?;
+        self.warn_about_waits();
+        Ok(())
+    }
+
+    /// Logs a warning for each wait the request timeout would cut short (see
+    /// [`wait_outlasts_timeout`](Self::wait_outlasts_timeout)).
+    fn warn_about_waits(&self) {
+        let waits = [
+            (
+                "idempotency.in_flight_wait_ms",
+                self.idempotency.enabled,
+                self.idempotency.in_flight_wait_ms,
+            ),
+            (
+                "security.submit_token.in_flight_wait_ms",
+                self.security.submit_token.enabled,
+                self.security.submit_token.in_flight_wait_ms,
+            ),
+        ];
+        for (key, enabled, wait) in waits {
+            if enabled
+                && let Some(warning) = self.wait_outlasts_timeout(key, Duration::from_millis(wait))
+            {
+                tracing::warn!(key, "{warning}");
+            }
+        }
+    }
+
+    /// The warning for a duplicate's wait (`what`: the configuration key, or the route, that
+    /// sets it) that the request timeout would end first: a wait at least as long as
+    /// `server.timeouts.request_timeout_ms` never gets to run out, because the request spends
+    /// some time before it starts waiting. `None` when the wait is shorter, is off (0), or no
+    /// request timeout is set.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use autumn_core::config::AutumnConfig;
+    ///
+    /// let config =
+    ///     AutumnConfig::from_toml_str("[server.timeouts]\nrequest_timeout_ms = 5000\n").unwrap();
+    /// let warning = config
+    ///     .wait_outlasts_timeout("idempotency.in_flight_wait_ms", Duration::from_secs(8))
+    ///     .unwrap();
+    /// assert!(warning.starts_with("idempotency.in_flight_wait_ms (8000 ms)"));
+    /// assert!(config.wait_outlasts_timeout("x", Duration::from_secs(2)).is_none());
+    /// ```
+    #[must_use]
+    pub fn wait_outlasts_timeout(&self, what: &str, wait: Duration) -> Option<String> {
+        let timeout = self.server.request_timeout()?;
+        (!wait.is_zero() && wait >= timeout).then(|| {
+            format!(
+                "{what} ({} ms) is not shorter than server.timeouts.request_timeout_ms ({} ms): a duplicate waiting for the first run is answered 408 by the request timeout before its wait ends, instead of getting the replay or a 409 with Retry-After; keep the wait well under the timeout",
+                wait.as_millis(),
+                timeout.as_millis()
+            )
+        })
+    }
+
+    /// [`validate`](Self::validate)'s checks, without its warnings: what loading runs.
+    pub(super) fn check(&self) -> Result<(), ConfigError> {
         const LOCK: &str = "must be at least 1: a lock that lapses at once lets two overlapping duplicates both run the handler";
         const RECORD: &str = "must be at least 1: a record that expires at once is never replayed";
         let admin = &self.idempotency.admin;

@@ -60,6 +60,15 @@ struct Row {
     record_expires_at: Option<i64>,
 }
 
+#[derive(QueryableByName)]
+struct InspectRow {
+    #[diesel(embed)]
+    found: Row,
+    /// NULL for a lock taken before the column was added.
+    #[diesel(sql_type = Nullable<BigInt>)]
+    lock_taken_at: Option<i64>,
+}
+
 #[cfg(feature = "postgres")]
 #[derive(QueryableByName)]
 struct ClaimRow {
@@ -80,14 +89,21 @@ struct Acquired {
 const GET: &str = "SELECT lock_expires_at, record, body_hash, record_expires_at \
      FROM autumn_idempotency_keys WHERE storage_key = $1";
 
+/// $1 key. What [`GET`] reads and when the lock was taken, for an
+/// operator's inspect (the claim path does not read it).
+const INSPECT: &str = "SELECT lock_expires_at, record, body_hash, record_expires_at, lock_taken_at \
+     FROM autumn_idempotency_keys WHERE storage_key = $1";
+
 /// $1 key. The whole row: its lock, its record and its recovery point.
 const EVICT: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key = $1";
 
-/// $1 key, $2 owner, $3 now, $4 lock deadline.
-const TRY_LOCK: &str = "INSERT INTO autumn_idempotency_keys (storage_key, lock_owner, lock_expires_at) \
-     VALUES ($1, $2, $4) \
+/// $1 key, $2 owner, $3 now (when the lock is taken), $4 lock deadline.
+const TRY_LOCK: &str = "INSERT INTO autumn_idempotency_keys \
+       (storage_key, lock_owner, lock_expires_at, lock_taken_at) \
+     VALUES ($1, $2, $4, $3) \
      ON CONFLICT (storage_key) DO UPDATE SET lock_owner = excluded.lock_owner, \
-       lock_expires_at = excluded.lock_expires_at, record = NULL, body_hash = NULL, \
+       lock_expires_at = excluded.lock_expires_at, lock_taken_at = excluded.lock_taken_at, \
+       record = NULL, body_hash = NULL, \
        record_owner = NULL, record_expires_at = NULL \
      WHERE (autumn_idempotency_keys.lock_expires_at IS NULL OR autumn_idempotency_keys.lock_expires_at <= $3) \
        AND (autumn_idempotency_keys.record_expires_at IS NULL OR autumn_idempotency_keys.record_expires_at <= $3)";
@@ -102,7 +118,9 @@ const SET: &str = "INSERT INTO autumn_idempotency_keys \
        lock_owner = CASE WHEN $7 AND autumn_idempotency_keys.lock_owner = $2 \
          THEN NULL ELSE autumn_idempotency_keys.lock_owner END, \
        lock_expires_at = CASE WHEN $7 AND autumn_idempotency_keys.lock_owner = $2 \
-         THEN NULL ELSE autumn_idempotency_keys.lock_expires_at END \
+         THEN NULL ELSE autumn_idempotency_keys.lock_expires_at END, \
+       lock_taken_at = CASE WHEN $7 AND autumn_idempotency_keys.lock_owner = $2 \
+         THEN NULL ELSE autumn_idempotency_keys.lock_taken_at END \
      WHERE NOT (autumn_idempotency_keys.lock_owner IS NOT NULL \
          AND autumn_idempotency_keys.lock_owner <> $2 \
          AND autumn_idempotency_keys.lock_expires_at > $5) \
@@ -111,7 +129,8 @@ const SET: &str = "INSERT INTO autumn_idempotency_keys \
          AND autumn_idempotency_keys.record_expires_at > $5)";
 
 /// $1 key, $2 owner.
-const UNLOCK: &str = "UPDATE autumn_idempotency_keys SET lock_owner = NULL, lock_expires_at = NULL \
+const UNLOCK: &str = "UPDATE autumn_idempotency_keys SET lock_owner = NULL, lock_expires_at = NULL, \
+       lock_taken_at = NULL \
      WHERE storage_key = $1 AND lock_owner = $2";
 
 /// $1 key, $2 now: drop the row once nothing in it is live (a recovery
@@ -121,7 +140,8 @@ const DROP_DEAD: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key =
      AND (record_expires_at IS NULL OR record_expires_at <= $2) \
      AND (recovery_expires_at IS NULL OR recovery_expires_at <= $2)";
 
-/// $1 key, $2 owner, $3 now, $4 new lock deadline. Never shortens the lock:
+/// $1 key, $2 owner, $3 now, $4 new lock deadline. Keeps when the lock
+/// was taken (an operator sees how long its run has held it). Never shortens the lock:
 /// `IdempotencyTx::commit` may have extended it to the record's lifetime
 /// (a session change still to be saved), and the heartbeat must not undo that.
 const RENEW: &str = "UPDATE autumn_idempotency_keys SET lock_expires_at = \
@@ -171,11 +191,13 @@ const PG_CLAIM: &str = "WITH prior AS ( \
        SELECT lock_expires_at, record, body_hash, record_expires_at \
        FROM autumn_idempotency_keys WHERE storage_key = $1), \
      claimed AS ( \
-       INSERT INTO autumn_idempotency_keys (storage_key, lock_owner, lock_expires_at) \
-       SELECT $1, $2, $4 WHERE NOT EXISTS ( \
+       INSERT INTO autumn_idempotency_keys \
+         (storage_key, lock_owner, lock_expires_at, lock_taken_at) \
+       SELECT $1, $2, $4, $3 WHERE NOT EXISTS ( \
          SELECT 1 FROM prior WHERE lock_expires_at > $3 OR record_expires_at > $3) \
        ON CONFLICT (storage_key) DO UPDATE SET lock_owner = excluded.lock_owner, \
-         lock_expires_at = excluded.lock_expires_at, record = NULL, body_hash = NULL, \
+         lock_expires_at = excluded.lock_expires_at, lock_taken_at = excluded.lock_taken_at, \
+         record = NULL, body_hash = NULL, \
          record_owner = NULL, record_expires_at = NULL \
        WHERE (autumn_idempotency_keys.lock_expires_at IS NULL OR autumn_idempotency_keys.lock_expires_at <= $3) \
          AND (autumn_idempotency_keys.record_expires_at IS NULL OR autumn_idempotency_keys.record_expires_at <= $3) \
@@ -480,18 +502,32 @@ impl IdempotencyStore for DbIdempotencyStore {
         })
     }
 
-    /// The row [`get`](Self::get) reads, keeping its deadlines.
+    /// The row [`get`](Self::get) reads, keeping its deadlines and when
+    /// its lock was taken.
     fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
         Box::pin(async move {
             let now = self.now();
-            let rows = self.rows(key).await?;
-            let Some(row) = rows.into_iter().next() else {
+            let rows: Vec<InspectRow> = on_backend!(self, self.conn().await?, |conn, sql| {
+                diesel::sql_query(sql(INSPECT))
+                    .bind::<Text, _>(key)
+                    .cached()
+                    .load(conn)
+                    .await
+                    .map_err(query_error)?
+            });
+            let Some(InspectRow {
+                found: row,
+                lock_taken_at,
+            }) = rows.into_iter().next()
+            else {
                 return Ok(None);
             };
             let at = |millis: i64| u64::try_from(millis).unwrap_or_default();
-            let mut state = KeyState::default();
+            let mut state = KeyState::observed(at(now));
             if let Some(expires) = row.lock_expires_at.filter(|&at| at > now) {
-                state = state.locked_until(Some(at(expires)));
+                state = state
+                    .locked_until(Some(at(expires)))
+                    .lock_taken(lock_taken_at.map(at));
             }
             if let (Some(record), Some(_), Some(expires)) = (
                 row.record,

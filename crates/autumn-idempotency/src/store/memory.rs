@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::{DefaultHasher, Entry};
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
@@ -122,7 +123,13 @@ struct Slot {
 struct Lock {
     /// A hash of the owner (see [`owner_tag`]): no allocation per lock.
     owner_tag: u64,
-    expires: u64,
+    /// Never zero (a deadline is at least a millisecond after the epoch):
+    /// that spare value holds `Option<Lock>`'s tag, so keeping `taken`
+    /// costs a slot no byte.
+    expires: NonZeroU64,
+    /// When it was taken (app clock, ms), for an operator's inspect; a
+    /// renewal keeps it.
+    taken: u64,
 }
 
 /// A record and its fingerprint in one allocation: the fingerprint, then
@@ -186,7 +193,7 @@ impl Slot {
     }
 
     fn live_lock(&self, now: u64) -> Option<&Lock> {
-        self.lock.as_ref().filter(|lock| lock.expires > now)
+        self.lock.as_ref().filter(|lock| lock.expires.get() > now)
     }
 
     fn live_record(&self, now: u64) -> Option<&Stored> {
@@ -196,6 +203,12 @@ impl Slot {
     fn is_dead(&self, now: u64) -> bool {
         self.live_lock(now).is_none() && self.live_record(now).is_none()
     }
+}
+
+/// A lock's deadline: `now + ttl`, never zero (a zero one, at the epoch,
+/// would be past anyway).
+fn lock_deadline(now: u64, ttl: Duration) -> NonZeroU64 {
+    NonZeroU64::new(deadline(now, ttl)).unwrap_or(NonZeroU64::MIN)
 }
 
 /// Owners are compared by a 64-bit hash: owner ids are random and made by
@@ -535,7 +548,8 @@ impl MemoryIdempotencyStore {
             self.write(&key, |shard, now| {
                 let lock = Lock {
                     owner_tag: tag,
-                    expires: deadline(now, ttl),
+                    expires: lock_deadline(now, ttl),
+                    taken: now,
                 };
                 self.lock_entry(shard.slots.entry(key), now, lock)
             })
@@ -609,14 +623,15 @@ impl MemoryIdempotencyStore {
                 return Ok(None);
             };
             (
-                slot.live_lock(now).map(|lock| lock.expires),
+                slot.live_lock(now)
+                    .map(|lock| (lock.expires.get(), lock.taken)),
                 slot.live_record(now)
                     .map(|stored| (Found::of(stored), stored.expires)),
             )
         };
-        let mut state = KeyState::default();
-        if lock.is_some() {
-            state = state.locked_until(lock);
+        let mut state = KeyState::observed(now);
+        if let Some((expires, taken)) = lock {
+            state = state.locked_until(Some(expires)).lock_taken(Some(taken));
         }
         if let Some((found, expires)) = record {
             state = state.recorded(found.decode()?.0, Some(expires));
@@ -643,10 +658,10 @@ impl MemoryIdempotencyStore {
             .slots
             .get_mut(&key)
             .and_then(|slot| slot.lock.as_mut())
-            .filter(|lock| lock.expires > now && lock.owner_tag == tag);
+            .filter(|lock| lock.expires.get() > now && lock.owner_tag == tag);
         match lock {
             Some(lock) => {
-                lock.expires = deadline(now, ttl);
+                lock.expires = lock_deadline(now, ttl);
                 true
             }
             None => false,
@@ -852,5 +867,19 @@ impl<'a> Listening<'a> {
 impl Drop for Listening<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Knowing when a lock was taken costs an entry no memory: a slot is as
+    /// large as it was without it (two deadlines' worth of lock, tag
+    /// included, and a record).
+    #[test]
+    fn a_slot_stays_its_size() {
+        assert_eq!(size_of::<Option<Lock>>(), 24);
+        assert_eq!(size_of::<Slot>(), 24 + size_of::<Option<Stored>>());
     }
 }

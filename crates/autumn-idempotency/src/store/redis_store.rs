@@ -6,6 +6,7 @@
 //! | --- | --- |
 //! | `lo` | the lock's owner |
 //! | `le` | when the lock expires (ms since the epoch, app clock) |
+//! | `lt` | when the lock was taken (ms since the epoch, app clock); absent in a hash written before it was kept |
 //! | `r`  | the record ([`IdempotencyRecord::encode`]d) |
 //! | `h`  | the fingerprint of the request that made the record |
 //! | `ro` | the owner that wrote the record |
@@ -53,7 +54,7 @@ local function settle(lock_left, record_left)
     redis.call('DEL', key)
     return
   end
-  if lock_left <= 0 then redis.call('HDEL', key, 'lo', 'le') end
+  if lock_left <= 0 then redis.call('HDEL', key, 'lo', 'le', 'lt') end
   if record_left <= 0 then redis.call('HDEL', key, 'r', 'h', 'ro', 're') end
   redis.call('PEXPIRE', key, string.format('%.0f', math.max(lock_left, record_left)))
 end
@@ -73,7 +74,7 @@ if left(f[2]) > 0 then return {1, f[3], f[4]} end
 if f[1] or f[2] then redis.call('DEL', key) end
 local lock_left = left(ARGV[3])
 if lock_left > 0 then
-  redis.call('HSET', key, 'lo', ARGV[2], 'le', ARGV[3])
+  redis.call('HSET', key, 'lo', ARGV[2], 'le', ARGV[3], 'lt', ARGV[1])
   redis.call('PEXPIRE', key, string.format('%.0f', lock_left))
 end
 return {2, false, false}
@@ -106,7 +107,7 @@ if left(f[1]) > 0 or left(f[2]) > 0 then return 0 end
 if f[1] or f[2] then redis.call('DEL', key) end
 local lock_left = left(ARGV[3])
 if lock_left > 0 then
-  redis.call('HSET', key, 'lo', ARGV[2], 'le', ARGV[3])
+  redis.call('HSET', key, 'lo', ARGV[2], 'le', ARGV[3], 'lt', ARGV[1])
   redis.call('PEXPIRE', key, string.format('%.0f', lock_left))
 end
 return 1
@@ -389,6 +390,15 @@ impl RedisIdempotencyStore {
 /// What `get` reads: lock deadline, record deadline, record, fingerprint.
 type Fields = (Option<u64>, Option<u64>, Option<Vec<u8>>, Option<Vec<u8>>);
 
+/// What `inspect` reads: [`Fields`] and when the lock was taken.
+type InspectFields = (
+    Option<u64>,
+    Option<u64>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<u64>,
+);
+
 /// Whether `error` came from the connection (dropped, reset, timed out,
 /// refused) rather than from Redis answering.
 fn is_connection_level(error: &RedisError) -> bool {
@@ -428,13 +438,18 @@ impl std::fmt::Debug for RedisIdempotencyStore {
 impl RedisIdempotencyStore {
     /// The key's deadlines, record and fingerprint, in one `HMGET`.
     async fn fields(&self, key: &str) -> Result<Fields, StoreError> {
+        self.hmget(key, &["le", "re", "r", "h"]).await
+    }
+
+    /// `fields` of `key` in one `HMGET`.
+    async fn hmget<T: FromRedisValue>(&self, key: &str, fields: &[&str]) -> Result<T, StoreError> {
         let redis_key = self.redis_key(key);
         let redis_key = &redis_key;
         self.connection
             .run(|mut connection| async move {
                 redis::cmd("HMGET")
                     .arg(redis_key)
-                    .arg(&["le", "re", "r", "h"])
+                    .arg(fields)
                     .query_async(&mut connection)
                     .await
             })
@@ -460,14 +475,16 @@ impl IdempotencyStore for RedisIdempotencyStore {
         })
     }
 
-    /// One `HMGET`, as [`get`](Self::get), keeping the deadlines.
+    /// One `HMGET`, as [`get`](Self::get), keeping the deadlines and when
+    /// the lock was taken.
     fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
         Box::pin(async move {
-            let (lock_deadline, record_deadline, record, fingerprint) = self.fields(key).await?;
+            let (lock_deadline, record_deadline, record, fingerprint, taken): InspectFields =
+                self.hmget(key, &["le", "re", "r", "h", "lt"]).await?;
             let now = self.now();
-            let mut state = KeyState::default();
+            let mut state = KeyState::observed(now);
             if let Some(deadline) = lock_deadline.filter(|&d| d > now) {
-                state = state.locked_until(Some(deadline));
+                state = state.locked_until(Some(deadline)).lock_taken(taken);
             }
             if let Some(deadline) = record_deadline.filter(|&d| d > now) {
                 let (record, _) = decode(record, fingerprint)?;

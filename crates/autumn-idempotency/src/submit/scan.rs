@@ -43,7 +43,15 @@ impl ScanError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum FormKind {
     UrlEncoded,
-    Multipart { boundary: String },
+    Multipart {
+        boundary: String,
+    },
+    /// Announced as `multipart/form-data`, but without a boundary the
+    /// parts cannot be told apart (no multipart extractor reads it either):
+    /// `why` says what is wrong with the type.
+    Unframed {
+        why: &'static str,
+    },
 }
 
 const URLENCODED: &str = "application/x-www-form-urlencoded";
@@ -55,9 +63,11 @@ const URLENCODED: &str = "application/x-www-form-urlencoded";
 /// `Content-Type` that starts with `application/x-www-form-urlencoded`
 /// (whatever follows: parameters, spaces, junk), and its `Multipart`
 /// parses the type with the `mime` crate and takes its `boundary`
-/// parameter. The layer accepts a superset (any case, leading spaces): a
-/// form scanned that the extractor then refuses costs nothing.
-pub(crate) fn form_kind(content_type: &str) -> Option<Result<FormKind, ScanError>> {
+/// parameter, whatever its length. The layer accepts a superset (any case,
+/// leading spaces): a form scanned that the extractor then refuses costs
+/// nothing. A type that names `multipart/form-data` but gives no boundary
+/// the extractor could read is [`FormKind::Unframed`].
+pub(crate) fn form_kind(content_type: &str) -> Option<FormKind> {
     let trimmed = content_type.trim_start();
     let starts_with = |prefix: &str| {
         trimmed
@@ -65,30 +75,115 @@ pub(crate) fn form_kind(content_type: &str) -> Option<Result<FormKind, ScanError
             .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
     };
     if starts_with(URLENCODED) {
-        return Some(Ok(FormKind::UrlEncoded));
+        return Some(FormKind::UrlEncoded);
     }
-    let malformed = |why: &str| Some(Err(ScanError::Malformed(why.into())));
     match trimmed.parse::<mime::Mime>() {
         Ok(media) if media.type_() == mime::MULTIPART && media.subtype() == mime::FORM_DATA => {
-            match media.get_param(mime::BOUNDARY) {
-                Some(boundary) if (1..=70).contains(&boundary.as_str().len()) => {
-                    Some(Ok(FormKind::Multipart {
-                        boundary: boundary.as_str().to_owned(),
-                    }))
-                }
-                _ => malformed(
-                    "multipart/form-data needs a boundary parameter of 1 to 70 characters",
-                ),
-            }
+            Some(match media.get_param(mime::BOUNDARY) {
+                // Any boundary the extractor takes, even one RFC 2046
+                // would not: it reads the parts with it, so the layer must.
+                Some(boundary) => FormKind::Multipart {
+                    boundary: boundary.as_str().to_owned(),
+                },
+                None => FormKind::Unframed {
+                    why: "multipart/form-data needs a boundary parameter",
+                },
+            })
         }
         Ok(_) => None,
         // Unparseable, so no extractor reads it as a form either; but a
-        // type that looks like one gets a clear answer, not a pass.
-        Err(_) if starts_with("multipart/form-data") => {
-            malformed("the multipart/form-data content type cannot be parsed")
-        }
+        // body that looks like one and names the field is not let through.
+        Err(_) if starts_with("multipart/form-data") => Some(FormKind::Unframed {
+            why: "the multipart/form-data content type cannot be parsed",
+        }),
         Err(_) => None,
     }
+}
+
+/// Looks for the token field's name anywhere in a body, as it streams by in
+/// pieces cut anywhere: the check for a multipart body whose framing is
+/// broken (no boundary, a part that does not parse, a body that ends
+/// early), where parts cannot be read. A body that never spells the name
+/// cannot carry the field, however a parser reads it, and passes untouched;
+/// one that does might, and is refused as malformed. Only the last few
+/// bytes of a piece are kept, for a name cut between two pieces.
+#[derive(Debug)]
+pub(crate) struct FieldSearch {
+    /// The name as sent raw and as browsers escape it in a part header.
+    names: Vec<memmem::Finder<'static>>,
+    /// The longest name's length, less one: what a cut can hide.
+    overlap: usize,
+    tail: Vec<u8>,
+    found: bool,
+}
+
+impl FieldSearch {
+    pub(crate) fn new(field: &str) -> Self {
+        let raw = field.as_bytes().to_vec();
+        let escaped = escape_field(field);
+        let mut spellings = vec![raw];
+        if spellings[0] != escaped {
+            spellings.push(escaped);
+        }
+        let overlap = spellings.iter().map(Vec::len).max().unwrap_or(1).max(1) - 1;
+        Self {
+            names: spellings
+                .iter()
+                .map(|name| memmem::Finder::new(name).into_owned())
+                .collect(),
+            overlap,
+            tail: Vec::new(),
+            found: false,
+        }
+    }
+
+    /// Whether the name was seen.
+    pub(crate) fn found(&self) -> bool {
+        self.found
+    }
+
+    /// Reads the next piece of the body.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        if self.found {
+            return;
+        }
+        let mut seam = self.tail.clone();
+        seam.extend_from_slice(&bytes[..bytes.len().min(self.overlap)]);
+        self.found = self
+            .names
+            .iter()
+            .any(|name| name.find(&seam).is_some() || name.find(bytes).is_some());
+        self.carry(bytes);
+    }
+
+    /// Passes `bytes` by without looking at them, keeping only their end:
+    /// a name that starts there and goes on in the next piece fed is found.
+    pub(crate) fn carry(&mut self, bytes: &[u8]) {
+        if bytes.len() >= self.overlap {
+            self.tail.clear();
+            self.tail
+                .extend_from_slice(&bytes[bytes.len() - self.overlap..]);
+        } else {
+            self.tail.extend_from_slice(bytes);
+            let excess = self.tail.len().saturating_sub(self.overlap);
+            self.tail.drain(..excess);
+        }
+    }
+}
+
+/// The field's name as browsers write it in a part header: they escape
+/// these three.
+fn escape_field(field: &str) -> Vec<u8> {
+    let mut escaped = Vec::with_capacity(field.len());
+    for &b in field.as_bytes() {
+        match b {
+            b'"' => escaped.extend_from_slice(b"%22"),
+            b'\r' => escaped.extend_from_slice(b"%0D"),
+            b'\n' => escaped.extend_from_slice(b"%0A"),
+            _ => escaped.push(b),
+        }
+    }
+    escaped
 }
 
 fn token(value: &[u8]) -> Result<String, ScanError> {
@@ -369,19 +464,9 @@ pub(crate) struct MultipartScanner {
 impl MultipartScanner {
     pub(crate) fn new(boundary: &str, field: &str) -> Self {
         let delimiter = format!("\r\n--{boundary}").into_bytes();
-        // Browsers escape these three in a field name.
-        let mut escaped = Vec::with_capacity(field.len());
-        for &b in field.as_bytes() {
-            match b {
-                b'"' => escaped.extend_from_slice(b"%22"),
-                b'\r' => escaped.extend_from_slice(b"%0D"),
-                b'\n' => escaped.extend_from_slice(b"%0A"),
-                _ => escaped.push(b),
-            }
-        }
         Self {
             delimiter: memmem::Finder::new(&delimiter).into_owned(),
-            field: escaped,
+            field: escape_field(field),
             state: State::Seeking,
             pending: b"\r\n".to_vec(),
             value: None,
@@ -404,6 +489,16 @@ impl MultipartScanner {
     /// Whether the token field's part was started but not finished.
     pub(crate) fn in_field(&self) -> bool {
         self.value.is_some()
+    }
+
+    /// Whether a part naming the token field was read, whole or not.
+    pub(crate) fn met_field(&self) -> bool {
+        self.token.is_some() || self.value.is_some()
+    }
+
+    /// The bytes held over from the pieces read so far (see `feed`).
+    pub(crate) fn held(&self) -> &[u8] {
+        &self.pending
     }
 
     /// From now on, a part naming the field is [`ScanError::Late`].
@@ -732,6 +827,34 @@ mod tests {
         );
     }
 
+    fn search(body: &[u8], chunk: usize) -> bool {
+        let mut search = FieldSearch::new("_submit_token");
+        for piece in body.chunks(chunk.max(1)) {
+            search.feed(piece);
+        }
+        search.found()
+    }
+
+    #[test]
+    fn the_field_name_is_found_however_the_body_is_cut() {
+        let body = b"--x\r\nContent-Disposition: form-data; name=\"_submit_token\"\r\n\r\nt";
+        for chunk in 1..=body.len() {
+            assert!(search(body, chunk), "chunk {chunk}");
+            assert!(!search(&body[..50], chunk), "cut before the name ends");
+        }
+        assert!(!search(b"_submit_toke_submit_tokn", 3));
+        let mut quoted = FieldSearch::new("a\"b");
+        quoted.feed(b"name=\"a%2");
+        quoted.feed(b"2b\"");
+        assert!(quoted.found(), "the escaped spelling counts");
+        // Carried bytes are not searched, but their end joins the next.
+        let mut carried = FieldSearch::new("_submit_token");
+        carried.carry(b"xx_submit_token yy_submit");
+        assert!(!carried.found());
+        carried.feed(b"_token");
+        assert!(carried.found());
+    }
+
     #[test]
     fn content_types_name_their_form_kind() {
         // Every type axum's `Form` accepts: it only asks that the header
@@ -748,7 +871,7 @@ mod tests {
         ] {
             assert_eq!(
                 form_kind(urlencoded),
-                Some(Ok(FormKind::UrlEncoded)),
+                Some(FormKind::UrlEncoded),
                 "{urlencoded}"
             );
         }
@@ -764,24 +887,32 @@ mod tests {
                 "multipart/form-data; boundary=\"abc\" ; charset=utf-8",
                 "abc",
             ),
+            // Past RFC 2046's 70 characters: the extractor still reads it.
+            (
+                &format!("multipart/form-data; boundary={}", "b".repeat(100)),
+                &"b".repeat(100),
+            ),
+            // Empty, as `mime` reads it: the extractor splits on `--` alone.
+            ("multipart/form-data; boundary=", ""),
         ] {
             assert_eq!(
                 form_kind(multipart),
-                Some(Ok(FormKind::Multipart {
+                Some(FormKind::Multipart {
                     boundary: boundary.into()
-                })),
+                }),
                 "{multipart}"
             );
         }
-        for refused in [
+        for unframed in [
             "multipart/form-data",
-            "multipart/form-data; boundary=",
+            "multipart/form-data; charset=utf-8",
+            "multipart/form-data; boundary=\"\"",
             "multipart/form-data; boundary=\"abc",
             "multipart/form-data; boundary=abc def",
         ] {
             assert!(
-                matches!(form_kind(refused), Some(Err(ScanError::Malformed(_)))),
-                "{refused}"
+                matches!(form_kind(unframed), Some(FormKind::Unframed { .. })),
+                "{unframed}"
             );
         }
         assert_eq!(form_kind("application/json"), None);
@@ -1074,7 +1205,7 @@ mod tests {
                 if quoted || !needs_quotes {
                     prop_assert_eq!(
                         form_kind(&content_type),
-                        Some(Ok(FormKind::Multipart { boundary }))
+                        Some(FormKind::Multipart { boundary })
                     );
                 } else {
                     prop_assert!(form_kind(&content_type).is_some());

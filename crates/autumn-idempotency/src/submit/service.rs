@@ -22,7 +22,12 @@
 //! whose names (read as the form extractor reads them) do not include the
 //! field reaches the route exactly as sent: no 400 for a bad `%` escape, no
 //! 413 past `max_form_bytes`. A body that does name it is checked whole and
-//! strictly, within the limit. A body larger than the scan limit (either
+//! strictly, within the limit. A multipart body is read part by part; when
+//! its framing is broken (no boundary, a part that does not parse, a body
+//! that ends early or fails to arrive) before any part named the field, it
+//! passes unchanged unless the field's name appears in it at all, so the
+//! route's own parser refuses it as it would without the layer; one whose
+//! field part was met is refused. A body larger than the scan limit (either
 //! kind) streams on, watched: the field named after the scanned prefix fails
 //! the body, so the handler never reads a token it was not guarded by.
 
@@ -42,7 +47,7 @@ use tower::Service;
 use super::extract::{Mint, MintSlot};
 use super::future::ResponseFuture;
 use super::layer::Settings;
-use super::scan::{self, FormKind, MultipartScanner, ScanError, UrlencodedNames};
+use super::scan::{self, FieldSearch, FormKind, MultipartScanner, ScanError, UrlencodedNames};
 use super::{SUBMIT_TOKEN_REPLAYED, TokenBinding};
 use crate::IdempotencyScope;
 use crate::detach::{Guarded, Step, is_mutating, settle};
@@ -143,20 +148,56 @@ fn mismatch(recorded: &[u8], form: &[u8; 32], binding: &[u8; 32]) -> Option<Subm
         .then_some(SubmitTokenRejection::OtherSession)
 }
 
-/// The first `limit` bytes of `body` (fewer when it is shorter), and the
-/// rest of it when there is more.
-async fn read_prefix(mut body: Body, limit: usize) -> Result<(Bytes, Option<Body>), ScanError> {
-    let mut prefix = BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| ScanError::Malformed(format!("unreadable body: {e}")))?;
-        if let Ok(data) = frame.into_data() {
-            prefix.extend_from_slice(&data);
-            if prefix.len() > limit {
-                return Ok((prefix.freeze(), Some(body)));
+/// What follows the prefix [`read_prefix`] read.
+enum Rest {
+    /// Nothing: the prefix is the whole body.
+    End,
+    /// The rest of the body, unread.
+    More(Body),
+    /// Reading failed after the prefix (the client went away, or sent less
+    /// than it announced).
+    Failed(axum::Error),
+}
+
+impl Rest {
+    /// The error a body whose reading failed is refused with.
+    fn unreadable(error: &axum::Error) -> ScanError {
+        ScanError::Malformed(format!("unreadable body: {error}"))
+    }
+
+    /// The body the route gets: `prefix`, then the rest as it comes (its
+    /// failure included), unchanged.
+    fn after(self, prefix: Bytes) -> Body {
+        match self {
+            Self::End => Body::from(prefix),
+            Self::More(rest) => Body::from_stream(
+                futures_util::stream::once(async move { Ok::<_, axum::Error>(prefix) })
+                    .chain(rest.into_data_stream()),
+            ),
+            Self::Failed(error) => {
+                Body::from_stream(futures_util::stream::iter([Ok(prefix), Err(error)]))
             }
         }
     }
-    Ok((prefix.freeze(), None))
+}
+
+/// The first `limit` bytes of `body` (fewer when it is shorter), and what
+/// follows them.
+async fn read_prefix(mut body: Body, limit: usize) -> (Bytes, Rest) {
+    let mut prefix = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(error) => return (prefix.freeze(), Rest::Failed(error)),
+        };
+        if let Ok(data) = frame.into_data() {
+            prefix.extend_from_slice(&data);
+            if prefix.len() > limit {
+                return (prefix.freeze(), Rest::More(body));
+            }
+        }
+    }
+    (prefix.freeze(), Rest::End)
 }
 
 /// The rest of a multipart body the layer could not scan in full, passed
@@ -164,18 +205,89 @@ async fn read_prefix(mut body: Body, limit: usize) -> Result<(Bytes, Option<Body
 /// its parts, and if a part names the token field, the stream fails, so the
 /// handler never sees a token it was not guarded by. A file's content that
 /// happens to contain the field's name is content, not a part, and passes.
+///
+/// Should the framing break further on (the layer's reading and the
+/// handler's parser may then part ways), the rest is searched for the
+/// field's name instead: the stream fails if it appears, and passes
+/// unchanged if not, for the handler's parser to refuse as it would
+/// without the layer.
 fn watched(prefix: Bytes, rest: Body, mut scanner: MultipartScanner, field: Arc<str>) -> Body {
     scanner.watch();
+    let mut search = FieldSearch::new(&field);
+    search.carry(&prefix);
+    let mut framed = Some(scanner);
     let rest = rest.into_data_stream().map(move |chunk| {
         let chunk = chunk?;
-        match scanner.feed(&chunk) {
-            Ok(()) => Ok(chunk),
-            Err(error) => Err(axum::Error::new(std::io::Error::other(
+        let refused = |error: ScanError| {
+            axum::Error::new(std::io::Error::other(
                 error.into_rejection(&field).to_string(),
-            ))),
+            ))
+        };
+        if let Some(scanner) = &mut framed {
+            match scanner.feed(&chunk) {
+                Ok(()) => {
+                    search.carry(&chunk);
+                    return Ok(chunk);
+                }
+                Err(ScanError::Malformed(_)) => {
+                    search.feed(scanner.held());
+                    framed = None;
+                }
+                Err(error) => return Err(refused(error)),
+            }
         }
+        search.feed(&chunk);
+        if search.found() {
+            return Err(refused(ScanError::Malformed(format!(
+                "the multipart framing breaks and the {field} field's name follows"
+            ))));
+        }
+        Ok(chunk)
     });
     Body::from_stream(futures_util::stream::once(async move { Ok(prefix) }).chain(rest))
+}
+
+/// A multipart body whose parts cannot be read (`unframed` says why): it
+/// passes unchanged when it never spells the field's name (the handler's
+/// parser then refuses it, or not, exactly as it would without the layer),
+/// and is refused with `unframed` when it does, within the scanned prefix;
+/// past it, the stream fails where the name appears.
+fn unframed(
+    prefix: Bytes,
+    rest: Rest,
+    field: &Arc<str>,
+    unframed: ScanError,
+) -> Result<(Option<String>, Body), ScanError> {
+    let mut search = FieldSearch::new(field);
+    search.feed(&prefix);
+    if search.found() {
+        return Err(match rest {
+            Rest::Failed(error) => Rest::unreadable(&error),
+            _ => unframed,
+        });
+    }
+    let Rest::More(rest) = rest else {
+        return Ok((None, rest.after(prefix)));
+    };
+    let field = field.clone();
+    let rest = rest.into_data_stream().map(move |chunk| {
+        let chunk = chunk?;
+        search.feed(&chunk);
+        if search.found() {
+            return Err(axum::Error::new(std::io::Error::other(
+                ScanError::Malformed(format!(
+                    "a multipart body whose parts cannot be read names the {field} field"
+                ))
+                .into_rejection(&field)
+                .to_string(),
+            )));
+        }
+        Ok(chunk)
+    });
+    Ok((
+        None,
+        Body::from_stream(futures_util::stream::once(async move { Ok(prefix) }).chain(rest)),
+    ))
 }
 
 /// The rest of an urlencoded body larger than the scan limit whose scanned
@@ -216,76 +328,74 @@ fn watched_urlencoded(prefix: Bytes, rest: Body, names: UrlencodedNames, field: 
 
 /// The first phase of a guarded form post: scan the body for the token,
 /// claim it, and either answer (a replay, a refusal) or start the handler.
-async fn guard<S>(
-    settings: Arc<Settings>,
-    mut inner: S,
-    request: Request,
-    kind: Result<FormKind, ScanError>,
-) -> Step
+async fn guard<S>(settings: Arc<Settings>, mut inner: S, request: Request, kind: FormKind) -> Step
 where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
 {
     let field = settings.field_name.clone();
-    let kind = match kind {
-        Ok(kind) => kind,
-        Err(error) => return Step::Respond(error.into_rejection(&field).into_response()),
-    };
     let (parts, body) = request.into_parts();
+    let (bytes, rest) = read_prefix(body, settings.max_form_bytes).await;
     let scanned = match kind {
-        FormKind::UrlEncoded => match read_prefix(body, settings.max_form_bytes).await {
-            Ok((bytes, rest)) => {
-                let mut names = UrlencodedNames::new(&field);
-                names.feed(&bytes);
-                match rest {
-                    // No field: the route gets the body as sent, bad escapes
-                    // and all, as if the layer were not there.
-                    None if !names.finish() => Ok((None, Body::from(bytes))),
-                    // The field: the whole form is read strictly.
-                    None => {
-                        scan::urlencoded(&bytes, &field).map(|token| (token, Body::from(bytes)))
-                    }
-                    // A guarded form too large to check whole.
-                    Some(_) if names.found() => Err(ScanError::TooLarge {
-                        limit: settings.max_form_bytes,
-                    }),
-                    // No field yet in a large body: it streams on, watched
-                    // for one, unbuffered.
-                    Some(rest) => Ok((None, watched_urlencoded(bytes, rest, names, field.clone()))),
+        FormKind::UrlEncoded => {
+            let mut names = UrlencodedNames::new(&field);
+            names.feed(&bytes);
+            match rest {
+                // No field: the route gets the body as sent, bad escapes
+                // and all, as if the layer were not there.
+                Rest::End if !names.finish() => Ok((None, Body::from(bytes))),
+                // The field: the whole form is read strictly.
+                Rest::End => {
+                    scan::urlencoded(&bytes, &field).map(|token| (token, Body::from(bytes)))
                 }
+                // A guarded form too large to check whole.
+                Rest::More(_) if names.found() => Err(ScanError::TooLarge {
+                    limit: settings.max_form_bytes,
+                }),
+                // No field yet in a large body: it streams on, watched
+                // for one, unbuffered.
+                Rest::More(rest) => {
+                    Ok((None, watched_urlencoded(bytes, rest, names, field.clone())))
+                }
+                // Cut short: refused if what came names the field, else
+                // passed on, failure and all, as the route would see it.
+                Rest::Failed(error) if names.finish() => Err(Rest::unreadable(&error)),
+                failed @ Rest::Failed(_) => Ok((None, failed.after(bytes))),
             }
-            Err(error) => Err(error),
-        },
+        }
+        FormKind::Unframed { why } => {
+            unframed(bytes, rest, &field, ScanError::Malformed(why.into()))
+        }
         FormKind::Multipart { boundary } => {
-            match read_prefix(body, settings.max_form_bytes).await {
-                Ok((bytes, rest)) => {
-                    let mut scanner = MultipartScanner::new(&boundary, &field);
-                    let scanned = scanner.feed(&bytes).and_then(|()| match rest {
-                        None => scanner.finish(),
-                        // The field's part is cut off by the scan limit: its
-                        // value is not known, so it cannot be claimed.
-                        Some(_) if scanner.in_field() => Err(ScanError::Late),
-                        Some(_) => Ok(()),
-                    });
-                    scanned.map(|()| {
-                        let token = scanner.token().map(str::to_owned);
-                        let body = match rest {
-                            None => Body::from(bytes),
-                            // Found in the prefix, or every part was in it.
-                            Some(rest) if token.is_some() || scanner.is_complete() => {
-                                Body::from_stream(
-                                    futures_util::stream::once(async move {
-                                        Ok::<_, axum::Error>(bytes)
-                                    })
-                                    .chain(rest.into_data_stream()),
-                                )
-                            }
-                            Some(rest) => watched(bytes, rest, scanner, field.clone()),
-                        };
-                        (token, body)
-                    })
+            let mut scanner = MultipartScanner::new(&boundary, &field);
+            let scanned = scanner.feed(&bytes).and_then(|()| match &rest {
+                Rest::End => scanner.finish(),
+                // The field's part is cut off by the scan limit: its
+                // value is not known, so it cannot be claimed.
+                Rest::More(_) if scanner.in_field() => Err(ScanError::Late),
+                Rest::More(_) => Ok(()),
+                Rest::Failed(error) => Err(Rest::unreadable(error)),
+            });
+            match scanned {
+                Ok(()) => {
+                    let token = scanner.token().map(str::to_owned);
+                    let body = match rest {
+                        // Found in the prefix, or every part was in it.
+                        Rest::More(rest) if token.is_none() && !scanner.is_complete() => {
+                            watched(bytes, rest, scanner, field.clone())
+                        }
+                        rest => rest.after(bytes),
+                    };
+                    Ok((token, body))
                 }
-                Err(error) => Err(error),
+                // A form that carries the field is checked strictly: a
+                // token is never taken from a body read only in part.
+                Err(error) if scanner.met_field() || !matches!(error, ScanError::Malformed(_)) => {
+                    Err(error)
+                }
+                // Broken framing, and no field met before it: whether the
+                // body carries one is decided by its name's presence.
+                Err(error) => unframed(bytes, rest, &field, error),
             }
         }
     };
