@@ -132,6 +132,36 @@ fn a_wait_longer_than_the_request_timeout_warns_at_boot() {
     }
 }
 
+#[post("/slow", in_flight_wait_ms = 9000)]
+async fn slow() -> &'static str {
+    "created"
+}
+
+#[test]
+fn a_route_whose_wait_outlasts_the_request_timeout_warns_at_boot() {
+    let build = |toml: &str| {
+        let (captured, subscriber) = capturing(tracing::Level::INFO);
+        tracing::subscriber::with_default(subscriber, || {
+            TestApp::from_builder(autumn_web::app().routes(routes![create, slow]).idempotent())
+                .with_config(AutumnConfig::from_toml_str(toml).expect("config"))
+                .build();
+        });
+        captured.text()
+    };
+    let log = build("[server.timeouts]\nrequest_timeout_ms = 5000\n");
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("WARN") && line.contains("in_flight_wait_ms"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "only the slow route: {log}");
+    assert!(
+        warnings[0].contains("route `slow` (POST /slow) in_flight_wait_ms (9000 ms)"),
+        "{log}"
+    );
+    let log = build("[server.timeouts]\nrequest_timeout_ms = 10000\n");
+    assert!(!log.contains("in_flight_wait_ms"), "{log}");
+}
+
 #[test]
 fn the_layer_emits_debug_events_with_the_key_and_whether_it_replayed() {
     let (captured, subscriber) = capturing(tracing::Level::DEBUG);

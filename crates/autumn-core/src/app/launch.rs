@@ -502,7 +502,7 @@ impl AppBuilder {
             // when a route-local layer rebuilt the request), the route's own
             // layers (a ReplayThroughInner route's replay layer among them),
             // then the idempotency layer.
-            let idempotency = route_policy(idempotency.as_ref(), &route, kind)?;
+            let idempotency = route_policy(&config, idempotency.as_ref(), &route, kind)?;
             let layered = route.into_layered(ReplayGuardLayer::for_route(path.clone()));
             let handler = match (&idempotency, kind) {
                 (None, _) | (_, RouteIdempotency::Off) => layered,
@@ -1079,11 +1079,23 @@ fn check_static_mount(mount: &str, routes: &[Route], raw: &[RawRouter]) -> Resul
 /// to `[idempotency]` field by field; refuses a policy that cannot work, and
 /// a required key no layer would check.
 fn route_policy(
+    config: &AutumnConfig,
     layer: Option<&IdempotencyLayer>,
     route: &Route,
     kind: RouteIdempotency,
 ) -> Result<Option<IdempotencyLayer>, LaunchError> {
     let policy = &route.policy;
+    if let Some(warning) = policy.in_flight_wait.and_then(|wait| {
+        config.wait_outlasts_timeout(
+            &format!(
+                "route `{}` ({} {}) in_flight_wait_ms",
+                route.name, route.method, route.path
+            ),
+            wait,
+        )
+    }) {
+        tracing::warn!("{warning}");
+    }
     let layer = match layer {
         Some(layer) if kind != RouteIdempotency::Off => layer,
         _ if policy.key == Some(autumn_idempotency::KeyRequirement::Required) => {
