@@ -186,6 +186,12 @@ impl Route {
         self.layers.len()
     }
 
+    /// The handler alone, for a route without layers of its own (see
+    /// [`Route::layer_count`]).
+    pub(crate) fn into_handler(self) -> MethodRouter {
+        self.handler
+    }
+
     /// The handler with `guard` directly in front of it, then the layers
     /// added with [`Route::layer`] in the order they were added.
     pub(crate) fn into_layered(self, guard: ReplayGuardLayer) -> MethodRouter {

@@ -13,6 +13,7 @@ use http::StatusCode;
 use tower::ServiceBuilder;
 #[cfg(not(feature = "database"))]
 use tower::layer::util::Identity;
+use tower::util::option_layer;
 use tower_http::timeout::TimeoutLayer;
 
 use super::middleware::AppService;
@@ -486,6 +487,41 @@ impl AppBuilder {
             check_static_mount(&config.static_files.mount, &routes, &self.raw)?;
         }
 
+        // Innermost on every route: the submit-token guard, with the
+        // database pool and the commit-hook queue for the handlers. Each
+        // `layer` call on a route boxes it once more, and every request
+        // clones each box with all beneath it: so a route gets all of the
+        // framework's layers in one call, one box.
+        let submit = submit_token_layer(
+            &config,
+            idempotency_store,
+            database.as_ref(),
+            &clock,
+            &mut metrics,
+            &mut startup,
+        )?;
+        #[cfg(feature = "database")]
+        let (pool, queue) = match &database {
+            Some(pool) => (
+                Some(axum::Extension(pool.clone())),
+                Some(crate::jobs::install(
+                    pool,
+                    &clock,
+                    self.commit_hooks,
+                    startup.checked.subscribe(),
+                )),
+            ),
+            None => (None, None),
+        };
+        #[cfg(not(feature = "database"))]
+        let (pool, queue): (Option<Identity>, Option<Identity>) = (None, None);
+        let group = (submit.is_some() || pool.is_some()).then(|| {
+            ServiceBuilder::new()
+                .option_layer(pool)
+                .option_layer(queue)
+                .option_layer(submit)
+        });
+
         let mut router = Router::new();
         for route in routes {
             let path = route.path.clone();
@@ -503,43 +539,57 @@ impl AppBuilder {
             // layers (a ReplayThroughInner route's replay layer among them),
             // then the idempotency layer.
             let idempotency = route_policy(&config, idempotency.as_ref(), &route, kind)?;
-            let layered = route.into_layered(ReplayGuardLayer::for_route(path.clone()));
-            let handler = match (&idempotency, kind) {
-                (None, _) | (_, RouteIdempotency::Off) => layered,
+            let (guard, opaque_guard) = match (idempotency, kind) {
+                (None, _) | (_, RouteIdempotency::Off) => (None, None),
                 (Some(layer), RouteIdempotency::Managed) => {
-                    layered.layer(layer.clone().with_replay_mode(ReplayMode::Direct))
+                    (Some(layer.with_replay_mode(ReplayMode::Direct)), None)
                 }
                 (Some(layer), RouteIdempotency::ReplayThroughInner) => {
-                    layered.layer(layer.clone().with_replay_mode(ReplayMode::ThroughInner))
+                    (Some(layer.with_replay_mode(ReplayMode::ThroughInner)), None)
                 }
                 // Opaque: a record marked for replay inside the route (made
                 // before the route changed) would be forwarded into it with
                 // nothing there to answer. A second guard refuses it (409)
                 // before the route's own layers run, too.
-                (Some(layer), _) => layered
-                    .layer(ReplayGuardLayer::for_route(path.clone()))
-                    .layer(layer.clone().with_replay_mode(ReplayMode::FailClosed)),
+                (Some(layer), _) => (
+                    Some(layer.with_replay_mode(ReplayMode::FailClosed)),
+                    Some(ReplayGuardLayer::for_route(path.clone())),
+                ),
+            };
+            // Each `layer` call boxes the route once more, and each box is
+            // cloned per request: a route without layers of its own gets
+            // all of the framework's in one call.
+            let outer = (
+                option_layer(group.clone()),
+                option_layer(guard),
+                option_layer(opaque_guard),
+            );
+            let inner_guard = ReplayGuardLayer::for_route(path.clone());
+            let handler = if route.layer_count() == 0 {
+                route.into_handler().layer((outer, inner_guard))
+            } else {
+                route.into_layered(inner_guard).layer(outer)
             };
             router = router.route(&path, handler);
         }
         for raw in self.raw {
-            let opaque = |raw: Router| match &idempotency {
-                Some(layer) => raw.layer(layer.clone().with_replay_mode(ReplayMode::FailClosed)),
-                None => raw,
+            let opaque = |raw: Router| {
+                let raw = match &idempotency {
+                    Some(layer) => {
+                        raw.layer(layer.clone().with_replay_mode(ReplayMode::FailClosed))
+                    }
+                    None => raw,
+                };
+                match &group {
+                    Some(group) => raw.layer(group.clone()),
+                    None => raw,
+                }
             };
             router = match raw {
                 RawRouter::Merge(raw) => router.merge(opaque(raw)),
                 RawRouter::Nest(path, raw) => router.nest(&path, opaque(raw)),
             };
         }
-        let submit = submit_token_layer(
-            &config,
-            idempotency_store,
-            database.as_ref(),
-            &clock,
-            &mut metrics,
-            &mut startup,
-        )?;
         let health = actuator::health(&config, database.as_ref(), given);
         crate::telemetry::log_startup(&config, &health);
         let actuator = actuator_routes(&config, metrics.clone(), health);
@@ -558,34 +608,6 @@ impl AppBuilder {
             &mut startup,
         )?;
 
-        // Innermost: the submit-token guard, with the database pool and the
-        // commit-hook queue for the handlers, under the app's own layers.
-        // Each `Router::layer` boxes once more, and every request clones
-        // each box with all beneath it: so the framework's layers are
-        // grouped into as few boxes as their places allow.
-        #[cfg(feature = "database")]
-        let (pool, queue) = match database {
-            Some(pool) => (
-                Some(axum::Extension(pool.clone())),
-                Some(crate::jobs::install(
-                    &pool,
-                    &clock,
-                    self.commit_hooks,
-                    startup.checked.subscribe(),
-                )),
-            ),
-            None => (None, None),
-        };
-        #[cfg(not(feature = "database"))]
-        let (pool, queue): (Option<Identity>, Option<Identity>) = (None, None);
-        if submit.is_some() || pool.is_some() {
-            router = router.layer(
-                ServiceBuilder::new()
-                    .option_layer(pool)
-                    .option_layer(queue)
-                    .option_layer(submit),
-            );
-        }
         for layer in self.layers {
             router = layer(router);
         }
