@@ -627,9 +627,7 @@ impl AppBuilder {
         let states = (!self.states.is_empty()).then(|| self.states.layer());
         let app = ServiceBuilder::new()
             .layer(self.error_pages.clone())
-            .layer(tower_http::catch_panic::CatchPanicLayer::custom(
-                crate::error_pages::panic_response,
-            ))
+            .layer(crate::error_pages::catch_panic::CatchPanicLayer)
             .option_layer(timeout)
             .option_layer(cross_origin_layer(&config)?)
             .option_layer(sessions)

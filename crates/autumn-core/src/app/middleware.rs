@@ -164,10 +164,12 @@ fn security_headers(
     let headers: Arc<[(HeaderName, HeaderValue)]> = headers.into();
     Ok(Some(MapResponseLayer::new(
         move |mut response: Response| {
+            // Room for all of them at once, and one lookup each: the map
+            // would otherwise grow (and rehash) while they go in.
+            let map = response.headers_mut();
+            map.reserve(headers.len());
             for (name, value) in headers.iter() {
-                if !response.headers().contains_key(name) {
-                    response.headers_mut().insert(name.clone(), value.clone());
-                }
+                map.entry(name).or_insert_with(|| value.clone());
             }
             response
         },

@@ -15,6 +15,7 @@
 //! any status). The codes Autumn gives errors that had none are listed in
 //! the errors guide.
 
+pub(crate) mod catch_panic;
 pub(crate) mod connection;
 mod future;
 mod layer;

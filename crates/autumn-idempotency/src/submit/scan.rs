@@ -77,6 +77,11 @@ pub(crate) fn form_kind(content_type: &str) -> Option<FormKind> {
     if starts_with(URLENCODED) {
         return Some(FormKind::UrlEncoded);
     }
+    // Anything but a multipart type is no form, parsed or not (a JSON
+    // request, most of all): not worth a parse on every request.
+    if !starts_with("multipart/") {
+        return None;
+    }
     match trimmed.parse::<mime::Mime>() {
         Ok(media) if media.type_() == mime::MULTIPART && media.subtype() == mime::FORM_DATA => {
             Some(match media.get_param(mime::BOUNDARY) {
