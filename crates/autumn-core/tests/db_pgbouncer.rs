@@ -82,12 +82,11 @@ async fn queries_outside_a_transaction_through_pgbouncer_all_succeed() {
                     .get_result(&mut *db)
                     .await
                     .map_err(|e| format!("select {i}: {e}"))?;
-                let series: Vec<Number> =
-                    diesel::sql_query("SELECT generate_series(1, $1) AS n")
-                        .bind::<Integer, _>(i % 7 + 1)
-                        .load(&mut *db)
-                        .await
-                        .map_err(|e| format!("series {i}: {e}"))?;
+                let series: Vec<Number> = diesel::sql_query("SELECT generate_series(1, $1) AS n")
+                    .bind::<Integer, _>(i % 7 + 1)
+                    .load(&mut *db)
+                    .await
+                    .map_err(|e| format!("series {i}: {e}"))?;
                 let series: Vec<i32> = series.into_iter().map(|row| row.n).collect();
                 Ok::<_, String>((inserted, read.note, series))
             })

@@ -101,7 +101,11 @@ async fn in_own_transaction<T>(
     let mut shared = conn;
     shared.batch_execute("BEGIN").await?;
     let outcome = statement.await;
-    let end = if outcome.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    let end = if outcome.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
     match shared.batch_execute(end).await {
         Ok(()) => outcome,
         Err(error) => {
@@ -176,7 +180,10 @@ impl AsyncConnection for PgConnection {
     type TransactionManager = AnsiTransactionManager;
 
     async fn establish(database_url: &str) -> diesel::ConnectionResult<Self> {
-        Ok(Self::new(AsyncPgConnection::establish(database_url).await?, false))
+        Ok(Self::new(
+            AsyncPgConnection::establish(database_url).await?,
+            false,
+        ))
     }
 
     fn transaction_state(&mut self) -> &mut AnsiTransactionManager {

@@ -521,8 +521,7 @@ impl PgBouncer {
                     .await
                     .expect("create database");
                 if migrate {
-                    let pool =
-                        DbPool::new(&setup_direct, 1, Duration::from_secs(5)).expect("pool");
+                    let pool = DbPool::new(&setup_direct, 1, Duration::from_secs(5)).expect("pool");
                     FRAMEWORK_MIGRATIONS.run(&pool).await.expect("migrations");
                 }
             })
