@@ -31,8 +31,10 @@ commands:
   bench     end to end: Autumn and a plain-axum twin as release processes
             pinned to one core, wrk on the other, interleaved rounds,
             medians and ratios (--rounds 3 --secs 10 --connections 32
-            --threads 2); `bench micro`: the in-process bench (memory per
-            key, store round trips, sessions)
+            --threads 2); `bench sizing`: the same, once per store (memory,
+            Redis, a Redis Cluster, PostgreSQL direct and through PgBouncer),
+            req/s per app core and the store's CPU; `bench micro`: the
+            in-process bench (memory per key, store round trips, sessions)
   services  make sure Redis and PostgreSQL answer on loopback and the tests
             can log in (as root on Debian/Ubuntu: apt-get install, start
             and set up whatever is missing), and that Chromium and

@@ -1,6 +1,7 @@
 //! Autumn's side of `cargo xtask bench`: the same orders handler and form
 //! page as `plain-axum`, as an Autumn app configured by `AUTUMN_*`
-//! variables (the port, the idempotency backend, the access log).
+//! variables (the port, the idempotency backend and its Redis or
+//! database URL, the access log).
 //!
 //! - `POST /orders`: under the idempotency layer.
 //! - `POST /orders-off`: the same handler with the layer off.

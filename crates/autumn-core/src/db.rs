@@ -47,6 +47,14 @@ pub type DefaultConnection = SqliteConnection;
 ///
 /// An app on SQLite with both backends compiled in names it:
 /// `Db<SqliteConnection>`.
+///
+/// On a PostgreSQL pool with `[database] statement_cache = false` (behind
+/// PgBouncer in transaction mode), each statement sent outside
+/// [`tx`](Self::tx) runs in a transaction of its own, so that its
+/// preparation and execution reach one server connection; statements
+/// inside `tx` share its transaction. State meant to outlive one
+/// transaction (`SET` without `LOCAL`, session advisory locks, temporary
+/// tables) does not survive such a pooler.
 pub struct Db<C: PooledConnection = DefaultConnection> {
     conn: C::Pooled,
 }

@@ -176,3 +176,80 @@ async fn round_trips_through_pgbouncer_first_time_ten_replay_five() {
     ));
     assert_eq!(proxy.take(), 5, "a replay");
 }
+
+/// Replicas starting together on an empty database through PgBouncer: each
+/// runs the framework migrations over its own pool, at the same moment. With
+/// the lock and the migrations on different server connections, two would
+/// create the same table (one fails), or one would wait for a lock left
+/// behind on a pooled server connection (and never start).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_starting_together_through_pgbouncer_migrate_once_and_all_start() {
+    use autumn_idempotency::FRAMEWORK_MIGRATIONS;
+    use diesel::sql_types::{BigInt, Text};
+    use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
+    let bouncer = bouncer();
+    let url = bouncer.empty_database();
+    let starts: Vec<_> = (0..6)
+        .map(|_| {
+            let pool = DbPool::with_statement_cache(&url, 2, Duration::from_secs(10), false)
+                .expect("pool");
+            tokio::spawn(async move {
+                tokio::time::timeout(Duration::from_secs(60), FRAMEWORK_MIGRATIONS.run(&pool))
+                    .await
+                    .map_err(|_| "the migrations did not finish within 60 s".to_owned())?
+                    .map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    for (replica, start) in starts.into_iter().enumerate() {
+        if let Err(error) = start.await.expect("task") {
+            panic!("replica {replica} did not start: {error}");
+        }
+    }
+
+    #[derive(diesel::QueryableByName)]
+    struct Version {
+        #[diesel(sql_type = Text)]
+        version: String,
+    }
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let direct = bouncer.direct(&url);
+    let mut conn = diesel_async::AsyncPgConnection::establish(&direct)
+        .await
+        .expect("connect directly");
+    let versions: Vec<Version> =
+        diesel::sql_query("SELECT version FROM __diesel_schema_migrations ORDER BY version")
+            .load(&mut conn)
+            .await
+            .expect("applied migrations");
+    let on_disk = std::fs::read_dir(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../migrations/postgres"
+    ))
+    .expect("migrations directory")
+    .count();
+    let mut distinct: Vec<&str> = versions.iter().map(|v| v.version.as_str()).collect();
+    distinct.dedup();
+    assert_eq!(distinct.len(), on_disk, "every migration applied, once");
+    let tables: Count = diesel::sql_query(
+        "SELECT count(*) AS n FROM pg_tables WHERE tablename IN \
+         ('autumn_idempotency_keys', 'autumn_sessions', 'autumn_api_tokens')",
+    )
+    .get_result(&mut conn)
+    .await
+    .expect("tables");
+    assert_eq!(tables.n, 3);
+    // No advisory lock was left on PgBouncer's server connections.
+    let locks: Count = diesel::sql_query(
+        "SELECT count(*) AS n FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+         WHERE l.locktype = 'advisory' AND d.datname = current_database()",
+    )
+    .get_result(&mut conn)
+    .await
+    .expect("locks");
+    assert_eq!(locks.n, 0, "advisory locks left behind");
+}

@@ -388,3 +388,49 @@ async fn a_redis_that_hangs_is_down_after_the_health_timeout() {
     // Bounded by the timeout, not by the hung service.
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
+
+/// A `redis+cluster://` store: `UP` on a running cluster; `DOWN` (503,
+/// with a reason naming the cluster) within the health timeout once no node
+/// answers, while the process stays live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_cluster_is_up_while_it_runs_and_down_when_unreachable() {
+    let mut cluster = redis::cluster::RedisCluster::start();
+    let client = app_with(&format!(
+        "{}[actuator]\nhealth_timeout_ms = 3000\n",
+        redis_toml(&cluster.url())
+    ));
+    let (status, body) = health(&client, "/actuator/health").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["components"]["idempotency"]["status"], "UP", "{body}");
+    assert_eq!(
+        body["components"]["idempotency"]["details"]["backend"], "redis",
+        "{body}"
+    );
+    let (status, _) = health(&client, "/actuator/health/readiness").await;
+    assert_eq!(status, StatusCode::OK);
+
+    // No node answers at all.
+    for port in redis::cluster::node_ports(&cluster.url()).expect("cluster URL") {
+        cluster.kill(port);
+    }
+    let started = std::time::Instant::now();
+    let (status, body) = health(&client, "/actuator/health").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "answered within the health timeout, took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["status"], "DOWN", "{body}");
+    let idempotency = &body["components"]["idempotency"];
+    assert_eq!(idempotency["status"], "DOWN", "{body}");
+    let reason = idempotency["details"]["error"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("Redis at redis+cluster://127.0.0.1"),
+        "a reason naming the cluster: {body}"
+    );
+    let (status, _) = health(&client, "/actuator/health/readiness").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "not ready");
+    let (status, _) = health(&client, "/actuator/health/liveness").await;
+    assert_eq!(status, StatusCode::OK, "still live");
+}

@@ -16,10 +16,10 @@ use super::wrk::{self, Keys, Load, Outcome};
 use crate::http::Connection;
 
 /// The Redis the Redis rows use (and whose CPU they report).
-const REDIS_URL: &str = "redis://127.0.0.1:6379";
+pub(super) const REDIS_URL: &str = "redis://127.0.0.1:6379";
 
 /// The order every POST carries.
-const ORDER: &str = r#"{"item":"widget","qty":2}"#;
+pub(super) const ORDER: &str = r#"{"item":"widget","qty":2}"#;
 
 /// How the bench is run: `cargo xtask bench [--rounds N] [--secs S]
 /// [--connections C] [--threads T]`.
@@ -334,7 +334,7 @@ fn load_for<'a>(
 
 /// Sends the fixed key once, so every request of a replay row is a replay
 /// (and none meets the first run in flight).
-fn prime(addr: SocketAddr, key: &str) -> Result<(), String> {
+pub(super) fn prime(addr: SocketAddr, key: &str) -> Result<(), String> {
     let mut connection = Connection::new(addr);
     let response = connection.send(
         &format!(
@@ -353,7 +353,7 @@ fn prime(addr: SocketAddr, key: &str) -> Result<(), String> {
 }
 
 /// The pid of the Redis on 127.0.0.1:6379, if it answers.
-fn redis_pid() -> Option<u32> {
+pub(super) fn redis_pid() -> Option<u32> {
     let output = Command::new("redis-cli")
         .args(["-h", "127.0.0.1", "-p", "6379", "info", "server"])
         .output()
@@ -365,13 +365,13 @@ fn redis_pid() -> Option<u32> {
 }
 
 /// Builds the two servers in release mode; returns their directory.
-fn build(root: &Path) -> Result<PathBuf, String> {
+pub(super) fn build(root: &Path) -> Result<PathBuf, String> {
     let args = ["build", "--release", "-p", "autumn-bench"].map(str::to_owned);
     crate::cargo(root, &args, &[])?;
     Ok(root.join("target").join("release"))
 }
 
-fn median(values: &mut [f64]) -> f64 {
+pub(super) fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let mid = values.len() / 2;
     if values.len().is_multiple_of(2) {

@@ -1,10 +1,12 @@
-//! `cargo xtask bench`: the end-to-end benchmark (see `e2e.rs`), and
-//! `cargo xtask bench micro`, the in-process one under
-//! `crates/autumn-web/benches/idempotency` (per-key memory, store round
-//! trips, sessions).
+//! `cargo xtask bench`: the end-to-end benchmark (see `e2e.rs`);
+//! `cargo xtask bench sizing`, the same setup once per store, for the
+//! sizing guide (see `sizing.rs`); and `cargo xtask bench micro`, the
+//! in-process one under `crates/autumn-web/benches/idempotency` (per-key
+//! memory, store round trips, sessions).
 
 mod e2e;
 mod server;
+mod sizing;
 mod wrk;
 
 use std::path::Path;
@@ -16,6 +18,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let started = Instant::now();
     match args.first().map(String::as_str) {
         Some("micro") => micro(root)?,
+        Some("sizing") => sizing::run(root, &e2e::Settings::parse(&args[1..])?)?,
         _ => e2e::run(root, &e2e::Settings::parse(args)?)?,
     }
     println!("==> bench done in {:.1}s", started.elapsed().as_secs_f64());

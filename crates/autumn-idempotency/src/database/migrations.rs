@@ -49,38 +49,57 @@ impl FrameworkMigrations {
     }
 }
 
+/// Why the migrations failed, inside the migration transaction (which
+/// needs an error type that a failed `BEGIN` or `COMMIT` converts into).
+#[cfg(feature = "postgres")]
+#[derive(Debug)]
+struct MigrationError(String);
+
+#[cfg(feature = "postgres")]
+impl From<diesel::result::Error> for MigrationError {
+    fn from(error: diesel::result::Error) -> Self {
+        Self(error.to_string())
+    }
+}
+
 /// Runs the pending migrations; the versions applied.
 fn run_blocking(conn: super::DbConnection) -> Result<Vec<String>, DbError> {
     #[cfg(feature = "postgres")]
-    use diesel::connection::SimpleConnection as _;
+    use diesel::connection::{Connection as _, SimpleConnection as _};
     use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
-    let migration = |e: Box<dyn std::error::Error + Send + Sync>| DbError::Migration(e.to_string());
     match conn {
         #[cfg(feature = "postgres")]
         super::DbConnection::Postgres(object) => {
             let conn = diesel_async::pooled_connection::deadpool::Object::take(object);
             let mut wrapper: AsyncConnectionWrapper<super::PgConnection> = conn.into();
             // Replicas starting together would race to create the same
-            // tables: one migrates while the others wait on this lock, then
-            // find nothing pending. The lock ends with the session at the
-            // latest (the connection is not returned to the pool).
-            wrapper
-                .batch_execute(&format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"))
-                .map_err(|e| DbError::Migration(e.to_string()))?;
-            let outcome = wrapper
-                .run_pending_migrations(POSTGRES)
-                .map(|versions| versions.iter().map(ToString::to_string).collect());
-            let unlocked =
-                wrapper.batch_execute(&format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"));
-            let applied = outcome.map_err(migration)?;
-            unlocked.map_err(|e| DbError::Migration(e.to_string()))?;
-            Ok(applied)
+            // tables. All pending migrations run in one transaction that
+            // first takes a transaction-level advisory lock: one replica
+            // migrates while the others wait on the lock, and once they get
+            // it they read the applied set again (it is read after the lock)
+            // and find nothing pending. PostgreSQL DDL is transactional, so
+            // a failed migration leaves nothing half done. A transaction, not
+            // a session lock, because behind a transaction pooler
+            // (PgBouncer) consecutive statements outside one may reach
+            // different server connections: the lock would be taken on one,
+            // the migrations run on another, and the lock left behind on a
+            // pooled server connection. The lock ends with the transaction.
+            let applied = wrapper.transaction::<_, MigrationError, _>(|conn| {
+                conn.batch_execute(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"))
+                    .map_err(|e| MigrationError(e.to_string()))?;
+                conn.run_pending_migrations(POSTGRES)
+                    .map(|versions| versions.iter().map(ToString::to_string).collect())
+                    .map_err(|e| MigrationError(e.to_string()))
+            });
+            applied.map_err(|MigrationError(message)| DbError::Migration(message))
         }
         #[cfg(feature = "sqlite")]
         super::DbConnection::Sqlite(object) => {
             let conn = diesel_async::pooled_connection::deadpool::Object::take(object);
             let mut wrapper: AsyncConnectionWrapper<super::SqliteConnection> = conn.into();
-            let applied = wrapper.run_pending_migrations(SQLITE).map_err(migration)?;
+            let applied = wrapper
+                .run_pending_migrations(SQLITE)
+                .map_err(|e| DbError::Migration(e.to_string()))?;
             Ok(applied.iter().map(ToString::to_string).collect())
         }
     }

@@ -7,6 +7,8 @@
 //! pool through `SyncConnectionWrapper` (SQLite itself is bundled).
 
 mod migrations;
+#[cfg(feature = "postgres")]
+mod pg;
 mod pooled;
 mod sql;
 mod store;
@@ -27,9 +29,8 @@ pub use sql::{begin_uncached, end_uncached};
 pub use store::DbIdempotencyStore;
 pub use tx::{COMMIT_BODY_LIMIT, IdempotencyConnection, TxConnection, TxError};
 
-/// A pooled PostgreSQL connection.
 #[cfg(feature = "postgres")]
-pub type PgConnection = diesel_async::AsyncPgConnection;
+pub use pg::PgConnection;
 
 /// A pooled SQLite connection.
 #[cfg(feature = "sqlite")]
@@ -354,8 +355,7 @@ impl DbPool {
 fn establish_without_statement_cache(
     url: &str,
 ) -> futures_util::future::BoxFuture<'_, diesel::ConnectionResult<PgConnection>> {
-    use diesel::connection::CacheSize;
-    use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
+    use diesel_async::SimpleAsyncConnection as _;
     use futures_util::FutureExt as _;
     async move {
         let bad = |error: tokio_postgres::Error| {
@@ -370,12 +370,11 @@ fn establish_without_statement_cache(
             }
         });
         client.batch_execute("BEGIN").await.map_err(bad)?;
-        let mut conn = PgConnection::try_from(client).await?;
+        let mut conn = diesel_async::AsyncPgConnection::try_from(client).await?;
         conn.batch_execute("COMMIT")
             .await
             .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-        conn.set_prepared_statement_cache_size(CacheSize::Disabled);
-        Ok(conn)
+        Ok(PgConnection::new(conn, true))
     }
     .boxed()
 }

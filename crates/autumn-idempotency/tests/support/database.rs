@@ -475,6 +475,28 @@ impl PgBouncer {
     /// PgBouncer 1.18 cannot pass the `search_path` option on, so a database
     /// of its own is how a test stays apart from the others.
     pub fn fresh_database(&self) -> String {
+        self.new_database(true)
+    }
+
+    /// A new database without any table (the framework migrations not
+    /// run); returns its URL through PgBouncer.
+    #[allow(dead_code)] // Not every test binary sharing this module uses it.
+    pub fn empty_database(&self) -> String {
+        self.new_database(false)
+    }
+
+    /// The URL of the database behind `url` (one of [`url`](Self::url)'s),
+    /// reached directly rather than through PgBouncer.
+    #[allow(dead_code)] // Not every test binary sharing this module uses it.
+    pub fn direct(&self, url: &str) -> String {
+        let name = url.rsplit('/').next().unwrap_or_default();
+        match postgres_url().rsplit_once('/') {
+            Some((server, _)) => format!("{server}/{name}"),
+            None => panic!("TEST_DATABASE_URL has no database name"),
+        }
+    }
+
+    fn new_database(&self, migrate: bool) -> String {
         use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
         let base = postgres_url();
         let now = std::time::SystemTime::now()
@@ -498,8 +520,10 @@ impl PgBouncer {
                 conn.batch_execute(&format!("CREATE DATABASE {setup_name}"))
                     .await
                     .expect("create database");
-                let pool = DbPool::new(&setup_direct, 1, Duration::from_secs(5)).expect("pool");
-                FRAMEWORK_MIGRATIONS.run(&pool).await.expect("migrations");
+                if migrate {
+                    let pool = DbPool::new(&setup_direct, 1, Duration::from_secs(5)).expect("pool");
+                    FRAMEWORK_MIGRATIONS.run(&pool).await.expect("migrations");
+                }
             })
         });
         self.url(&name)
