@@ -37,13 +37,18 @@ const REQUEST_ID: HeaderName = HeaderName::from_static(REQUEST_ID_HEADER);
 /// }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestId(String);
+pub struct RequestId(
+    /// Visible ASCII only, so it is text too; held as the header it is sent
+    /// in, which clones without copying.
+    HeaderValue,
+);
 
 impl RequestId {
     /// The id as text.
     #[must_use]
     pub fn as_str(&self) -> &str {
-        &self.0
+        // Only ever made from visible ASCII, which `to_str` accepts.
+        self.0.to_str().unwrap_or_default()
     }
 
     /// The id the request came with, when it is one worth keeping: 1 to 128
@@ -51,7 +56,7 @@ impl RequestId {
     fn from_header(value: &HeaderValue) -> Option<Self> {
         let bytes = value.as_bytes();
         ((1..=128).contains(&bytes.len()) && bytes.iter().all(|b| (0x21..=0x7e).contains(b)))
-            .then(|| Self(String::from_utf8_lossy(bytes).into_owned()))
+            .then(|| Self(value.clone()))
     }
 
     /// A new id: 32 hex digits, unique within the process and, with
@@ -75,17 +80,19 @@ impl RequestId {
         let mut bytes = [0u8; 16];
         bytes[..8].copy_from_slice(&high.to_be_bytes());
         bytes[8..].copy_from_slice(&mix(n ^ low).to_be_bytes());
-        Self(hex(&bytes))
+        let hex = hex(&bytes);
+        // Hex digits are always a valid header value.
+        Self(HeaderValue::from_bytes(&hex).unwrap_or(HeaderValue::from_static("0")))
     }
 }
 
-/// Lowercase hex, written straight into one string.
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex digits of 16 bytes.
+fn hex(bytes: &[u8; 16]) -> [u8; 32] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    let mut out = [0_u8; 32];
+    for (pair, byte) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0x0f)];
     }
     out
 }
@@ -100,7 +107,7 @@ fn mix(mut z: u64) -> u64 {
 
 impl std::fmt::Display for RequestId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
@@ -169,11 +176,8 @@ where
             .get(&REQUEST_ID)
             .and_then(RequestId::from_header)
             .unwrap_or_else(RequestId::generate);
-        let header = HeaderValue::from_str(id.as_str()).ok();
-        if let Some(header) = &header {
-            // Handlers and proxied calls see the id the response will carry.
-            request.headers_mut().insert(REQUEST_ID, header.clone());
-        }
+        // Handlers and proxied calls see the id the response will carry.
+        request.headers_mut().insert(REQUEST_ID, id.0.clone());
         let method = request.method().clone();
         // The id alone: it ties each line to the access line, which has the
         // method and path; every field here is formatted on every request.
@@ -181,13 +185,13 @@ where
         // The path only: a query string may carry what must not be logged.
         let logged = self.access_log.then(|| Logged {
             method,
-            path: request.uri().path().to_owned(),
+            // Shares the request's bytes: no copy.
+            uri: request.uri().clone(),
             started,
         });
         request.extensions_mut().insert(id.clone());
         RequestLogFuture {
             inner: self.inner.call(request).instrument(span),
-            header,
             id,
             logged,
         }
@@ -229,7 +233,7 @@ fn with_room_for_the_framework(extensions: &mut http::Extensions) {
 #[derive(Debug)]
 struct Logged {
     method: Method,
-    path: String,
+    uri: http::Uri,
     started: Instant,
 }
 
@@ -238,7 +242,6 @@ pin_project! {
     pub(crate) struct RequestLogFuture<F> {
         #[pin]
         inner: Instrumented<F>,
-        header: Option<HeaderValue>,
         id: RequestId,
         logged: Option<Logged>,
     }
@@ -256,15 +259,14 @@ where
             Poll::Ready(Ok(response)) => response,
             other => return other,
         };
-        if let Some(header) = this.header.take() {
-            response.headers_mut().insert(REQUEST_ID, header);
-        }
+        response.headers_mut().insert(REQUEST_ID, this.id.0.clone());
         if let Some(Logged {
             method,
-            path,
+            uri,
             started,
         }) = this.logged.take()
         {
+            let path = uri.path();
             let status = response.status().as_u16();
             let latency = Millis(started.elapsed());
             let id = &*this.id;
@@ -322,8 +324,9 @@ mod tests {
 
     #[test]
     fn generated_ids_are_32_hex_digits_and_distinct() {
-        let ids: std::collections::HashSet<String> =
-            (0..10_000).map(|_| RequestId::generate().0).collect();
+        let ids: std::collections::HashSet<String> = (0..10_000)
+            .map(|_| RequestId::generate().to_string())
+            .collect();
         assert_eq!(ids.len(), 10_000);
         assert!(
             ids.iter()
