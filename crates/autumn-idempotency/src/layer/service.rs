@@ -252,8 +252,15 @@ where
                 record,
                 fingerprint: recorded,
             } => {
-                let compared =
-                    fingerprint::compare(&recorded, json, method, path, content_type, &body);
+                let compared = fingerprint::compare(
+                    &recorded,
+                    &fingerprint,
+                    json,
+                    method,
+                    path,
+                    content_type,
+                    &body,
+                );
                 if let Comparison::Differs(differs_at) = compared {
                     tracing::debug!(
                         idempotency.key = %key_str(&key),
