@@ -156,7 +156,12 @@ impl<W: fmt::Write> fmt::Write for Escaping<'_, W> {
                 '\x07' | '\x08' | '\x0c' | '\x1b' | '\x7f' | '\u{80}'..='\u{9f}'
             )
         };
-        if !text.contains(risky) {
+        // A byte scan: every risky character is one of these bytes or
+        // starts with 0xC2 (U+0080 to U+009F), and most text has none.
+        if !text
+            .bytes()
+            .any(|b| matches!(b, 0x07 | 0x08 | 0x0c | 0x1b | 0x7f | 0xc2))
+        {
             return self.0.write_str(text);
         }
         for c in text.chars() {
@@ -345,6 +350,10 @@ mod tests {
     fn a_message_cannot_carry_terminal_control_characters() {
         let (default, plain) = both(|| tracing::info!("before\x1b[2Jafter\u{9b}"));
         assert!(plain.contains("before\\x1b[2Jafter\\u{9b}"), "{plain}");
+        assert_eq!(plain, default);
+        // Other text, U+00A1 among it (also led by 0xC2), passes as it is.
+        let (default, plain) = both(|| tracing::info!("café ¡hola! naïve"));
+        assert!(plain.ends_with("café ¡hola! naïve"), "{plain}");
         assert_eq!(plain, default);
     }
 }
