@@ -290,7 +290,8 @@ struct Millis(std::time::Duration);
 
 impl std::fmt::Display for Millis {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let micros = self.0.as_micros();
+        // In u64 (half a million years of microseconds): u128 formats slowly.
+        let micros = u64::try_from(self.0.as_micros()).unwrap_or(u64::MAX);
         write!(f, "{}.{:03}", micros / 1000, micros % 1000)
     }
 }
