@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use super::server::{Server, cpu_of};
 use super::wrk::{self, Keys, Load, Outcome};
@@ -179,38 +179,12 @@ struct Sample {
 pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
     super::require_tools()?;
     let bin = build(root)?;
-    let pinned = super::cores();
-    let (server_core, load_core) = match pinned {
-        Some((server, load)) => (Some(server), Some(load)),
-        None => (None, None),
-    };
-    let run_id = format!(
-        "b{}",
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or_default()
-    );
+    let (server_core, load_core) = super::pinned_cores();
+    let run_id = super::run_id("b");
     let common = |backend: &str| {
-        vec![
-            ("AUTUMN_PROFILE", "prod".to_owned()),
-            ("AUTUMN_IDEMPOTENCY__BACKEND", backend.to_owned()),
-            (
-                "AUTUMN_IDEMPOTENCY__ALLOW_MEMORY_IN_PRODUCTION",
-                "true".to_owned(),
-            ),
-            (
-                "AUTUMN_SESSION__ALLOW_MEMORY_IN_PRODUCTION",
-                "true".to_owned(),
-            ),
-            ("AUTUMN_IDEMPOTENCY__TTL_SECS", "600".to_owned()),
-            ("AUTUMN_IDEMPOTENCY__REDIS__URL", REDIS_URL.to_owned()),
-            (
-                "AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX",
-                format!("autumn-bench:{run_id}"),
-            ),
-            ("RUST_LOG", "info".to_owned()),
-        ]
+        let mut env = super::autumn_env(&run_id, backend);
+        env.push(("AUTUMN_IDEMPOTENCY__REDIS__URL", REDIS_URL.to_owned()));
+        env
     };
     let plain = Server::start("plain axum", &bin.join("plain-axum"), &[], server_core)?;
     let memory = Server::start(

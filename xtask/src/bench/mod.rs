@@ -53,6 +53,46 @@ fn require_tools() -> Result<(), String> {
 /// The server's core and the load generator's, when this process may run
 /// on at least two and `taskset` is there to pin them; `None` (with a line
 /// saying the figures are less trustworthy) otherwise.
+/// A run's id: `prefix` and the time, so the run's keys are its own.
+fn run_id(prefix: &str) -> String {
+    format!(
+        "{prefix}{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default()
+    )
+}
+
+/// The environment every autumn-orders run shares: the `prod` profile
+/// with the memory stores allowed, `backend` for the keys, records that
+/// outlive the run, and a Redis key prefix of the run's own.
+fn autumn_env(run_id: &str, backend: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("AUTUMN_PROFILE", "prod".to_owned()),
+        ("AUTUMN_IDEMPOTENCY__BACKEND", backend.to_owned()),
+        (
+            "AUTUMN_IDEMPOTENCY__ALLOW_MEMORY_IN_PRODUCTION",
+            "true".to_owned(),
+        ),
+        (
+            "AUTUMN_SESSION__ALLOW_MEMORY_IN_PRODUCTION",
+            "true".to_owned(),
+        ),
+        ("AUTUMN_IDEMPOTENCY__TTL_SECS", "600".to_owned()),
+        (
+            "AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX",
+            format!("autumn-bench:{run_id}"),
+        ),
+        ("RUST_LOG", "info".to_owned()),
+    ]
+}
+
+/// The cores the server and the load run on, when they can be pinned.
+fn pinned_cores() -> (Option<usize>, Option<usize>) {
+    cores().map_or((None, None), |(server, load)| (Some(server), Some(load)))
+}
+
 fn cores() -> Option<(usize, usize)> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     if cores >= 2 && on_path("taskset") {

@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use super::e2e::{self, Settings};
 use super::server::{Server, cpu_of};
@@ -102,37 +102,10 @@ struct Sample {
 pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
     super::require_tools()?;
     let bin = e2e::build(root)?.join("autumn-orders");
-    let pinned = super::cores();
-    let (server_core, load_core) = match pinned {
-        Some((server, load)) => (Some(server), Some(load)),
-        None => (None, None),
-    };
-    let run_id = format!(
-        "s{}",
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or_default()
-    );
+    let (server_core, load_core) = super::pinned_cores();
+    let run_id = super::run_id("s");
     let env = |backend: &str, extra: &[(&'static str, String)]| {
-        let mut env = vec![
-            ("AUTUMN_PROFILE", "prod".to_owned()),
-            ("AUTUMN_IDEMPOTENCY__BACKEND", backend.to_owned()),
-            (
-                "AUTUMN_IDEMPOTENCY__ALLOW_MEMORY_IN_PRODUCTION",
-                "true".to_owned(),
-            ),
-            (
-                "AUTUMN_SESSION__ALLOW_MEMORY_IN_PRODUCTION",
-                "true".to_owned(),
-            ),
-            ("AUTUMN_IDEMPOTENCY__TTL_SECS", "600".to_owned()),
-            (
-                "AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX",
-                format!("autumn-sizing:{run_id}"),
-            ),
-            ("RUST_LOG", "info".to_owned()),
-        ];
+        let mut env = super::autumn_env(&run_id, backend);
         env.extend_from_slice(extra);
         env
     };
