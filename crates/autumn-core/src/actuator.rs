@@ -55,7 +55,8 @@ pub(crate) enum Probe {
     Memory,
     /// Given in code: nothing Autumn can ask, reported `UNKNOWN`.
     Custom,
-    /// `PING` on a connection of the health check's own.
+    /// `PING` on a connection of the health check's own; on a Redis
+    /// Cluster, also the masters' `CLUSTER INFO` (`cluster_state:ok`).
     #[cfg(feature = "redis")]
     Redis(autumn_idempotency::RedisConnection),
     /// `SELECT 1` on a pooled connection.
@@ -75,7 +76,7 @@ impl Probe {
             Self::Redis(connection) => {
                 let connection = connection.clone();
                 Some(Box::pin(async move {
-                    connection.ping().await.map_err(|e| e.to_string())
+                    connection.health_check().await.map_err(|e| e.to_string())
                 }))
             }
             #[cfg(feature = "database")]

@@ -434,3 +434,72 @@ async fn a_redis_cluster_is_up_while_it_runs_and_down_when_unreachable() {
     let (status, _) = health(&client, "/actuator/health/liveness").await;
     assert_eq!(status, StatusCode::OK, "still live");
 }
+
+/// A Redis Cluster with one master down and no replica taking over: the
+/// other nodes still answer `PING`, but the cluster reports
+/// `cluster_state:fail` once it agrees the master is gone, and health says
+/// so (503, a reason naming the cluster and the state) while the process
+/// stays live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_cluster_with_a_dead_master_and_no_failover_is_down_with_the_cluster_state() {
+    let mut cluster = redis::cluster::RedisCluster::start();
+    let client = app_with(&format!(
+        "{}[actuator]\nhealth_timeout_ms = 3000\n",
+        redis_toml(&cluster.url())
+    ));
+    let (status, body) = health(&client, "/actuator/health").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["components"]["idempotency"]["status"], "UP", "{body}");
+
+    // The replica must not take over: the master's slots stay unserved.
+    let (master, replica) = cluster.master_and_replica_of("order-1");
+    redis::cluster::query(
+        replica,
+        &["CONFIG", "SET", "cluster-replica-no-failover", "yes"],
+    )
+    .expect("CONFIG SET cluster-replica-no-failover");
+    cluster.kill(master);
+
+    // The cluster marks the master failed after its node timeout (2 s) and
+    // gossip: poll health until it says so, within a bound.
+    let started = std::time::Instant::now();
+    let (status, body) = loop {
+        let (status, body) = health(&client, "/actuator/health").await;
+        let reason = body["components"]["idempotency"]["details"]["error"]
+            .as_str()
+            .unwrap_or_default();
+        if status == StatusCode::SERVICE_UNAVAILABLE && reason.contains("cluster_state:fail") {
+            break (status, body);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "health never reported the cluster's failed state: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["status"], "DOWN", "{body}");
+    let idempotency = &body["components"]["idempotency"];
+    assert_eq!(idempotency["status"], "DOWN", "{body}");
+    assert_eq!(idempotency["details"]["backend"], "redis", "{body}");
+    let reason = idempotency["details"]["error"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("Redis Cluster at {}", cluster.url())),
+        "a reason naming the cluster: {body}"
+    );
+    // Every other node still answers PING: the state, not reachability,
+    // made it DOWN.
+    assert!(
+        redis::cluster::node_ports(&cluster.url())
+            .expect("cluster URL")
+            .into_iter()
+            .filter(|&port| port != master)
+            .all(|port| redis::cluster::query(port, &["PING"]).is_ok_and(|pong| pong == "PONG")),
+        "the other nodes are up"
+    );
+    let (status, _) = health(&client, "/actuator/health/readiness").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "not ready");
+    let (status, _) = health(&client, "/actuator/health/liveness").await;
+    assert_eq!(status, StatusCode::OK, "still live");
+    drop(cluster);
+}

@@ -10,6 +10,7 @@ use redis::RedisError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use tokio::sync::OnceCell;
 
 use super::StoreError;
@@ -394,6 +395,157 @@ impl RedisConnection {
             )))
         }
     }
+
+    /// The health check: on one server, [`ping`](Self::ping); on a Redis
+    /// Cluster, `PING` and then the cluster's own view of itself, so that a
+    /// master that is down with no replica taking over shows here rather
+    /// than only as failing requests for the keys of its slots.
+    ///
+    /// On a cluster it asks one node for the slot map (`CLUSTER SLOTS`),
+    /// then asks `CLUSTER INFO` of each master in it at once, routed by one
+    /// of the master's slots (a master the client has lost is asked through
+    /// another node instead). One node's view can lag behind the others',
+    /// so the check fails as soon as any master that answers reports a
+    /// `cluster_state` other than `ok`. A master that does not answer is not
+    /// a failure by itself: the cluster decides, within its node timeout,
+    /// whether that node is gone, and then reports `fail` until a replica
+    /// takes over. The error names the URL (password masked) and the state.
+    ///
+    /// ```no_run
+    /// # async fn check() -> Result<(), autumn_idempotency::StoreError> {
+    /// use autumn_idempotency::RedisConnection;
+    ///
+    /// RedisConnection::new("redis+cluster://10.0.0.1:7000,10.0.0.2:7000")?
+    ///     .health_check()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when Redis cannot be reached or does not answer, or
+    /// when a cluster reports that it is not serving every slot.
+    pub async fn health_check(&self) -> Result<(), StoreError> {
+        self.ping().await?;
+        if !self.is_cluster() {
+            return Ok(());
+        }
+        let did_not_answer = |command: &str, error: RedisError| {
+            StoreError::new(format!(
+                "Redis at {} did not answer {command}: {error}",
+                self.url()
+            ))
+        };
+        let slots = self
+            .run(|mut connection| async move {
+                redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async::<redis::Value>(&mut connection)
+                    .await
+            })
+            .await
+            .map_err(|error| did_not_answer("CLUSTER SLOTS", error))?;
+        let RedisLink::Cluster(connection) = self
+            .link()
+            .await
+            .map_err(|error| did_not_answer("CLUSTER INFO", error))?
+        else {
+            return Ok(());
+        };
+        let asks = one_slot_per_master(&slots).into_iter().map(|slot| {
+            let mut connection = connection.clone();
+            async move {
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                    Route::new(slot, SlotAddr::Master),
+                ));
+                let mut command = redis::cmd("CLUSTER");
+                command.arg("INFO");
+                let info = connection.route_command(command, routing).await?;
+                Ok(redis::from_redis_value::<String>(info)?)
+            }
+        });
+        let answers = futures_util::future::join_all(asks).await;
+        cluster_verdict(self.url(), answers)
+    }
+}
+
+/// One slot of each master in a `CLUSTER SLOTS` answer (a master may own
+/// several ranges), to route a command to every master by. Masters are told
+/// apart by node id, or by address where the answer has no id.
+fn one_slot_per_master(slots: &redis::Value) -> Vec<u16> {
+    let redis::Value::Array(ranges) = slots else {
+        return Vec::new();
+    };
+    let mut seen: Vec<&redis::Value> = Vec::new();
+    let mut chosen = Vec::new();
+    for range in ranges {
+        let redis::Value::Array(fields) = range else {
+            continue;
+        };
+        let (Some(redis::Value::Int(start)), Some(redis::Value::Array(master))) =
+            (fields.first(), fields.get(2))
+        else {
+            continue;
+        };
+        let Ok(start) = u16::try_from(*start) else {
+            continue;
+        };
+        let identity = master.get(2).unwrap_or(&fields[2]);
+        if !seen.contains(&identity) {
+            seen.push(identity);
+            chosen.push(start);
+        }
+    }
+    chosen
+}
+
+/// The health of a cluster from its masters' `CLUSTER INFO` answers: down
+/// when any master that answered reports a state other than `ok`, or when
+/// none answered.
+fn cluster_verdict(url: &str, answers: Vec<Result<String, RedisError>>) -> Result<(), StoreError> {
+    let asked = answers.len();
+    let mut states: Vec<String> = Vec::new();
+    let mut not_ok = 0;
+    let mut silent: Vec<RedisError> = Vec::new();
+    for answer in answers {
+        match answer {
+            Ok(info) => {
+                let state = info
+                    .lines()
+                    .find_map(|line| line.trim().strip_prefix("cluster_state:"))
+                    .unwrap_or("unknown");
+                if state != "ok" {
+                    not_ok += 1;
+                    let state = format!("cluster_state:{state}");
+                    if !states.contains(&state) {
+                        states.push(state);
+                    }
+                }
+            }
+            Err(error) => silent.push(error),
+        }
+    }
+    if not_ok > 0 {
+        let answered = asked - silent.len();
+        let message = format!(
+            "Redis Cluster at {url} reports {} (in {not_ok} of {answered} answers to CLUSTER INFO, \
+             asked once per master{}): keys in slots without a serving master get no answer",
+            states.join(", "),
+            if silent.is_empty() {
+                String::new()
+            } else {
+                format!("; {} unanswered", silent.len())
+            }
+        );
+        return Err(StoreError::new(message));
+    }
+    match silent.first() {
+        Some(error) if silent.len() == asked => Err(StoreError::new(format!(
+            "no master of the Redis Cluster at {url} answered CLUSTER INFO: {error}"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 impl std::fmt::Debug for RedisConnection {
@@ -431,5 +583,88 @@ fn open(url: &str) -> Result<Client, String> {
             .build()
             .map(|client| Client::Cluster(Box::new(client)))
             .map_err(|error| error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(state: &str) -> Result<String, RedisError> {
+        Ok(format!(
+            "cluster_enabled:1\r\ncluster_state:{state}\r\ncluster_slots_assigned:16384\r\n"
+        ))
+    }
+
+    fn silent() -> Result<String, RedisError> {
+        Err(RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "refused",
+        )))
+    }
+
+    const URL: &str = "redis+cluster://:***@10.0.0.1:7000";
+
+    #[test]
+    fn a_cluster_whose_masters_all_say_ok_is_healthy() {
+        assert!(cluster_verdict(URL, vec![info("ok"), info("ok"), info("ok")]).is_ok());
+    }
+
+    #[test]
+    fn one_master_reporting_fail_is_enough_and_the_error_names_url_and_state() {
+        let error = cluster_verdict(URL, vec![info("ok"), info("fail"), silent()])
+            .expect_err("one view of fail")
+            .to_string();
+        assert!(
+            error.contains(&format!("Redis Cluster at {URL}")),
+            "{error}"
+        );
+        assert!(error.contains("cluster_state:fail"), "{error}");
+        assert!(error.contains("1 of 2 answers"), "{error}");
+        assert!(error.contains("1 unanswered"), "{error}");
+    }
+
+    #[test]
+    fn a_silent_master_alone_leaves_the_verdict_to_the_cluster() {
+        assert!(cluster_verdict(URL, vec![info("ok"), silent()]).is_ok());
+    }
+
+    #[test]
+    fn no_answer_at_all_is_down() {
+        let error = cluster_verdict(URL, vec![silent(), silent()])
+            .expect_err("nobody answered")
+            .to_string();
+        assert!(
+            error.contains("no master of the Redis Cluster at"),
+            "{error}"
+        );
+        assert!(error.contains("refused"), "{error}");
+    }
+
+    #[test]
+    fn an_answer_without_a_state_is_not_ok() {
+        let error = cluster_verdict(URL, vec![Ok("cluster_enabled:1".to_owned())])
+            .expect_err("no state")
+            .to_string();
+        assert!(error.contains("cluster_state:unknown"), "{error}");
+    }
+
+    #[test]
+    fn one_slot_is_chosen_per_master_even_when_a_master_owns_several_ranges() {
+        use redis::Value::{Array, BulkString, Int};
+        let node = |port: i64, id: &str| {
+            Array(vec![
+                BulkString(b"127.0.0.1".to_vec()),
+                Int(port),
+                BulkString(id.as_bytes().to_vec()),
+            ])
+        };
+        let slots = Array(vec![
+            Array(vec![Int(0), Int(99), node(7000, "a"), node(7003, "d")]),
+            Array(vec![Int(100), Int(199), node(7001, "b")]),
+            Array(vec![Int(200), Int(16383), node(7000, "a")]),
+        ]);
+        assert_eq!(one_slot_per_master(&slots), vec![0, 100]);
+        assert!(one_slot_per_master(&redis::Value::Nil).is_empty());
     }
 }
