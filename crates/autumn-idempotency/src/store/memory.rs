@@ -143,11 +143,14 @@ const HEAD: usize = 12;
 /// A record in one allocation: the owner's tag and the fingerprint's length
 /// (see [`HEAD`]), the fingerprint, then the [encoded](IdempotencyRecord::encode)
 /// record. One block per key keeps the heap from filling with small
-/// long-lived pieces between the short-lived ones of every request; a
-/// reference-counted slice is two words where `Bytes` is four, and a replay
-/// still shares it instead of copying the body.
+/// long-lived pieces between the short-lived ones of every request. The
+/// owner's tag sits in the block, not in the bucket: only a write by another
+/// owner reads it, and every bucket of the long-lived map would pay for it.
+/// `Bytes` rather than a thinner `Arc<[u8]>`: the encoded buffer becomes the
+/// block without a copy, and a replay shares it with no allocation (a slice
+/// per replay would cost one), for 16 bytes a bucket.
 struct Stored {
-    block: Arc<[u8]>,
+    block: Bytes,
     expires: u64,
 }
 
@@ -174,15 +177,16 @@ fn encode(
     record: &IdempotencyRecord,
     fingerprint: &[u8],
     owner_tag: u64,
-) -> Result<Arc<[u8]>, StoreError> {
+) -> Result<Bytes, StoreError> {
     let fingerprint_len = u32::try_from(fingerprint.len())
         .map_err(|_| StoreError::new("a fingerprint longer than 4 GiB cannot be stored"))?;
+    // Exactly sized, so the buffer becomes `Bytes` without a copy.
     let mut block = Vec::with_capacity(HEAD + fingerprint.len() + record.encoded_len());
     block.extend_from_slice(&owner_tag.to_le_bytes());
     block.extend_from_slice(&fingerprint_len.to_le_bytes());
     block.extend_from_slice(fingerprint);
     record.encode_into(&mut block);
-    Ok(Arc::from(block))
+    Ok(Bytes::from(block))
 }
 
 /// What an attempt to lock a key found.
@@ -196,13 +200,13 @@ enum Locking {
 
 /// A stored block, read back outside the shard's lock.
 struct Found {
-    block: Arc<[u8]>,
+    block: Bytes,
 }
 
 impl Found {
     fn of(stored: &Stored) -> Self {
         Self {
-            block: Arc::clone(&stored.block),
+            block: stored.block.clone(),
         }
     }
 
@@ -219,8 +223,7 @@ impl Found {
             .ok_or_else(cut_short)?;
         let start = HEAD.saturating_add(fingerprint_len);
         let fingerprint = self.block.get(HEAD..start).ok_or_else(cut_short)?.to_vec();
-        let block = Bytes::from_owner(self.block);
-        let record = IdempotencyRecord::decode_shared(&block.slice(start..))
+        let record = IdempotencyRecord::decode_shared(&self.block.slice(start..))
             .map_err(StoreError::new)?;
         Ok((record, fingerprint))
     }
@@ -247,7 +250,7 @@ fn owner_tag(owner: &str) -> u64 {
 
 impl MemoryIdempotencyStore {
     /// The most storage keys a store holds unless told otherwise: about
-    /// 200 MB with small responses.
+    /// 120 MB with small responses.
     pub const DEFAULT_MAX_ENTRIES: usize = 500_000;
     /// The record bytes past which a store takes no new key unless told
     /// otherwise: 128 MiB.
@@ -918,12 +921,12 @@ impl Drop for Listening<'_> {
 mod tests {
     use super::*;
 
-    /// A record's bucket holds no lock and a block handle of two words: the
-    /// long-lived map costs 16 bytes of key and 24 of value per bucket.
+    /// A record's bucket holds no lock and no owner: the long-lived map costs
+    /// 16 bytes of key, a block handle and a deadline per bucket.
     #[test]
     fn a_record_bucket_stays_small() {
-        assert_eq!(size_of::<Stored>(), 24);
-        assert_eq!(size_of::<(MapKey, Stored)>(), 40);
+        assert_eq!(size_of::<Stored>(), 40);
+        assert_eq!(size_of::<(MapKey, Stored)>(), 56);
     }
 
     #[test]
@@ -941,7 +944,7 @@ mod tests {
     fn a_cut_block_is_an_error_not_a_panic() {
         for block in [&b""[..], &[0; 11], &[0, 0, 0, 0, 0, 0, 0, 0, 255, 0, 0, 0, 1]] {
             let found = Found {
-                block: Arc::from(block),
+                block: Bytes::copy_from_slice(block),
             };
             assert!(found.decode().is_err());
         }
