@@ -942,7 +942,11 @@ mod tests {
 
     #[test]
     fn a_cut_block_is_an_error_not_a_panic() {
-        for block in [&b""[..], &[0; 11], &[0, 0, 0, 0, 0, 0, 0, 0, 255, 0, 0, 0, 1]] {
+        for block in [
+            &b""[..],
+            &[0; 11],
+            &[0, 0, 0, 0, 0, 0, 0, 0, 255, 0, 0, 0, 1],
+        ] {
             let found = Found {
                 block: Bytes::copy_from_slice(block),
             };

@@ -102,7 +102,10 @@ pub(crate) fn memory_per_key(n: usize) {
 /// of one run on one machine.
 fn replay_cost(store: &MemoryIdempotencyStore, keys: &[String]) {
     let replay = |key: &str| match ready(store.claim(key, "replayer", Duration::from_secs(60))) {
-        Claim::Completed { record, fingerprint } => {
+        Claim::Completed {
+            record,
+            fingerprint,
+        } => {
             std::hint::black_box((record.to_response(), fingerprint));
         }
         _ => panic!("a recorded key replays"),
