@@ -40,14 +40,25 @@ impl IdempotencyRecord {
         headers: impl IntoIterator<Item = (HeaderName, HeaderValue)>,
         body: impl Into<Bytes>,
     ) -> Self {
+        let mut kept: Vec<_> = headers
+            .into_iter()
+            .filter(|(name, _)| !is_hop_by_hop(name))
+            .collect();
+        // A boxed slice holds exactly the headers kept: records live for
+        // hours, so spare capacity would be paid for per key. Moved into a
+        // block of their size rather than shrunk in place: a shrink leaves
+        // the spare tail as a free fragment between long-lived blocks, and a
+        // store recording many responses fills its heap with them.
+        let headers = if kept.len() == kept.capacity() {
+            kept.into_boxed_slice()
+        } else {
+            let mut exact = Vec::with_capacity(kept.len());
+            exact.append(&mut kept);
+            exact.into_boxed_slice()
+        };
         Self {
             status,
-            // A boxed slice holds exactly the headers kept: records live for
-            // hours, so spare capacity would be paid for per key.
-            headers: headers
-                .into_iter()
-                .filter(|(name, _)| !is_hop_by_hop(name))
-                .collect(),
+            headers,
             body: body.into(),
             replay_through_inner: false,
         }

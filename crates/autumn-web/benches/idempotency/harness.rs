@@ -34,7 +34,7 @@ pub(crate) const REPLAY_TARGET: f64 = 1.0;
 /// same page with no layer: within 3%.
 pub(crate) const MINT_TARGET: f64 = 0.97;
 /// Bytes the memory store holds per stored small response, about.
-pub(crate) const BYTES_PER_RECORD_TARGET: f64 = 400.0;
+pub(crate) const BYTES_PER_RECORD_TARGET: f64 = 300.0;
 /// Redis client commands per first-time request, at most (exact, not timed).
 #[cfg(feature = "redis")]
 pub(crate) const REDIS_FIRST_TIME_COMMANDS: f64 = 2.0;

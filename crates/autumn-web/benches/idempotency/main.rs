@@ -26,7 +26,7 @@
 //! The targets printed next to each ratio are DESIGN.md's "Numbers we hold
 //! ourselves to" (`harness.rs` names them): the layer off (a request without
 //! a key) at least 0.95x plain axum, a first-time key on the memory store at
-//! least 0.85x, a replay at least 1.0x, at most ~400 bytes per stored small
+//! least 0.85x, a replay at least 1.0x, at most ~300 bytes per stored small
 //! response, a minting `GET` within 3% of the bare route, and at most 2 Redis
 //! commands per first-time request and 1 per replay.
 //!
