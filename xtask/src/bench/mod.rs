@@ -80,6 +80,17 @@ fn autumn_env(run_id: &str, backend: &str) -> Vec<(&'static str, String)> {
             "true".to_owned(),
         ),
         ("AUTUMN_IDEMPOTENCY__TTL_SECS", "600".to_owned()),
+        // Room for every first-time key of a run (3 rounds of 10 s at
+        // 100k requests a second): a full store answers 503, which is right
+        // for an app and no measurement for a bench.
+        (
+            "AUTUMN_IDEMPOTENCY__MEMORY__MAX_ENTRIES",
+            "10000000".to_owned(),
+        ),
+        (
+            "AUTUMN_IDEMPOTENCY__MEMORY__MAX_BYTES",
+            (4_u64 << 30).to_string(),
+        ),
         (
             "AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX",
             format!("autumn-bench:{run_id}"),
