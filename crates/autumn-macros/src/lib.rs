@@ -7,8 +7,8 @@
 //! dependency.
 //!
 //! The example below is not compiled here because this crate cannot run doctests
-//! against its own macros; they are compiled and tested in `autumn_web`'s
-//! `tests/ui` suite.
+//! against its own macros; they are compiled and tested in the `autumn-ui-tests`
+//! crate's `tests/ui` suite.
 //!
 //! ```text
 //! use autumn_web::prelude::*;
