@@ -389,12 +389,8 @@ async fn a_redis_that_hangs_is_down_after_the_health_timeout() {
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
 
-/// A `redis+cluster://` store: `UP` on a running cluster; `DOWN` (503,
-/// with a reason naming the cluster) within the health timeout once no node
-/// answers, while the process stays live.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_redis_cluster_is_up_while_it_runs_and_down_when_unreachable() {
-    let mut cluster = redis::cluster::RedisCluster::start();
+/// An app on `cluster`, checked `UP` and ready while every node runs.
+async fn up_on_cluster(cluster: &redis::cluster::RedisCluster) -> TestClient {
     let client = app_with(&format!(
         "{}[actuator]\nhealth_timeout_ms = 3000\n",
         redis_toml(&cluster.url())
@@ -408,6 +404,16 @@ async fn a_redis_cluster_is_up_while_it_runs_and_down_when_unreachable() {
     );
     let (status, _) = health(&client, "/actuator/health/readiness").await;
     assert_eq!(status, StatusCode::OK);
+    client
+}
+
+/// A `redis+cluster://` store: `UP` on a running cluster; `DOWN` (503,
+/// with a reason naming the cluster) within the health timeout once no node
+/// answers, while the process stays live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_cluster_is_up_while_it_runs_and_down_when_unreachable() {
+    let mut cluster = redis::cluster::RedisCluster::start();
+    let client = up_on_cluster(&cluster).await;
 
     // No node answers at all.
     for port in redis::cluster::node_ports(&cluster.url()).expect("cluster URL") {
@@ -443,13 +449,7 @@ async fn a_redis_cluster_is_up_while_it_runs_and_down_when_unreachable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_cluster_with_a_dead_master_and_no_failover_is_down_with_the_cluster_state() {
     let mut cluster = redis::cluster::RedisCluster::start();
-    let client = app_with(&format!(
-        "{}[actuator]\nhealth_timeout_ms = 3000\n",
-        redis_toml(&cluster.url())
-    ));
-    let (status, body) = health(&client, "/actuator/health").await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["components"]["idempotency"]["status"], "UP", "{body}");
+    let client = up_on_cluster(&cluster).await;
 
     // The replica must not take over: the master's slots stay unserved.
     let (master, replica) = cluster.master_and_replica_of("order-1");

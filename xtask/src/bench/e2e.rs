@@ -43,6 +43,20 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// `wrk -t2 -c32 -d10s, 3 rounds; server on core 0, wrk on core 1`.
+    pub(super) fn describe(&self, server: Option<usize>, load: Option<usize>) -> String {
+        let core = |core: Option<usize>| core.map_or("any".to_owned(), |c| c.to_string());
+        format!(
+            "wrk -t{} -c{} -d{}s, {} rounds; server on core {}, wrk on core {}",
+            self.threads,
+            self.connections,
+            self.seconds,
+            self.rounds,
+            core(server),
+            core(load),
+        )
+    }
+
     pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
         let mut settings = Self::default();
         let mut args = args.iter();
@@ -220,15 +234,7 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
     {
         prime(server.addr, &fixed_key)?;
     }
-    println!(
-        "==> wrk -t{} -c{} -d{}s, {} rounds; servers on core {}, wrk on core {}",
-        settings.threads,
-        settings.connections,
-        settings.seconds,
-        settings.rounds,
-        server_core.map_or("any".to_owned(), |c| c.to_string()),
-        load_core.map_or("any".to_owned(), |c| c.to_string()),
-    );
+    println!("==> {}", settings.describe(server_core, load_core));
     let script = std::env::temp_dir().join(format!("autumn-bench-{run_id}.lua"));
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); ROWS.len()];
     // Round 0 is a short warm-up, not counted: each server's code paths and

@@ -192,13 +192,8 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
         e2e::prime(store.server.addr, &store.fixed_key)?;
     }
     println!(
-        "==> sizing: wrk -t{} -c{} -d{}s, {} rounds; server on core {}, wrk on core {}, stores unpinned",
-        settings.threads,
-        settings.connections,
-        settings.seconds,
-        settings.rounds,
-        server_core.map_or("any".to_owned(), |c| c.to_string()),
-        load_core.map_or("any".to_owned(), |c| c.to_string()),
+        "==> sizing: {}, stores unpinned",
+        settings.describe(server_core, load_core)
     );
     let script = std::env::temp_dir().join(format!("autumn-sizing-{run_id}.lua"));
     let rows = [("first-time", Keys::Unique), ("replay", Keys::Fixed)];
