@@ -60,9 +60,7 @@ use std::time::{Duration, Instant};
 
 use autumn_web::test::ServerProcess;
 use chromium::{Chromedriver, browser_with};
-use fantoccini::actions::{
-    InputSource as _, KeyAction, KeyActions, MOUSE_BUTTON_LEFT, MouseActions, PointerAction,
-};
+use fantoccini::actions::{InputSource as _, KeyAction, KeyActions};
 use fantoccini::elements::Element;
 use fantoccini::key::Key;
 use fantoccini::{Client, Locator};
@@ -535,39 +533,10 @@ impl Browser {
         );
     }
 
-    /// A mouse that moves to the centre of `element`.
-    fn mouse_on(element: &Element) -> MouseActions {
-        MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
-            element: element.clone(),
-            duration: None,
-            x: 0.0,
-            y: 0.0,
-        })
-    }
-
-    /// Two left clicks on `button`, `gap` apart, sent as one WebDriver action
-    /// sequence so that nothing (such as chromedriver waiting for the first
-    /// click's navigation) comes between them.
+    /// Two left clicks on `button`, `gap` apart (see
+    /// [`chromium::double_click`]).
     async fn double_click(&self, button: &Element, gap: Duration) {
-        let mouse = Self::mouse_on(button)
-            .then(PointerAction::Down {
-                button: MOUSE_BUTTON_LEFT,
-            })
-            .then(PointerAction::Up {
-                button: MOUSE_BUTTON_LEFT,
-            })
-            .pause(gap)
-            .then(PointerAction::Down {
-                button: MOUSE_BUTTON_LEFT,
-            })
-            .then(PointerAction::Up {
-                button: MOUSE_BUTTON_LEFT,
-            });
-        self.client
-            .perform_actions(mouse)
-            .await
-            .expect("double-click");
-        let _ = self.client.release_actions().await;
+        chromium::double_click(&self.client, button, gap).await;
     }
 
     /// Enter in the focused field, then, `gap` later, a click on `button`:
@@ -583,16 +552,12 @@ impl Browser {
             .pause(gap)
             .pause(Duration::ZERO)
             .pause(Duration::ZERO);
-        let mouse = Self::mouse_on(button)
-            .pause(Duration::ZERO)
-            .pause(Duration::ZERO)
-            .pause(Duration::ZERO)
-            .then(PointerAction::Down {
-                button: MOUSE_BUTTON_LEFT,
-            })
-            .then(PointerAction::Up {
-                button: MOUSE_BUTTON_LEFT,
-            });
+        let mouse = chromium::then_click(
+            chromium::mouse_on(button)
+                .pause(Duration::ZERO)
+                .pause(Duration::ZERO)
+                .pause(Duration::ZERO),
+        );
         self.client
             .perform_actions(fantoccini::actions::Actions::from(keys).and(mouse))
             .await
@@ -602,13 +567,7 @@ impl Browser {
 
     /// One plain click on `button`.
     async fn click(&self, button: &Element) {
-        let mouse = Self::mouse_on(button)
-            .then(PointerAction::Down {
-                button: MOUSE_BUTTON_LEFT,
-            })
-            .then(PointerAction::Up {
-                button: MOUSE_BUTTON_LEFT,
-            });
+        let mouse = chromium::then_click(chromium::mouse_on(button));
         self.client.perform_actions(mouse).await.expect("click");
         let _ = self.client.release_actions().await;
     }

@@ -21,7 +21,6 @@ use autumn_web::prelude::*;
 use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
 use chromium::{Chromedriver, Served, browser};
 use fantoccini::Locator;
-use fantoccini::actions::{InputSource as _, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
@@ -86,28 +85,7 @@ async fn a_double_clicked_slow_form_shows_an_html_409_page() {
         .for_element(Locator::Css("form button"))
         .await
         .expect("the form's button");
-    let clicks = MouseActions::new("mouse".into())
-        .then(PointerAction::MoveToElement {
-            element: button.clone(),
-            duration: None,
-            x: 0.0,
-            y: 0.0,
-        })
-        .then(PointerAction::Down {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Up {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .pause(DOUBLE_CLICK_GAP)
-        .then(PointerAction::Down {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Up {
-            button: MOUSE_BUTTON_LEFT,
-        });
-    client.perform_actions(clicks).await.expect("double-click");
-    let _ = client.release_actions().await;
+    chromium::double_click(&client, &button, DOUBLE_CLICK_GAP).await;
 
     // The second post's answer: the 409 page, with the detail and the code.
     let detail = client

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use autumn_web::config::AutumnConfig;
 use chromium::{Chromedriver, Served, browser};
-use fantoccini::actions::{InputSource as _, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use fantoccini::{Client, Locator};
 use saas::invoices::InvoiceStats;
 
@@ -140,31 +139,7 @@ async fn two_line_items_and_a_double_click_on_save_make_one_invoice_and_one_emai
         .find(Locator::XPath("//button[normalize-space()='Save']"))
         .await
         .expect("the Save button");
-    let clicks = MouseActions::new("mouse".into())
-        .then(PointerAction::MoveToElement {
-            element: save,
-            duration: None,
-            x: 0.0,
-            y: 0.0,
-        })
-        .then(PointerAction::Down {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Up {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .pause(Duration::from_millis(50))
-        .then(PointerAction::Down {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Up {
-            button: MOUSE_BUTTON_LEFT,
-        });
-    client
-        .perform_actions(clicks)
-        .await
-        .expect("double-click on Save");
-    let _ = client.release_actions().await;
+    chromium::double_click(&client, &save, Duration::from_millis(50)).await;
 
     let total = client
         .wait()

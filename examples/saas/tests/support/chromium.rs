@@ -9,6 +9,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use fantoccini::actions::{InputSource as _, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
+use fantoccini::elements::Element;
 use fantoccini::wd::Capabilities;
 use fantoccini::{Client, ClientBuilder};
 use serde_json::json;
@@ -151,4 +153,34 @@ impl Served {
             .expect("the server task does not panic")
             .expect("the server stops cleanly");
     }
+}
+
+/// A mouse that moves to the centre of `element`.
+pub fn mouse_on(element: &Element) -> MouseActions {
+    MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
+        element: element.clone(),
+        duration: None,
+        x: 0.0,
+        y: 0.0,
+    })
+}
+
+/// One left click, down and up, after what `mouse` does already.
+pub fn then_click(mouse: MouseActions) -> MouseActions {
+    mouse
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        })
+}
+
+/// Two left clicks on `button`, `gap` apart, sent as one WebDriver action
+/// sequence so that nothing (such as chromedriver waiting for the first
+/// click's navigation) comes between them.
+pub async fn double_click(client: &Client, button: &Element, gap: Duration) {
+    let mouse = then_click(then_click(mouse_on(button)).pause(gap));
+    client.perform_actions(mouse).await.expect("double-click");
+    let _ = client.release_actions().await;
 }
