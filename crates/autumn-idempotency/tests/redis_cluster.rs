@@ -124,28 +124,7 @@ async fn two_hundred_concurrent_duplicates_over_two_replicas_run_the_handler_onc
         replica(&url, &prefix, &clock),
         replica(&url, &prefix, &clock),
     );
-    let requests: Vec<_> = (0..200)
-        .map(|i| {
-            let replica = if i % 2 == 0 { &a } else { &b };
-            tokio::spawn(replica.post("/orders").key("burst").body("same").send())
-        })
-        .collect();
-    let (mut created, mut replays, mut conflicts) = (0, 0, 0);
-    for request in requests {
-        let answer = request.await.expect("request");
-        match answer.status {
-            StatusCode::CREATED if answer.replayed() => replays += 1,
-            StatusCode::CREATED => created += 1,
-            StatusCode::CONFLICT => {
-                answer.assert_problem(StatusCode::CONFLICT, "idempotency_key_in_flight");
-                conflicts += 1;
-            }
-            other => panic!("unexpected {other}: {}", answer.text()),
-        }
-    }
-    assert_eq!(a.runs() + b.runs(), 1, "exactly one run over both replicas");
-    assert_eq!(created, 1, "exactly one first-time answer");
-    assert_eq!(replays + conflicts, 199);
+    support::app::burst_over_two_replicas(&a, &b, 200).await;
 }
 
 /// Polls the replica on `port` (read-only mode) until it holds `pattern`'s

@@ -79,29 +79,7 @@ async fn while_one_replica_runs_the_request_the_other_answers_409() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_concurrent_duplicates_over_two_replicas_run_the_handler_once() {
     let (a, b) = replicas();
-    let requests: Vec<_> = (0..200)
-        .map(|i| {
-            let replica = if i % 2 == 0 { &a } else { &b };
-            tokio::spawn(replica.post("/orders").key("burst").body("same").send())
-        })
-        .collect();
-    let (mut created, mut replays, mut conflicts) = (0, 0, 0);
-    for request in requests {
-        let answer = request.await.expect("request");
-        match answer.status {
-            StatusCode::CREATED if answer.replayed() => replays += 1,
-            StatusCode::CREATED => created += 1,
-            StatusCode::CONFLICT => {
-                assert_eq!(answer.header("retry-after"), Some("1"));
-                answer.assert_problem(StatusCode::CONFLICT, "idempotency_key_in_flight");
-                conflicts += 1;
-            }
-            other => panic!("unexpected {other}: {}", answer.text()),
-        }
-    }
-    assert_eq!(a.runs() + b.runs(), 1, "exactly one run over both replicas");
-    assert_eq!(created, 1, "exactly one first-time answer");
-    assert_eq!(replays + conflicts, 199);
+    support::app::burst_over_two_replicas(&a, &b, 200).await;
 }
 
 #[test]

@@ -79,6 +79,36 @@ impl Fixture {
     }
 }
 
+/// `n` concurrent POSTs of one key to `/orders`, alternating between two
+/// replicas of the app; asserts the handler ran once over both, one answer
+/// was the first run and every other a replay or a 409 telling when to
+/// retry.
+pub async fn burst_over_two_replicas(a: &Fixture, b: &Fixture, n: usize) {
+    let requests: Vec<_> = (0..n)
+        .map(|i| {
+            let replica = if i % 2 == 0 { a } else { b };
+            tokio::spawn(replica.post("/orders").key("burst").body("same").send())
+        })
+        .collect();
+    let (mut created, mut replays, mut conflicts) = (0, 0, 0);
+    for request in requests {
+        let answer = request.await.expect("request");
+        match answer.status {
+            StatusCode::CREATED if answer.replayed() => replays += 1,
+            StatusCode::CREATED => created += 1,
+            StatusCode::CONFLICT => {
+                assert_eq!(answer.header("retry-after"), Some("1"));
+                answer.assert_problem(StatusCode::CONFLICT, "idempotency_key_in_flight");
+                conflicts += 1;
+            }
+            other => panic!("unexpected {other}: {}", answer.text()),
+        }
+    }
+    assert_eq!(a.runs() + b.runs(), 1, "exactly one run over both replicas");
+    assert_eq!(created, 1, "exactly one first-time answer");
+    assert_eq!(replays + conflicts, n - 1);
+}
+
 /// The routes, each counting into `runs`.
 pub fn routes(
     runs: &Arc<AtomicUsize>,
