@@ -6,6 +6,7 @@
 #![cfg(all(feature = "postgres", feature = "sqlite"))]
 
 #[allow(dead_code, unreachable_pub)]
+#[macro_use]
 #[path = "../../autumn-idempotency/tests/support/database.rs"]
 mod database;
 
@@ -348,27 +349,6 @@ async fn concurrent_workers_run_each_job_once(url: String) {
     records.dedup();
     assert_eq!(records.len(), 40);
     assert_eq!(runs_of(&runs).len(), 40, "no job ran twice");
-}
-
-macro_rules! on_databases {
-    ($($test:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $test() {
-                    super::$test(super::database::fresh_postgres_schema()).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $test() {
-                    super::$test(super::database::fresh_sqlite_file()).await;
-                }
-            )*
-        }
-    };
 }
 
 on_databases!(

@@ -7,6 +7,7 @@
 #![cfg(all(feature = "postgres", feature = "sqlite"))]
 
 #[allow(dead_code, unreachable_pub)]
+#[macro_use]
 #[path = "../../autumn-idempotency/tests/support/database.rs"]
 mod database;
 
@@ -374,27 +375,6 @@ async fn a_request_run_twice_with_one_key_writes_one_hook_row(url: String) {
         "SELECT COUNT(*) AS n FROM autumn_commit_jobs WHERE hook = 'notes.after_update_commit' AND record_id = '{id}'"
     );
     assert_eq!(count(&pool, &rows).await, 1);
-}
-
-macro_rules! on_databases {
-    ($($test:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $test() {
-                    super::$test(super::database::fresh_postgres_schema()).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $test() {
-                    super::$test(super::database::fresh_sqlite_file()).await;
-                }
-            )*
-        }
-    };
 }
 
 on_databases!(

@@ -9,6 +9,32 @@ use autumn_idempotency::FRAMEWORK_MIGRATIONS;
 use autumn_idempotency::clock::ManualClock;
 use autumn_idempotency::database::{DbIdempotencyStore, DbPool};
 
+/// `on_databases!(a, b)`: tests `a` and `b` (each an `async fn(String)`
+/// taking a database URL) run once on a fresh PostgreSQL schema and once
+/// on a fresh SQLite file, as `postgres::a`, `sqlite::a`, ... For a test
+/// file that includes this module as `database` with `#[macro_use]`.
+#[allow(unused_macros)]
+macro_rules! on_databases {
+    ($($test:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test(super::database::fresh_postgres_schema()).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test(super::database::fresh_sqlite_file()).await;
+                }
+            )*
+        }
+    };
+}
+
 /// `TEST_DATABASE_URL`, or the loopback PostgreSQL of the project's machines.
 pub fn postgres_url() -> String {
     std::env::var("TEST_DATABASE_URL")
