@@ -9,12 +9,10 @@ use autumn_idempotency::clock::{SharedClock, SystemClock};
 use autumn_idempotency::submit::SubmitTokenLayer;
 use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayGuardLayer, ReplayMode};
 use axum::Router;
-use http::StatusCode;
 use tower::ServiceBuilder;
 #[cfg(not(feature = "database"))]
 use tower::layer::util::Identity;
 use tower::util::option_layer;
-use tower_http::timeout::TimeoutLayer;
 
 use super::middleware::AppService;
 use super::{AppBuilder, RawRouter};
@@ -623,7 +621,7 @@ impl AppBuilder {
         let timeout = config
             .server
             .request_timeout()
-            .map(|timeout| TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout));
+            .map(super::timeout::RequestTimeoutLayer::new);
         let states = (!self.states.is_empty()).then(|| self.states.layer());
         let app = ServiceBuilder::new()
             .layer(self.error_pages.clone())

@@ -164,10 +164,11 @@ fn security_headers(
     let headers: Arc<[(HeaderName, HeaderValue)]> = headers.into();
     Ok(Some(MapResponseLayer::new(
         move |mut response: Response| {
-            // Room for all of them at once, and one lookup each: the map
-            // would otherwise grow (and rehash) while they go in.
+            // Room for all of them at once, and for the `x-request-id` the
+            // outermost layer adds after them, with one lookup each: the
+            // map would otherwise grow (and rehash) while they go in.
             let map = response.headers_mut();
-            map.reserve(headers.len());
+            map.reserve(headers.len() + 1);
             for (name, value) in headers.iter() {
                 map.entry(name).or_insert_with(|| value.clone());
             }

@@ -6,6 +6,7 @@ mod launch;
 mod middleware;
 mod serve;
 mod server;
+mod timeout;
 
 use std::sync::Arc;
 

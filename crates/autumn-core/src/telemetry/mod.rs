@@ -6,8 +6,11 @@ mod text;
 
 use std::io::IsTerminal as _;
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{EnvFilter, registry};
 
 use crate::config::{AutumnConfig, LogConfig, LogFormat};
 
@@ -54,23 +57,75 @@ pub fn subscriber<W>(
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(&config.level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer);
+    let directives = directives(std::env::var("RUST_LOG").ok(), &config.level);
+    match Filter::from(directives.as_str()) {
+        Filter::Targets(targets) => formatted(registry().with(targets), config, writer, ansi),
+        Filter::Env(filter) => formatted(registry().with(filter), config, writer, ansi),
+    }
+}
+
+/// The directives in force: `RUST_LOG` when it is valid, else `log.level`
+/// when it is, else `info`.
+fn directives(rust_log: Option<String>, level: &str) -> String {
+    let valid = |text: &str| EnvFilter::try_new(text).is_ok();
+    match rust_log {
+        Some(text) if valid(&text) => text,
+        _ if valid(level) => level.to_owned(),
+        _ => "info".to_owned(),
+    }
+}
+
+/// What filters the events. Directives that are only targets and levels
+/// (`info`, `warn,my_app=debug`), the usual case, are matched per call
+/// site, once; only span and field directives (`my_app[request]=debug`)
+/// need an `EnvFilter`, which also consults a lock on every span entered,
+/// left and closed: on every request, since each has its span.
+enum Filter {
+    Targets(Targets),
+    Env(EnvFilter),
+}
+
+impl From<&str> for Filter {
+    fn from(directives: &str) -> Self {
+        let plain = |directive: &str| {
+            !directive.is_empty()
+                && directive.bytes().all(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'-' | b'.' | b'=')
+                })
+        };
+        if directives.split(',').all(plain)
+            && let Ok(targets) = directives.parse::<Targets>()
+        {
+            return Self::Targets(targets);
+        }
+        Self::Env(EnvFilter::try_new(directives).unwrap_or_else(|_| EnvFilter::new("info")))
+    }
+}
+
+/// `filtered` writing to `writer` in the format `log.format` names.
+fn formatted<S, W>(
+    filtered: S,
+    config: &LogConfig,
+    writer: W,
+    ansi: bool,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    S: tracing::Subscriber + for<'s> LookupSpan<'s> + Send + Sync + 'static,
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let layer = tracing_subscriber::fmt::layer().with_writer(writer);
     match config.format {
-        LogFormat::Json => Box::new(builder.json().with_current_span(true).finish()),
+        LogFormat::Json => Box::new(filtered.with(layer.json().with_current_span(true))),
         // A terminal gets the default format's colours; anything else the
         // same layout written without styling (one line per request).
-        _ if ansi => Box::new(builder.with_ansi(true).finish()),
+        _ if ansi => Box::new(filtered.with(layer.with_ansi(true))),
         _ => Box::new(
-            builder
-                .with_ansi(false)
-                .event_format(text::PlainText)
-                .fmt_fields(text::PlainText)
-                .finish(),
+            filtered.with(
+                layer
+                    .with_ansi(false)
+                    .event_format(text::PlainText)
+                    .fmt_fields(text::PlainText),
+            ),
         ),
     }
 }
@@ -122,5 +177,90 @@ pub(crate) fn log_startup(config: &AutumnConfig, health: &crate::actuator::Healt
     match &config.database.url {
         Some(url) => tracing::info!("database: {}", redact(url)),
         None => tracing::info!("database: none (database.url unset)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[test]
+    fn rust_log_wins_when_valid_then_the_configured_level_then_info() {
+        assert_eq!(directives(Some("debug".into()), "warn"), "debug");
+        assert_eq!(directives(Some("[=".into()), "warn"), "warn");
+        assert_eq!(directives(None, "warn,my_app=debug"), "warn,my_app=debug");
+        assert_eq!(directives(None, "[="), "info");
+    }
+
+    #[test]
+    fn plain_directives_are_matched_per_call_site_and_span_ones_by_env_filter() {
+        assert!(matches!(Filter::from("info"), Filter::Targets(_)));
+        assert!(matches!(
+            Filter::from("warn,my_app::orders=debug"),
+            Filter::Targets(_)
+        ));
+        assert!(matches!(
+            Filter::from("info,my_app[request]=debug"),
+            Filter::Env(_)
+        ));
+        assert!(matches!(
+            Filter::from("info,my_app[{id=1}]=debug"),
+            Filter::Env(_)
+        ));
+        // An empty list enables nothing as targets, but errors as an env filter.
+        assert!(matches!(Filter::from(""), Filter::Env(_)));
+    }
+
+    /// Lines written by a subscriber made from `level`.
+    fn logged(level: &str, log: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Captured(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0
+                    .lock()
+                    .map_err(|_| std::io::ErrorKind::Other)?
+                    .extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let captured = Captured::default();
+        let mut config = LogConfig::default();
+        level.clone_into(&mut config.level);
+        let writer = captured.clone();
+        tracing::subscriber::with_default(subscriber(&config, move || writer.clone(), false), log);
+        let bytes = captured
+            .0
+            .lock()
+            .map(|bytes| bytes.clone())
+            .unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[test]
+    fn target_directives_filter_as_the_env_filter_would() {
+        let log = logged("warn,my_app::orders=debug", || {
+            tracing::debug!(target: "my_app::orders::create", "kept: more specific target");
+            tracing::info!(target: "my_app::users", "dropped: below warn");
+            tracing::warn!(target: "my_app::users", "kept: warn");
+        });
+        assert!(log.contains("kept: more specific target"), "{log}");
+        assert!(log.contains("kept: warn"), "{log}");
+        assert!(!log.contains("dropped"), "{log}");
+    }
+
+    #[test]
+    fn span_directives_still_filter_by_span() {
+        let log = logged("warn,[checkout]=debug", || {
+            tracing::debug!("dropped: outside the span");
+            tracing::debug_span!("checkout").in_scope(|| tracing::debug!("kept: in the span"));
+        });
+        assert!(log.contains("kept: in the span"), "{log}");
+        assert!(!log.contains("dropped"), "{log}");
     }
 }
