@@ -5,6 +5,8 @@
 //! release processes and drives them with an outside load generator; see
 //! `docs/performance.md`.
 
+pub mod plain;
+
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};

@@ -49,6 +49,9 @@ pub(crate) const MACRO_ROUTE: ExportPath = ExportPath(&["autumn_web", "__private
 pub(crate) const ROUTE_OF: ExportPath = ExportPath(&["autumn_web", "__private", "route_of"]);
 
 /// `::autumn_web::__private::run_main`, drives `#[autumn_web::main]`'s body.
+/// `::autumn_web::__private::allocator`, the macro declaring the app's
+/// global allocator (nothing without the `mimalloc` feature).
+pub(crate) const ALLOCATOR: ExportPath = ExportPath(&["autumn_web", "__private", "allocator"]);
 pub(crate) const RUN_MAIN: ExportPath = ExportPath(&["autumn_web", "__private", "run_main"]);
 
 /// `::autumn_web::__private::http::Method`.

@@ -4,10 +4,11 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::{Attribute, Block, ItemFn, Signature, Visibility};
 
-use crate::exports::RUN_MAIN;
+use crate::exports::{ALLOCATOR, RUN_MAIN};
 
 /// Turns `async fn main() -> R { body }` into
-/// `fn main() -> R { run_main(async move { body }) }`.
+/// `fn main() -> R { run_main(async move { body }) }`, beside the app's
+/// global allocator.
 pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     if !attr.is_empty() {
         return Err(syn::Error::new_spanned(
@@ -49,6 +50,8 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenS
 fn wrap(attrs: Vec<Attribute>, vis: Visibility, mut sig: Signature, block: &Block) -> TokenStream {
     sig.asyncness = None;
     quote! {
+        #ALLOCATOR! {}
+
         #(#attrs)*
         #vis #sig {
             #RUN_MAIN(async move #block)
@@ -98,6 +101,8 @@ mod tests {
         .expect("expands")
         .to_string();
         let expected = quote!(
+            ::autumn_web::__private::allocator! {}
+
             fn main() {
                 ::autumn_web::__private::run_main(async move {
                     run().await;
@@ -117,6 +122,8 @@ mod tests {
         );
         let out = expand(quote!(), item).expect("expands").to_string();
         let expected = quote!(
+            ::autumn_web::__private::allocator! {}
+
             #[allow(unused)]
             fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ::autumn_web::__private::run_main(async move { Ok(()) })

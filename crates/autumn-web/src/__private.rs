@@ -38,6 +38,32 @@ pub fn macro_route(
     Route::from_macro(method, path, name, handler, idempotent)
 }
 
+/// Declares the app's global allocator, beside the `main` that
+/// `#[autumn_web::main]` writes: mimalloc with the `mimalloc` feature (on
+/// by default), nothing without it.
+#[cfg(feature = "mimalloc")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __autumn_allocator {
+    () => {
+        #[global_allocator]
+        static AUTUMN_GLOBAL_ALLOCATOR: $crate::__private::MiMalloc = $crate::__private::MiMalloc;
+    };
+}
+
+/// Without the `mimalloc` feature the app keeps the system allocator (or
+/// declares its own).
+#[cfg(not(feature = "mimalloc"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __autumn_allocator {
+    () => {};
+}
+
+pub use crate::__autumn_allocator as allocator;
+#[cfg(feature = "mimalloc")]
+pub use mimalloc::MiMalloc;
+
 /// The body of `#[autumn_web::main]`: logging as `[log]` says (or `RUST_LOG`),
 /// then a multi-threaded tokio runtime running `main`.
 pub fn run_main<F: Future>(main: F) -> F::Output {

@@ -82,6 +82,9 @@ impl Settings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
     Plain,
+    /// The same twin on the allocator Autumn apps get: what of Autumn's
+    /// figures is the allocator rather than the framework.
+    PlainMimalloc,
     AutumnMemory,
     AutumnRedis,
 }
@@ -95,6 +98,8 @@ struct Row {
     keys: Keys,
     /// The row this one is divided by.
     baseline: Option<usize>,
+    /// The plain-axum row on Autumn's allocator this one is also divided by.
+    same_allocator: Option<usize>,
 }
 
 const ROWS: &[Row] = &[
@@ -105,6 +110,7 @@ const ROWS: &[Row] = &[
         post: true,
         keys: Keys::Fixed,
         baseline: None,
+        same_allocator: None,
     },
     Row {
         name: "plain axum, POST, unique keys",
@@ -113,6 +119,7 @@ const ROWS: &[Row] = &[
         post: true,
         keys: Keys::Unique,
         baseline: None,
+        same_allocator: None,
     },
     Row {
         name: "plain axum, GET form page",
@@ -121,6 +128,25 @@ const ROWS: &[Row] = &[
         post: false,
         keys: Keys::None,
         baseline: None,
+        same_allocator: None,
+    },
+    Row {
+        name: "plain axum on mimalloc, POST, one fixed key",
+        target: Target::PlainMimalloc,
+        path: "/orders",
+        post: true,
+        keys: Keys::Fixed,
+        baseline: None,
+        same_allocator: None,
+    },
+    Row {
+        name: "plain axum on mimalloc, POST, unique keys",
+        target: Target::PlainMimalloc,
+        path: "/orders",
+        post: true,
+        keys: Keys::Unique,
+        baseline: None,
+        same_allocator: None,
     },
     Row {
         name: "Autumn, layer off, one fixed key",
@@ -129,6 +155,7 @@ const ROWS: &[Row] = &[
         post: true,
         keys: Keys::Fixed,
         baseline: Some(0),
+        same_allocator: Some(3),
     },
     Row {
         name: "Autumn, layer off, unique keys",
@@ -137,6 +164,7 @@ const ROWS: &[Row] = &[
         post: true,
         keys: Keys::Unique,
         baseline: Some(1),
+        same_allocator: Some(4),
     },
     Row {
         name: "Autumn, memory store, replay",
@@ -145,6 +173,7 @@ const ROWS: &[Row] = &[
         post: true,
         keys: Keys::Fixed,
         baseline: Some(0),
+        same_allocator: Some(3),
     },
     Row {
         name: "Autumn, memory store, first-time",
@@ -153,6 +182,7 @@ const ROWS: &[Row] = &[
         post: true,
         keys: Keys::Unique,
         baseline: Some(1),
+        same_allocator: Some(4),
     },
     Row {
         name: "Autumn, GET form page, token minted",
@@ -161,6 +191,7 @@ const ROWS: &[Row] = &[
         post: false,
         keys: Keys::None,
         baseline: Some(2),
+        same_allocator: None,
     },
     Row {
         name: "Autumn, Redis store, replay",
@@ -169,6 +200,7 @@ const ROWS: &[Row] = &[
         post: true,
         keys: Keys::Fixed,
         baseline: Some(0),
+        same_allocator: Some(3),
     },
     Row {
         name: "Autumn, Redis store, first-time",
@@ -177,6 +209,7 @@ const ROWS: &[Row] = &[
         post: true,
         keys: Keys::Unique,
         baseline: Some(1),
+        same_allocator: Some(4),
     },
 ];
 
@@ -201,6 +234,12 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
         env
     };
     let plain = Server::start("plain axum", &bin.join("plain-axum"), &[], server_core)?;
+    let plain_mimalloc = Server::start(
+        "plain axum on mimalloc",
+        &bin.join("plain-axum-mimalloc"),
+        &[],
+        server_core,
+    )?;
     let memory = Server::start(
         "Autumn, memory",
         &bin.join("autumn-orders"),
@@ -224,13 +263,19 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
     };
     let server_of = |target: Target| match target {
         Target::Plain => Some(&plain),
+        Target::PlainMimalloc => Some(&plain_mimalloc),
         Target::AutumnMemory => Some(&memory),
         Target::AutumnRedis => redis.as_ref(),
     };
     let fixed_key = format!("{run_id}-fixed");
-    for server in [Some(&plain), Some(&memory), redis.as_ref()]
-        .into_iter()
-        .flatten()
+    for server in [
+        Some(&plain),
+        Some(&plain_mimalloc),
+        Some(&memory),
+        redis.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
     {
         prime(server.addr, &fixed_key)?;
     }
@@ -277,7 +322,7 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
             }
             let per = u32::try_from(outcome.requests.max(1)).unwrap_or(u32::MAX);
             println!(
-                "    round {round}: {:<40} {:>9.0} req/s",
+                "    round {round}: {:<45} {:>9.0} req/s",
                 row.name, outcome.per_second
             );
             samples[index].push(Sample {
@@ -367,8 +412,8 @@ fn report(samples: &[Vec<Sample>]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\n{:<40} {:>10} {:>19} {:>8} {:>15} {:>8}",
-        "", "req/s", "(min-max)", "ratio", "(min-max)", "cpu/req"
+        "\n{:<45} {:>10} {:>19} {:>8} {:>15} {:>8} {:>8} {:>15}",
+        "", "req/s", "(min-max)", "ratio", "(min-max)", "cpu/req", "ratio*", "(min-max)"
     );
     for (index, row) in ROWS.iter().enumerate() {
         let rounds = &samples[index];
@@ -383,36 +428,47 @@ fn report(samples: &[Vec<Sample>]) -> String {
             .map(|s| s.cpu_per_request.as_secs_f64() * 1e6)
             .collect();
         let cpu = median(&mut cpu);
-        let ratio = row.baseline.map(|base| {
-            let mut ratios: Vec<f64> = rounds
-                .iter()
-                .zip(&samples[base])
-                .map(|(s, b)| s.outcome.per_second / b.outcome.per_second)
-                .collect();
-            let (low, high) = spread(&ratios);
-            (median(&mut ratios), low, high)
-        });
-        let ratio = match ratio {
+        let ratio = |base: Option<usize>, none: &str| match base
+            .map(|base| ratio(rounds, &samples[base]))
+        {
             Some((r, low, high)) => format!("{r:>8.3} {:>15}", format!("({low:.3}-{high:.3})")),
-            None => format!("{:>8} {:>15}", "1", ""),
+            None => format!("{none:>8} {:>15}", ""),
         };
         let _ = writeln!(
             out,
-            "{:<40} {rate:>10.0} {:>19} {ratio} {cpu:>6.1}us",
+            "{:<45} {rate:>10.0} {:>19} {} {cpu:>6.1}us {}",
             row.name,
             format!("({low:.0}-{high:.0})"),
+            ratio(row.baseline, "1"),
+            ratio(row.same_allocator, ""),
         );
         let mut shares: Vec<f64> = rounds.iter().filter_map(|s| s.redis_core_share).collect();
         if !shares.is_empty() {
             let _ = writeln!(
                 out,
-                "{:<40} Redis itself used {:.2} of a core",
+                "{:<45} Redis itself used {:.2} of a core",
                 "",
                 median(&mut shares)
             );
         }
     }
+    let _ = writeln!(
+        out,
+        "ratio: to plain axum as a new axum app runs (system allocator); ratio*: to plain axum on mimalloc, the allocator Autumn apps get"
+    );
     out
+}
+
+/// The median of the per-round ratios of `rounds` to `base`, and their
+/// spread: slow drift of a noisy machine cancels out.
+fn ratio(rounds: &[Sample], base: &[Sample]) -> (f64, f64, f64) {
+    let mut ratios: Vec<f64> = rounds
+        .iter()
+        .zip(base)
+        .map(|(s, b)| s.outcome.per_second / b.outcome.per_second)
+        .collect();
+    let (low, high) = spread(&ratios);
+    (median(&mut ratios), low, high)
 }
 
 fn spread(values: &[f64]) -> (f64, f64) {
@@ -461,6 +517,17 @@ mod tests {
             if let Some(base) = row.baseline {
                 assert_eq!(ROWS[base].target, Target::Plain, "{}", row.name);
                 assert_eq!(ROWS[base].post, row.post, "{}", row.name);
+            }
+            if let Some(base) = row.same_allocator {
+                assert_eq!(ROWS[base].target, Target::PlainMimalloc, "{}", row.name);
+                assert_eq!(ROWS[base].keys, row.keys, "{}", row.name);
+                // The same load as the system-allocator baseline.
+                assert_eq!(
+                    row.baseline.map(|b| ROWS[b].keys),
+                    Some(row.keys),
+                    "{}",
+                    row.name
+                );
             }
         }
     }

@@ -58,9 +58,12 @@ where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
     let directives = directives(std::env::var("RUST_LOG").ok(), &config.level);
-    match Filter::from(directives.as_str()) {
-        Filter::Targets(targets) => formatted(registry().with(targets), config, writer, ansi),
-        Filter::Env(filter) => formatted(registry().with(filter), config, writer, ansi),
+    match plain_targets(&directives) {
+        Some(targets) => formatted(registry().with(targets), config, writer, ansi),
+        None => {
+            let filter = EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info"));
+            formatted(registry().with(filter), config, writer, ansi)
+        }
     }
 }
 
@@ -75,31 +78,23 @@ fn directives(rust_log: Option<String>, level: &str) -> String {
     }
 }
 
-/// What filters the events. Directives that are only targets and levels
-/// (`info`, `warn,my_app=debug`), the usual case, are matched per call
-/// site, once; only span and field directives (`my_app[request]=debug`)
-/// need an `EnvFilter`, which also consults a lock on every span entered,
-/// left and closed: on every request, since each has its span.
-enum Filter {
-    Targets(Targets),
-    Env(EnvFilter),
-}
-
-impl From<&str> for Filter {
-    fn from(directives: &str) -> Self {
-        let plain = |directive: &str| {
-            !directive.is_empty()
-                && directive.bytes().all(|b| {
-                    b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'-' | b'.' | b'=')
-                })
-        };
-        if directives.split(',').all(plain)
-            && let Ok(targets) = directives.parse::<Targets>()
-        {
-            return Self::Targets(targets);
-        }
-        Self::Env(EnvFilter::try_new(directives).unwrap_or_else(|_| EnvFilter::new("info")))
-    }
+/// The directives as a filter matched per call site, once, when they are
+/// only targets and levels (`info`, `warn,my_app=debug`), the usual case.
+/// Span and field directives (`my_app[request]=debug`) need an `EnvFilter`,
+/// which also takes a lock on every span entered, left and closed: on every
+/// request, since each has its span.
+fn plain_targets(directives: &str) -> Option<Targets> {
+    let plain = |directive: &str| {
+        !directive.is_empty()
+            && directive
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'-' | b'.' | b'='))
+    };
+    directives
+        .split(',')
+        .all(plain)
+        .then(|| directives.parse().ok())
+        .flatten()
 }
 
 /// `filtered` writing to `writer` in the format `log.format` names.
@@ -196,21 +191,12 @@ mod tests {
 
     #[test]
     fn plain_directives_are_matched_per_call_site_and_span_ones_by_env_filter() {
-        assert!(matches!(Filter::from("info"), Filter::Targets(_)));
-        assert!(matches!(
-            Filter::from("warn,my_app::orders=debug"),
-            Filter::Targets(_)
-        ));
-        assert!(matches!(
-            Filter::from("info,my_app[request]=debug"),
-            Filter::Env(_)
-        ));
-        assert!(matches!(
-            Filter::from("info,my_app[{id=1}]=debug"),
-            Filter::Env(_)
-        ));
-        // An empty list enables nothing as targets, but errors as an env filter.
-        assert!(matches!(Filter::from(""), Filter::Env(_)));
+        assert!(plain_targets("info").is_some());
+        assert!(plain_targets("warn,my_app::orders=debug").is_some());
+        assert!(plain_targets("info,my_app[request]=debug").is_none());
+        assert!(plain_targets("info,my_app[{id=1}]=debug").is_none());
+        // Empty, targets would enable nothing; the env filter decides.
+        assert!(plain_targets("").is_none());
     }
 
     /// Lines written by a subscriber made from `level`.

@@ -1,0 +1,59 @@
+//! The baseline of `cargo xtask bench`: plain axum serving the same orders
+//! handler and form page as `autumn-orders`, with no middleware at all.
+//! Two binaries run it: `plain-axum` on the system allocator, as a new axum
+//! app is, and `plain-axum-mimalloc` on the allocator Autumn apps get, so
+//! the bench can tell the framework's cost from the allocator's.
+//!
+//! Listens on 127.0.0.1 at the port in `PORT`.
+
+use crate::{NewOrder, Orders, form_page};
+
+use axum::Router;
+use axum::extract::{Json, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+
+async fn create_order(State(orders): State<Orders>, Json(new): Json<NewOrder>) -> Response {
+    match orders.create(new) {
+        Ok(order) => (StatusCode::CREATED, Json(order)).into_response(),
+        Err(refused) => (StatusCode::UNPROCESSABLE_ENTITY, refused.message()).into_response(),
+    }
+}
+
+async fn new_order() -> Html<String> {
+    Html(form_page(""))
+}
+
+/// Serves until SIGTERM or Ctrl-C.
+///
+/// # Errors
+///
+/// `PORT` unset or not a port, or the port cannot be bound.
+#[tokio::main]
+pub async fn main() -> std::io::Result<()> {
+    let port: u16 = std::env::var("PORT")
+        .ok()
+        .and_then(|port| port.parse().ok())
+        .ok_or_else(|| std::io::Error::other("set PORT to the port to listen on"))?;
+    let app = Router::new()
+        .route("/orders", post(create_order))
+        .route("/orders-off", post(create_order))
+        .route("/orders/new", get(new_order))
+        .with_state(Orders::default());
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = shutdown().await;
+        })
+        .await
+}
+
+/// SIGTERM (how the bench stops a server) or Ctrl-C.
+async fn shutdown() -> std::io::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => Ok(()),
+        result = tokio::signal::ctrl_c() => result,
+    }
+}
