@@ -635,8 +635,10 @@ impl AppBuilder {
             // Once, here: a router served as a plain `Service` would
             // otherwise turn every handler and its layers into a route
             // again on each request (axum's own `serve` does the same
-            // through `into_make_service`).
-            .service(router.with_state(()));
+            // through `into_make_service`). Boxed: the router's future holds the request until it is
+            // polled, and every layer above would otherwise copy those
+            // few hundred bytes into its own future on every request.
+            .service(AppService::new(router.with_state(())));
         let mut service = super::middleware::install(&config, app, &self.error_pages)?;
         if config.tenancy.enabled && config.tenancy.strategy == TenantStrategy::Path {
             // Before routing: the routes are matched below the tenant segment.

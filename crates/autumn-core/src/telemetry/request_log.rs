@@ -1,6 +1,7 @@
 //! The request id and access log: [`RequestLogLayer`], outermost of the
 //! framework's layers.
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +16,8 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 use tracing::Instrument as _;
 use tracing::instrument::Instrumented;
+
+use super::text;
 
 /// The header carrying a request's id, read from the client or a proxy and
 /// sent back on the response.
@@ -229,6 +232,84 @@ fn with_room_for_the_framework(extensions: &mut http::Extensions) {
     *extensions = fresh;
 }
 
+/// The access line's target.
+const ACCESS_TARGET: &str = "autumn::access";
+
+/// Logs the access line (when `autumn::access` is on), its fields
+/// preformatted for the plain-text format.
+fn log_access(method: &Method, path: &str, status: u16, latency: Millis, id: &RequestId) {
+    if tracing::enabled!(target: ACCESS_TARGET, tracing::Level::INFO) {
+        text::with_preformatted(
+            ACCESS_TARGET,
+            |out| access_fields(out, method, path, status, latency, id),
+            || access_event(method, path, status, latency, id),
+        );
+    }
+}
+
+/// The access line as a `tracing` event.
+fn access_event(method: &Method, path: &str, status: u16, latency: Millis, id: &RequestId) {
+    tracing::info!(
+        target: ACCESS_TARGET,
+        method = %method,
+        path = %path,
+        status,
+        latency_ms = %latency,
+        request_id = %id,
+        "{method} {path} {status} {latency}ms"
+    );
+}
+
+/// The access line's fields as the plain-text format writes them from the
+/// event: `POST /orders 201 0.412ms method=POST path=/orders status=201
+/// latency_ms=0.412 request_id=...`, written without `fmt` machinery.
+fn access_fields(
+    out: &mut String,
+    method: &Method,
+    path: &str,
+    status: u16,
+    latency: Millis,
+    id: &RequestId,
+) {
+    let mut digits = [0_u8; 20];
+    let status = decimal(u64::from(status), &mut digits);
+    let latency = latency.as_text();
+    let latency = latency.as_str();
+    {
+        // The message is escaped as every message is; a path holds no
+        // control characters, so this is a scan that finds none.
+        let mut message = text::Escaping(&mut *out);
+        for part in [method.as_str(), " ", path, " ", status, " ", latency, "ms"] {
+            let _ = fmt::Write::write_str(&mut message, part);
+        }
+    }
+    for (name, value) in [
+        (" method=", method.as_str()),
+        (" path=", path),
+        (" status=", status),
+        (" latency_ms=", latency),
+        (" request_id=", id.as_str()),
+    ] {
+        out.push_str(name);
+        out.push_str(value);
+    }
+}
+
+/// `n` in decimal, in `digits`.
+fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &str {
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        // A digit: `n % 10` is below 10.
+        digits[at] = b'0' + u8::try_from(n % 10).unwrap_or(0);
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&digits[at..]).unwrap_or("0")
+}
+
 /// What the access log line needs once the response is ready.
 #[derive(Debug)]
 struct Logged {
@@ -269,16 +350,7 @@ where
             let path = uri.path();
             let status = response.status().as_u16();
             let latency = Millis(started.elapsed());
-            let id = &*this.id;
-            tracing::info!(
-                target: "autumn::access",
-                method = %method,
-                path = %path,
-                status,
-                latency_ms = %latency,
-                request_id = %id,
-                "{method} {path} {status} {latency}ms"
-            );
+            log_access(&method, path, status, latency, this.id);
         }
         Poll::Ready(Ok(response))
     }
@@ -286,13 +358,49 @@ where
 
 /// A duration as milliseconds with three decimals (`0.412`), written
 /// without a float or a string of its own.
+#[derive(Clone, Copy)]
 struct Millis(std::time::Duration);
 
-impl std::fmt::Display for Millis {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Millis {
+    /// The text, on the stack.
+    fn as_text(self) -> MillisText {
         // In u64 (half a million years of microseconds): u128 formats slowly.
         let micros = u64::try_from(self.0.as_micros()).unwrap_or(u64::MAX);
-        write!(f, "{}.{:03}", micros / 1000, micros % 1000)
+        let mut text = MillisText {
+            bytes: [0; 24],
+            len: 0,
+        };
+        let mut digits = [0_u8; 20];
+        let whole = decimal(micros / 1000, &mut digits).as_bytes();
+        text.bytes[..whole.len()].copy_from_slice(whole);
+        let fraction = micros % 1000;
+        let mut at = whole.len();
+        text.bytes[at] = b'.';
+        for divisor in [100, 10, 1] {
+            at += 1;
+            // A digit: below 10.
+            text.bytes[at] = b'0' + u8::try_from(fraction / divisor % 10).unwrap_or(0);
+        }
+        text.len = at + 1;
+        text
+    }
+}
+
+/// [`Millis`] as text: at most 20 digits, a point and three.
+struct MillisText {
+    bytes: [u8; 24],
+    len: usize,
+}
+
+impl MillisText {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or("0.000")
+    }
+}
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_text().as_str())
     }
 }
 
@@ -314,6 +422,59 @@ mod tests {
         assert!(empty.is_empty());
     }
 
+    /// The access line, without its timestamp, as the plain-text
+    /// subscriber writes what `log` logs.
+    fn plain_line(log: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                if let Ok(mut captured) = self.0.lock() {
+                    captured.extend_from_slice(bytes);
+                }
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let config = crate::config::LogConfig::default();
+        let subscriber = super::super::subscriber(&config, move || writer.clone(), false);
+        tracing::subscriber::with_default(subscriber, log);
+        let bytes = captured.0.lock().map(|b| b.clone()).unwrap_or_default();
+        let line = String::from_utf8_lossy(&bytes).into_owned();
+        line.split_once("Z ")
+            .map_or(line.clone(), |(_, rest)| rest.to_owned())
+    }
+
+    #[test]
+    fn the_preformatted_access_line_is_the_line_the_event_gives() {
+        let id = RequestId::from_header(&HeaderValue::from_static("abc123")).expect("valid");
+        for (method, path, status, micros) in [
+            (Method::POST, "/orders", 201, 412),
+            (Method::GET, "/", 404, 0),
+            (
+                Method::from_bytes(b"PURGE").expect("a method"),
+                "/caf%C3%A9/x",
+                500,
+                12_345_678,
+            ),
+        ] {
+            let latency = Millis(std::time::Duration::from_micros(micros));
+            let fast = plain_line(|| log_access(&method, path, status, latency, &id));
+            let generic = plain_line(|| access_event(&method, path, status, latency, &id));
+            assert_eq!(fast, generic);
+            assert!(fast.starts_with(" INFO autumn::access: "), "{fast}");
+        }
+        let latency = Millis(std::time::Duration::from_micros(412));
+        assert_eq!(
+            plain_line(|| log_access(&Method::POST, "/orders", 201, latency, &id)),
+            " INFO autumn::access: POST /orders 201 0.412ms method=POST path=/orders status=201 latency_ms=0.412 request_id=abc123\n"
+        );
+    }
+
     #[test]
     fn latency_is_milliseconds_with_three_decimals() {
         let shown = |micros| Millis(std::time::Duration::from_micros(micros)).to_string();
@@ -321,6 +482,7 @@ mod tests {
         assert_eq!(shown(412), "0.412");
         assert_eq!(shown(1_005), "1.005");
         assert_eq!(shown(12_345_678), "12345.678");
+        assert_eq!(shown(u64::MAX), "18446744073709551.615");
     }
 
     #[test]
