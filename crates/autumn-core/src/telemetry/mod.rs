@@ -1,6 +1,8 @@
 //! Logging: the subscriber `[log]` describes (or `RUST_LOG`), the request
 //! id and access log of every request, and the startup report.
 
+#[cfg(test)]
+mod captured;
 mod request_log;
 mod text;
 
@@ -177,8 +179,6 @@ pub(crate) fn log_startup(config: &AutumnConfig, health: &crate::actuator::Healt
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
     use super::*;
 
     #[test]
@@ -201,31 +201,9 @@ mod tests {
 
     /// Lines written by a subscriber made from `level`.
     fn logged(level: &str, log: impl FnOnce()) -> String {
-        #[derive(Clone, Default)]
-        struct Captured(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Captured {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0
-                    .lock()
-                    .map_err(|_| std::io::ErrorKind::Other)?
-                    .extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let captured = Captured::default();
         let mut config = LogConfig::default();
         level.clone_into(&mut config.level);
-        let writer = captured.clone();
-        tracing::subscriber::with_default(subscriber(&config, move || writer.clone(), false), log);
-        let bytes = captured
-            .0
-            .lock()
-            .map(|bytes| bytes.clone())
-            .unwrap_or_default();
-        String::from_utf8_lossy(&bytes).into_owned()
+        captured::logged(&config, log)
     }
 
     #[test]

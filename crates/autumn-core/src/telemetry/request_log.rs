@@ -425,28 +425,8 @@ mod tests {
     /// The access line, without its timestamp, as the plain-text
     /// subscriber writes what `log` logs.
     fn plain_line(log: impl FnOnce()) -> String {
-        #[derive(Clone, Default)]
-        struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-        impl std::io::Write for Captured {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                if let Ok(mut captured) = self.0.lock() {
-                    captured.extend_from_slice(bytes);
-                }
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let config = crate::config::LogConfig::default();
-        let subscriber = super::super::subscriber(&config, move || writer.clone(), false);
-        tracing::subscriber::with_default(subscriber, log);
-        let bytes = captured.0.lock().map(|b| b.clone()).unwrap_or_default();
-        let line = String::from_utf8_lossy(&bytes).into_owned();
-        line.split_once("Z ")
-            .map_or(line.clone(), |(_, rest)| rest.to_owned())
+        let line = super::super::captured::logged(&crate::config::LogConfig::default(), log);
+        super::super::captured::untimed(&line).to_owned()
     }
 
     #[test]

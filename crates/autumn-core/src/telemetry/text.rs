@@ -276,7 +276,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
+    use super::super::captured::{Captured, untimed};
     use std::time::Duration;
 
     use super::*;
@@ -310,32 +310,14 @@ mod tests {
         );
     }
 
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().expect("log buffer").extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     /// What `emit` logs through the default format (no colours) and
     /// through [`PlainText`], each without its timestamp.
     fn both(emit: impl Fn()) -> (String, String) {
         let lines = |captured: &Captured| {
-            let bytes = captured.0.lock().expect("log buffer").clone();
-            String::from_utf8(bytes)
-                .expect("utf-8")
+            captured
+                .text()
                 .lines()
-                .map(|line| {
-                    line.split_once("Z ")
-                        .map_or(line, |(_, rest)| rest)
-                        .to_owned()
-                })
+                .map(untimed)
                 .collect::<Vec<_>>()
                 .join("\n")
         };
