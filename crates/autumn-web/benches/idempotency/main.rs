@@ -75,6 +75,10 @@ mod submit_mint;
 
 use harness::Config;
 
+// The allocator `#[autumn_web::main]` gives apps, so that the memory and
+// speed figures are an app's.
+autumn_web::__private::allocator! {}
+
 fn main() {
     let config = Config::from_env();
     // Memory first, on the main thread before any runtime thread exists, so
