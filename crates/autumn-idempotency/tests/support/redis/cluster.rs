@@ -20,6 +20,10 @@ const HOW_TO_INSTALL: &str = "install Redis 7 (`apt-get install redis-server`, w
 /// How long the cluster may take to form, or a replica to take over.
 const READY_WITHIN: Duration = Duration::from_secs(30);
 
+/// How long one node may take to answer its first PING (it takes
+/// milliseconds; one that has not by then lost its port).
+const NODE_UP_WITHIN: Duration = Duration::from_secs(5);
+
 /// One cluster node: its server, under the shell that kills it.
 struct Node {
     port: u16,
@@ -58,13 +62,8 @@ impl RedisCluster {
             dir,
         };
         for index in 0..6 {
-            let node = cluster.spawn_node(index);
+            let node = cluster.spawn_answering_node(index);
             cluster.nodes.push(node);
-        }
-        for node in &cluster.nodes {
-            wait_for(&format!("node {} to answer PING", node.port), || {
-                query(node.port, &["PING"]).is_ok_and(|pong| pong == "PONG")
-            });
         }
         let mut create = Command::new("redis-cli");
         create.args(["--cluster", "create"]);
@@ -90,10 +89,47 @@ impl RedisCluster {
         cluster
     }
 
-    fn spawn_node(&self, index: usize) -> Node {
-        let node_dir = self.dir.join(index.to_string());
-        std::fs::create_dir_all(&node_dir).expect("a directory for a cluster node");
-        let (port, bus_port) = (free_port(), free_port());
+    /// A node that answers, as itself. A port found free can be taken by another
+    /// test process before `redis-server` binds it, and the server then
+    /// exits: a node that does not come up is replaced on fresh ports, in a
+    /// directory of its own (the failed one's shell removes its own).
+    fn spawn_answering_node(&self, index: usize) -> Node {
+        const ATTEMPTS: usize = 5;
+        let mut logs = String::new();
+        for attempt in 1..=ATTEMPTS {
+            let node_dir = self.dir.join(format!("{index}-{attempt}"));
+            let mut node = self.spawn_node(&node_dir);
+            let start = Instant::now();
+            while start.elapsed() < NODE_UP_WITHIN {
+                // Ours, not another test's server that took the port.
+                let ours = format!("process_id:{}\r\n", node.pid);
+                if query(node.port, &["INFO", "server"]).is_ok_and(|info| info.contains(&ours)) {
+                    return node;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let log = std::fs::read_to_string(node_dir.join("log")).unwrap_or_default();
+            logs.push_str(&format!("attempt {attempt}, port {}:\n{log}\n", node.port));
+            drop(node.lifeline.take());
+            if let Some(mut shell) = node.shell.take() {
+                let _ = shell.wait();
+            }
+        }
+        panic!(
+            "no redis-server of the cluster answered within {NODE_UP_WITHIN:?}, {ATTEMPTS} times on fresh ports; their logs:\n{logs}"
+        )
+    }
+
+    fn spawn_node(&self, node_dir: &std::path::Path) -> Node {
+        std::fs::create_dir_all(node_dir).expect("a directory for a cluster node");
+        let port = free_port();
+        // The cluster bus needs a port of its own.
+        let bus_port = loop {
+            let bus_port = free_port();
+            if bus_port != port {
+                break bus_port;
+            }
+        };
         // `exec` is not used: the shell stays to kill the server when the
         // test process (which holds its stdin) goes away.
         let script = format!(
