@@ -389,7 +389,8 @@ pub(super) fn redis_pid() -> Option<u32> {
         .and_then(|pid| pid.trim().parse().ok())
 }
 
-/// Builds the two servers in release mode; returns their directory.
+/// Builds the servers (Autumn and the two plain-axum twins) in release
+/// mode; returns their directory.
 pub(super) fn build(root: &Path) -> Result<PathBuf, String> {
     let args = ["build", "--release", "-p", "autumn-bench"].map(str::to_owned);
     crate::cargo(root, &args, &[])?;
