@@ -46,31 +46,7 @@ async fn a_retry_on_the_other_replica_replays() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_duplicates_over_two_replicas_run_once() {
     let (a, b, _) = replicas();
-    let requests: Vec<_> = (0..200)
-        .map(|i| {
-            let replica = if i % 2 == 0 { &a } else { &b };
-            tokio::spawn(replica.post("/orders").key("burst").body("same").send())
-        })
-        .collect();
-    let (mut created, mut others) = (0, 0);
-    for request in requests {
-        let answer = request.await.expect("request");
-        match answer.status {
-            StatusCode::CREATED if !answer.replayed() => created += 1,
-            StatusCode::CREATED => others += 1,
-            StatusCode::CONFLICT => {
-                assert_eq!(answer.header("retry-after"), Some("1"));
-                others += 1;
-            }
-            other => panic!("unexpected {other}: {}", answer.text()),
-        }
-    }
-    assert_eq!(
-        a.runs() + b.runs(),
-        1,
-        "exactly one run across both replicas"
-    );
-    assert_eq!((created, others), (1, 199));
+    support::app::burst(&[&a, &b], 200).await;
 }
 
 #[test]

@@ -112,27 +112,7 @@ async fn a_duplicate_while_the_first_runs_gets_409_with_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_concurrent_duplicates_run_the_handler_once() {
     let f = Fixture::new();
-    let requests: Vec<_> = (0..100)
-        .map(|_| tokio::spawn(f.post("/orders").key("burst").body("same").send()))
-        .collect();
-    let mut created = 0;
-    let mut replays = 0;
-    let mut conflicts = 0;
-    for request in requests {
-        let answer = request.await.expect("request");
-        match answer.status {
-            StatusCode::CREATED if answer.replayed() => replays += 1,
-            StatusCode::CREATED => created += 1,
-            StatusCode::CONFLICT => {
-                assert_eq!(answer.header("retry-after"), Some("1"));
-                conflicts += 1;
-            }
-            other => panic!("unexpected {other}: {}", answer.text()),
-        }
-    }
-    assert_eq!(f.runs(), 1, "exactly one run");
-    assert_eq!(created, 1, "exactly one first-time answer");
-    assert_eq!(replays + conflicts, 99);
+    support::app::burst(&[&f], 100).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

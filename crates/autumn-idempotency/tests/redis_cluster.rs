@@ -124,7 +124,7 @@ async fn two_hundred_concurrent_duplicates_over_two_replicas_run_the_handler_onc
         replica(&url, &prefix, &clock),
         replica(&url, &prefix, &clock),
     );
-    support::app::burst_over_two_replicas(&a, &b, 200).await;
+    support::app::burst(&[&a, &b], 200).await;
 }
 
 /// Polls the replica on `port` (read-only mode) until it holds `pattern`'s

@@ -79,7 +79,7 @@ async fn while_one_replica_runs_the_request_the_other_answers_409() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_concurrent_duplicates_over_two_replicas_run_the_handler_once() {
     let (a, b) = replicas();
-    support::app::burst_over_two_replicas(&a, &b, 200).await;
+    support::app::burst(&[&a, &b], 200).await;
 }
 
 #[test]

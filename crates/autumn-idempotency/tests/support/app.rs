@@ -79,14 +79,14 @@ impl Fixture {
     }
 }
 
-/// `n` concurrent POSTs of one key to `/orders`, alternating between two
-/// replicas of the app; asserts the handler ran once over both, one answer
-/// was the first run and every other a replay or a 409 telling when to
-/// retry.
-pub async fn burst_over_two_replicas(a: &Fixture, b: &Fixture, n: usize) {
+/// `n` concurrent POSTs of one key to `/orders`, spread in turn over
+/// `replicas` (one app, or several sharing a store); asserts the handler ran
+/// once over all of them, one answer was the first run and every other a
+/// replay or a 409 telling when to retry.
+pub async fn burst(replicas: &[&Fixture], n: usize) {
     let requests: Vec<_> = (0..n)
         .map(|i| {
-            let replica = if i % 2 == 0 { a } else { b };
+            let replica = replicas[i % replicas.len()];
             tokio::spawn(replica.post("/orders").key("burst").body("same").send())
         })
         .collect();
@@ -104,7 +104,8 @@ pub async fn burst_over_two_replicas(a: &Fixture, b: &Fixture, n: usize) {
             other => panic!("unexpected {other}: {}", answer.text()),
         }
     }
-    assert_eq!(a.runs() + b.runs(), 1, "exactly one run over both replicas");
+    let runs: usize = replicas.iter().map(|replica| replica.runs()).sum();
+    assert_eq!(runs, 1, "exactly one run over every replica");
     assert_eq!(created, 1, "exactly one first-time answer");
     assert_eq!(replays + conflicts, n - 1);
 }
