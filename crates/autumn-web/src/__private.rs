@@ -75,7 +75,11 @@ pub fn run_main<F: Future>(main: F) -> F::Output {
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime.block_on(main),
+        Ok(runtime) => {
+            let out = runtime.block_on(main);
+            autumn_core::telemetry::flush_logs();
+            out
+        }
         Err(error) => {
             eprintln!("autumn: cannot start the tokio runtime: {error}");
             std::process::exit(1);

@@ -376,6 +376,71 @@ fn the_access_log_can_be_turned_off() {
 }
 
 #[test]
+fn autumn_plain_text_lines_name_the_request_as_a_span_would() {
+    // Autumn's own plain-text subscriber keeps the request's scope without a
+    // span and writes the access line without an event: the lines must read
+    // exactly as tracing's default format (with its span) writes them.
+    let captured = Captured::default();
+    let subscriber = autumn_web::telemetry::subscriber(
+        &autumn_web::config::LogConfig::default(),
+        captured.clone(),
+        false,
+    );
+    let sent = Some("plain-7c1e");
+    let answers = serve_logged(subscriber, "", &[sent, None]);
+    let (default, reference) = capturing(tracing::Level::INFO);
+    serve_logged(reference, "", &[sent]);
+
+    let untimed = |line: &str| {
+        line.split_once("Z ")
+            .map_or(line, |(_, rest)| rest)
+            .to_owned()
+    };
+    let ours: Vec<String> = captured.text().lines().map(untimed).collect();
+    let theirs: Vec<String> = default.text().lines().map(untimed).collect();
+    let first = |lines: &[String], needle: &str| {
+        lines
+            .iter()
+            .find(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("{needle:?} in {lines:#?}"))
+            .clone()
+    };
+    assert_eq!(
+        first(&ours, "inside the handler"),
+        " INFO request{request_id=plain-7c1e}: observability: inside the handler"
+    );
+    assert_eq!(
+        first(&ours, "inside the handler"),
+        first(&theirs, "inside the handler")
+    );
+    let access = |lines: &[String]| {
+        let line = first(lines, "autumn::access");
+        // The latency differs from run to run.
+        let (head, _) = line.split_once("ms ").expect("a latency");
+        head.rsplit_once(' ')
+            .expect("status then latency")
+            .0
+            .to_owned()
+    };
+    assert_eq!(access(&ours), " INFO autumn::access: POST /traced 201");
+    assert_eq!(access(&ours), access(&theirs));
+    // The second request's lines name its own id, and the scope ends with
+    // the request: nothing after it claims an id.
+    let second = &answers[1].0;
+    assert!(
+        ours.iter().any(|line| line.contains(&format!(
+            "request{{request_id={second}}}: observability: inside"
+        ))),
+        "{ours:#?}"
+    );
+    assert_eq!(
+        ours.iter().filter(|line| line.contains("request{")).count(),
+        2,
+        "only the handler's lines are inside a request: {ours:#?}"
+    );
+}
+
+#[test]
 fn the_json_format_writes_one_object_a_line_with_the_request_id() {
     let captured = Captured::default();
     let mut config = autumn_web::config::LogConfig::default();

@@ -21,6 +21,7 @@ impl AppBuilder {
         if let Err(error) = self.try_run().await {
             // Once, on standard error, where a failed start is looked for:
             // not again in the log, which may be the same terminal.
+            crate::telemetry::flush_logs();
             eprintln!("autumn: {error}");
             std::process::exit(1);
         }
@@ -142,6 +143,7 @@ async fn serve_launched(
         )
         .await;
         tracing::info!("autumn stopped");
+        crate::telemetry::flush_logs();
         return Ok(());
     };
     // One shutdown for both listeners: the app's signal stops the actuator too.
@@ -169,6 +171,7 @@ async fn serve_launched(
         ),
     );
     tracing::info!("autumn stopped");
+    crate::telemetry::flush_logs();
     Ok(())
 }
 

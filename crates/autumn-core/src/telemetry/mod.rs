@@ -1,12 +1,14 @@
 //! Logging: the subscriber `[log]` describes (or `RUST_LOG`), the request
 //! id and access log of every request, and the startup report.
 
+mod buffered;
 #[cfg(test)]
 mod captured;
 mod request_log;
 mod text;
 
-use std::io::IsTerminal as _;
+use std::io::{IsTerminal as _, Write as _};
+use std::sync::{Arc, OnceLock};
 
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::MakeWriter;
@@ -16,6 +18,7 @@ use tracing_subscriber::{EnvFilter, registry};
 
 use crate::config::{AutumnConfig, LogConfig, LogFormat};
 
+use buffered::{Buffered, BufferedWriter};
 pub(crate) use request_log::RequestLogLayer;
 pub use request_log::{REQUEST_ID_HEADER, RequestId};
 
@@ -32,11 +35,38 @@ pub fn init_tracing(level: &str) {
 /// standard output: `RUST_LOG` when set, else `log.level`; text (coloured
 /// only when standard output is a terminal and `NO_COLOR` is unset) or JSON
 /// lines by `log.format`. Does nothing if a subscriber is already installed.
+///
+/// Lines are written in batches, a few milliseconds apart (a warning or an
+/// error at once, with the lines before it); a program that ends the
+/// process itself calls [`flush_logs`] first.
 pub fn init_logging(config: &LogConfig) {
+    if tracing::dispatcher::has_been_set() {
+        return;
+    }
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
     let ansi = std::io::stdout().is_terminal() && !no_color;
+    let stdout = STDOUT.get_or_init(|| Buffered::start(std::io::stdout(), buffered::GATHER));
+    let writer = BufferedWriter(Arc::clone(stdout));
     let _already_installed =
-        tracing::subscriber::set_global_default(subscriber(config, std::io::stdout, ansi)).is_err();
+        tracing::subscriber::set_global_default(subscriber(config, writer, ansi)).is_err();
+}
+
+/// Standard output as [`init_logging`] writes to it, once installed.
+static STDOUT: OnceLock<Arc<Buffered<std::io::Stdout>>> = OnceLock::new();
+
+/// Writes the log lines still waiting for their batch. The server does
+/// this as it stops, and `#[autumn_web::main]` as `main` returns; call it
+/// before `std::process::exit`.
+///
+/// ```
+/// autumn_core::telemetry::init_logging(&autumn_core::config::LogConfig::default());
+/// tracing::info!("the last line");
+/// autumn_core::telemetry::flush_logs();
+/// ```
+pub fn flush_logs() {
+    if let Some(stdout) = STDOUT.get() {
+        stdout.flush();
+    }
 }
 
 /// The subscriber [`init_logging`] installs, writing to `writer`, with
@@ -110,6 +140,15 @@ where
     S: tracing::Subscriber + for<'s> LookupSpan<'s> + Send + Sync + 'static,
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
+    // Shared with the plain-text format, which writes the framework's own
+    // lines (the access log) to it directly.
+    let writer = Shared(Arc::new(writer));
+    let direct = {
+        let writer = Arc::clone(&writer.0);
+        text::Direct::new(move |line| {
+            let _ = writer.make_writer().write_all(line);
+        })
+    };
     let layer = tracing_subscriber::fmt::layer().with_writer(writer);
     match config.format {
         LogFormat::Json => Box::new(filtered.with(layer.json().with_current_span(true))),
@@ -120,10 +159,25 @@ where
             filtered.with(
                 layer
                     .with_ansi(false)
-                    .event_format(text::PlainText)
-                    .fmt_fields(text::PlainText),
+                    .event_format(text::PlainText::with_direct(direct))
+                    .fmt_fields(text::PlainText::default()),
             ),
         ),
+    }
+}
+
+/// A subscriber's writer, shared.
+struct Shared<W>(Arc<W>);
+
+impl<'a, W: MakeWriter<'a>> MakeWriter<'a> for Shared<W> {
+    type Writer = W::Writer;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.0.make_writer()
+    }
+
+    fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> Self::Writer {
+        self.0.make_writer_for(meta)
     }
 }
 

@@ -14,8 +14,6 @@ use http::request::Parts;
 use http::{HeaderName, HeaderValue, Method};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
-use tracing::Instrument as _;
-use tracing::instrument::Instrumented;
 
 use super::text;
 
@@ -182,9 +180,14 @@ where
         // Handlers and proxied calls see the id the response will carry.
         request.headers_mut().insert(REQUEST_ID, id.0.clone());
         let method = request.method().clone();
-        // The id alone: it ties each line to the access line, which has the
-        // method and path; every field here is formatted on every request.
-        let span = tracing::info_span!("request", request_id = %id);
+        // Autumn's own plain-text subscriber keeps the request's scope
+        // itself; any other gets a span. The id alone: it ties each line to
+        // the access line, which has the method and path; every field here
+        // is formatted on every request.
+        let scope = match text::PlainText::current_direct() {
+            Some(direct) => Scope::Direct(direct),
+            None => Scope::Span(tracing::info_span!("request", request_id = %id)),
+        };
         // The path only: a query string may carry what must not be logged.
         let logged = self.access_log.then(|| Logged {
             method,
@@ -194,8 +197,9 @@ where
         });
         request.extensions_mut().insert(id.clone());
         RequestLogFuture {
-            inner: self.inner.call(request).instrument(span),
-            id,
+            inner: self.inner.call(request),
+            scope,
+            id: Some(id),
             logged,
         }
     }
@@ -235,15 +239,23 @@ fn with_room_for_the_framework(extensions: &mut http::Extensions) {
 /// The access line's target.
 const ACCESS_TARGET: &str = "autumn::access";
 
-/// Logs the access line (when `autumn::access` is on), its fields
-/// preformatted for the plain-text format.
-fn log_access(method: &Method, path: &str, status: u16, latency: Millis, id: &RequestId) {
+/// Logs the access line (when `autumn::access` is on): written straight to
+/// Autumn's plain-text subscriber's writer, or as an event for any other.
+fn log_access(
+    scope: &Scope,
+    method: &Method,
+    path: &str,
+    status: u16,
+    latency: Millis,
+    id: &RequestId,
+) {
     if tracing::enabled!(target: ACCESS_TARGET, tracing::Level::INFO) {
-        text::with_preformatted(
-            ACCESS_TARGET,
-            |out| access_fields(out, method, path, status, latency, id),
-            || access_event(method, path, status, latency, id),
-        );
+        match scope {
+            Scope::Direct(direct) => direct.info(ACCESS_TARGET, |out| {
+                access_fields(out, method, path, status, latency, id);
+            }),
+            Scope::Span(_) => access_event(method, path, status, latency, id),
+        }
     }
 }
 
@@ -318,12 +330,24 @@ struct Logged {
     started: Instant,
 }
 
+/// Where the lines logged while a request is served get its id from.
+enum Scope {
+    /// Autumn's plain-text subscriber: the id is put where it looks while
+    /// the request is polled (a [`text::RequestScope`]), and the access
+    /// line is written to its writer directly.
+    Direct(text::Direct),
+    /// Any other subscriber: a `request` span, entered on each poll.
+    Span(tracing::Span),
+}
+
 pin_project! {
     /// The future of [`RequestLog`].
     pub(crate) struct RequestLogFuture<F> {
         #[pin]
-        inner: Instrumented<F>,
-        id: RequestId,
+        inner: F,
+        scope: Scope,
+        // Lent to the request's scope while it is polled.
+        id: Option<RequestId>,
         logged: Option<Logged>,
     }
 }
@@ -336,21 +360,38 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let mut response = match this.inner.poll(cx) {
+        let polled = match this.scope {
+            Scope::Span(span) => {
+                let _entered = span.enter();
+                this.inner.poll(cx)
+            }
+            Scope::Direct(_) => match this.id.take() {
+                Some(id) => {
+                    let scope = text::RequestScope::enter(id);
+                    let polled = this.inner.poll(cx);
+                    *this.id = scope.leave();
+                    polled
+                }
+                None => this.inner.poll(cx),
+            },
+        };
+        let mut response = match polled {
             Poll::Ready(Ok(response)) => response,
             other => return other,
         };
-        response.headers_mut().insert(REQUEST_ID, this.id.0.clone());
-        if let Some(Logged {
-            method,
-            uri,
-            started,
-        }) = this.logged.take()
-        {
-            let path = uri.path();
-            let status = response.status().as_u16();
-            let latency = Millis(started.elapsed());
-            log_access(&method, path, status, latency, this.id);
+        if let Some(id) = this.id.as_ref() {
+            response.headers_mut().insert(REQUEST_ID, id.0.clone());
+            if let Some(Logged {
+                method,
+                uri,
+                started,
+            }) = this.logged.take()
+            {
+                let path = uri.path();
+                let status = response.status().as_u16();
+                let latency = Millis(started.elapsed());
+                log_access(this.scope, &method, path, status, latency, id);
+            }
         }
         Poll::Ready(Ok(response))
     }
@@ -429,8 +470,17 @@ mod tests {
         super::super::captured::untimed(&line).to_owned()
     }
 
+    /// The access line as Autumn's plain-text subscriber gets it: written
+    /// directly, not dispatched.
+    fn written_directly(method: &Method, path: &str, status: u16, latency: Millis, id: &RequestId) {
+        let Some(direct) = text::PlainText::current_direct() else {
+            panic!("Autumn's plain-text subscriber offers its writer");
+        };
+        log_access(&Scope::Direct(direct), method, path, status, latency, id);
+    }
+
     #[test]
-    fn the_preformatted_access_line_is_the_line_the_event_gives() {
+    fn the_directly_written_access_line_is_the_line_the_event_gives() {
         let id = RequestId::from_header(&HeaderValue::from_static("abc123")).expect("valid");
         for (method, path, status, micros) in [
             (Method::POST, "/orders", 201, 412),
@@ -443,14 +493,14 @@ mod tests {
             ),
         ] {
             let latency = Millis(std::time::Duration::from_micros(micros));
-            let fast = plain_line(|| log_access(&method, path, status, latency, &id));
+            let fast = plain_line(|| written_directly(&method, path, status, latency, &id));
             let generic = plain_line(|| access_event(&method, path, status, latency, &id));
             assert_eq!(fast, generic);
             assert!(fast.starts_with(" INFO autumn::access: "), "{fast}");
         }
         let latency = Millis(std::time::Duration::from_micros(412));
         assert_eq!(
-            plain_line(|| log_access(&Method::POST, "/orders", 201, latency, &id)),
+            plain_line(|| written_directly(&Method::POST, "/orders", 201, latency, &id)),
             " INFO autumn::access: POST /orders 201 0.412ms method=POST path=/orders status=201 latency_ms=0.412 request_id=abc123\n"
         );
     }

@@ -12,6 +12,7 @@
 
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tracing::field::{Field, Visit};
@@ -21,9 +22,113 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
 
+use super::RequestId;
+
 /// Formats events (and, as [`FormatFields`], span fields) as plain text.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct PlainText;
+///
+/// Made by [`formatted`](super::formatted) with the subscriber's writer, it
+/// also lets the framework write its own lines to that writer without a
+/// `tracing` event (see [`Direct`]).
+#[derive(Clone, Default)]
+pub(crate) struct PlainText {
+    direct: Option<Direct>,
+}
+
+impl PlainText {
+    /// The format, with `direct` for the framework's own lines.
+    pub(crate) fn with_direct(direct: Direct) -> Self {
+        Self {
+            direct: Some(direct),
+        }
+    }
+
+    /// Where the framework may write its own lines, when the current
+    /// subscriber is Autumn's plain-text one: the same writer, the same
+    /// layout, with no event dispatched, no span kept in the registry and
+    /// no field visited.
+    pub(crate) fn current_direct() -> Option<Direct> {
+        tracing::dispatcher::get_default(|dispatch| {
+            dispatch
+                .downcast_ref::<Self>()
+                .and_then(|plain| plain.direct.clone())
+        })
+    }
+}
+
+/// Writes a whole line to the writer of Autumn's plain-text subscriber.
+#[derive(Clone)]
+pub(crate) struct Direct(Arc<WriteLine>);
+
+type WriteLine = dyn Fn(&[u8]) + Send + Sync;
+
+impl Direct {
+    pub(crate) fn new(write: impl Fn(&[u8]) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(write))
+    }
+
+    /// Writes the line an `INFO` event of `target` would give, its fields
+    /// (already written as [`Fields`] would write them) put in by `fields`,
+    /// outside any span.
+    pub(crate) fn info(&self, target: &str, fields: impl FnOnce(&mut String)) {
+        thread_local! {
+            static LINE: RefCell<String> = const { RefCell::new(String::new()) };
+        }
+        LINE.with(|line| {
+            let Ok(mut line) = line.try_borrow_mut() else {
+                return;
+            };
+            line.clear();
+            if write_timestamp(&mut *line, SystemTime::now()).is_err() {
+                return;
+            }
+            line.push_str("  INFO ");
+            line.push_str(target);
+            line.push_str(": ");
+            fields(&mut line);
+            line.push('\n');
+            (self.0)(line.as_bytes());
+        });
+    }
+}
+
+thread_local! {
+    /// The request being polled on this thread, when its scope is kept
+    /// here rather than in a `tracing` span (see [`RequestScope`]).
+    static REQUEST: RefCell<Option<RequestId>> = const { RefCell::new(None) };
+}
+
+/// A request's `request{request_id=...}` scope for Autumn's plain-text
+/// subscriber: the request id is put where [`PlainText`] finds it while the
+/// request is polled, and every line logged meanwhile is written as if
+/// inside a `request` span. A span would cost a registry entry, a formatted
+/// field and an enter and exit per poll.
+pub(crate) struct RequestScope {
+    /// The scope entered over, until it is restored.
+    previous: Option<Option<RequestId>>,
+}
+
+impl RequestScope {
+    /// `id`'s scope, until [`leave`](Self::leave) (or a drop while
+    /// unwinding) restores the one before.
+    pub(crate) fn enter(id: RequestId) -> Self {
+        Self {
+            previous: Some(REQUEST.replace(Some(id))),
+        }
+    }
+
+    /// Leaves the scope, giving back the id it was entered with.
+    pub(crate) fn leave(mut self) -> Option<RequestId> {
+        REQUEST.replace(self.previous.take().flatten())
+    }
+}
+
+impl Drop for RequestScope {
+    fn drop(&mut self) {
+        if let Some(previous) = self.previous.take() {
+            REQUEST.set(previous);
+        }
+    }
+}
 
 impl<S, N> FormatEvent<S, N> for PlainText
 where
@@ -45,8 +150,11 @@ where
             Level::WARN => "  WARN ",
             Level::ERROR => " ERROR ",
         })?;
+        let mut any = REQUEST.with(|current| match current.try_borrow().as_deref() {
+            Ok(Some(id)) => write!(writer, "request{{request_id={id}}}:").map(|()| true),
+            _ => Ok(false),
+        })?;
         if let Some(scope) = ctx.event_scope() {
-            let mut any = false;
             for span in scope.from_root() {
                 writer.write_str(span.name())?;
                 let extensions = span.extensions();
@@ -60,60 +168,15 @@ where
                 writer.write_char(':')?;
                 any = true;
             }
-            if any {
-                writer.write_char(' ')?;
-            }
+        }
+        if any {
+            writer.write_char(' ')?;
         }
         writer.write_str(metadata.target())?;
         writer.write_str(": ")?;
-        if !write_preformatted(&mut writer, metadata.target())? {
-            self.format_fields(writer.by_ref(), event)?;
-        }
+        self.format_fields(writer.by_ref(), event)?;
         writer.write_char('\n')
     }
-}
-
-thread_local! {
-    /// The fields of the event being dispatched on this thread, already
-    /// written as [`Fields`] would write them, with the target they are for.
-    static PREFORMATTED: RefCell<(&'static str, String)> = const { RefCell::new(("", String::new())) };
-}
-
-/// Dispatches an event of `target` (in `dispatch`) whose fields `write`
-/// renders exactly as [`Fields`] would from the event: [`PlainText`]
-/// then writes that text instead of visiting each field through
-/// `fmt::Debug`, which on the access line cost more than the rest of the
-/// line. Other formats (JSON, colours) see the event's fields as usual.
-pub(crate) fn with_preformatted<R>(
-    target: &'static str,
-    write: impl FnOnce(&mut String),
-    dispatch: impl FnOnce() -> R,
-) -> R {
-    PREFORMATTED.with(|cell| {
-        if let Ok(mut cell) = cell.try_borrow_mut() {
-            cell.1.clear();
-            write(&mut cell.1);
-            cell.0 = target;
-        }
-    });
-    let result = dispatch();
-    PREFORMATTED.with(|cell| {
-        if let Ok(mut cell) = cell.try_borrow_mut() {
-            cell.0 = "";
-        }
-    });
-    result
-}
-
-/// Writes the preformatted fields when they are for `target`; whether it
-/// did.
-fn write_preformatted(writer: &mut Writer<'_>, target: &str) -> Result<bool, fmt::Error> {
-    PREFORMATTED.with(|cell| match cell.try_borrow() {
-        Ok(cell) if !cell.0.is_empty() && cell.0 == target => {
-            writer.write_str(&cell.1).map(|()| true)
-        }
-        _ => Ok(false),
-    })
 }
 
 impl<'writer> FormatFields<'writer> for PlainText {
@@ -334,8 +397,8 @@ mod tests {
         let subscriber = tracing_subscriber::fmt()
             .with_ansi(false)
             .with_max_level(Level::TRACE)
-            .event_format(PlainText)
-            .fmt_fields(PlainText)
+            .event_format(PlainText::default())
+            .fmt_fields(PlainText::default())
             .with_writer(move || writer.clone())
             .finish();
         tracing::subscriber::with_default(subscriber, &emit);
