@@ -40,17 +40,40 @@ impl<S: std::fmt::Debug> std::fmt::Debug for ErrorPages<S> {
 pub(super) struct Asked {
     /// The request's `Accept`: parsed only when there is an error to
     /// answer, so a successful request pays nothing for it.
-    /// Every `Accept` value (rarely more than one; an empty `Vec` does not
-    /// allocate).
-    accept: Vec<HeaderValue>,
+    accept: Accept,
     method: Method,
     uri: http::Uri,
+}
+
+/// Every `Accept` value of a request: almost always one or none, kept
+/// without an allocation; the rare several in a `Vec`.
+enum Accept {
+    One(Option<HeaderValue>),
+    Several(Vec<HeaderValue>),
+}
+
+impl Accept {
+    /// Clones that share the request's bytes: no copy.
+    fn of(headers: &HeaderMap) -> Self {
+        let mut values = headers.get_all(header::ACCEPT).iter();
+        match (values.next(), values.next()) {
+            (first, None) => Self::One(first.cloned()),
+            _ => Self::Several(headers.get_all(header::ACCEPT).iter().cloned().collect()),
+        }
+    }
+
+    fn values(&self) -> &[HeaderValue] {
+        match self {
+            Self::One(one) => one.as_slice(),
+            Self::Several(several) => several,
+        }
+    }
 }
 
 impl Asked {
     fn html(&self) -> bool {
         let mut headers = HeaderMap::new();
-        for accept in &self.accept {
+        for accept in self.accept.values() {
             headers.append(header::ACCEPT, accept.clone());
         }
         prefers_html(&headers)
@@ -76,12 +99,7 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         // Clones that share the request's bytes: no copy per request.
         let asked = Asked {
-            accept: request
-                .headers()
-                .get_all(header::ACCEPT)
-                .iter()
-                .cloned()
-                .collect(),
+            accept: Accept::of(request.headers()),
             method: request.method().clone(),
             uri: request.uri().clone(),
         };
@@ -207,5 +225,32 @@ fn vary_on_accept(headers: &mut HeaderMap) {
         .any(|name| name.trim() == "*" || name.trim().eq_ignore_ascii_case("accept"));
     if !varies {
         headers.append(header::VARY, HeaderValue::from_static("accept"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(accepts: &[&'static str]) -> Asked {
+        let mut headers = HeaderMap::new();
+        for accept in accepts {
+            headers.append(header::ACCEPT, HeaderValue::from_static(accept));
+        }
+        Asked {
+            accept: Accept::of(&headers),
+            method: Method::GET,
+            uri: http::Uri::from_static("/"),
+        }
+    }
+
+    #[test]
+    fn every_accept_value_counts_however_many_were_sent() {
+        assert!(!asked(&[]).html());
+        assert!(asked(&["text/html"]).html());
+        assert!(!asked(&["application/json"]).html());
+        // A browser's preference in a second header is not lost.
+        assert!(asked(&["image/webp", "text/html"]).html());
+        assert_eq!(asked(&["a/b", "c/d", "e/f"]).accept.values().len(), 3);
     }
 }

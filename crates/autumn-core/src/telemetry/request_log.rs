@@ -81,9 +81,12 @@ impl RequestId {
         let mut bytes = [0u8; 16];
         bytes[..8].copy_from_slice(&high.to_be_bytes());
         bytes[8..].copy_from_slice(&mix(n ^ low).to_be_bytes());
-        let hex = hex(&bytes);
+        // One allocation, shared by every clone (the request's header, the
+        // response's, the extension); copied bytes would be allocated
+        // again on the first clone.
+        let hex = bytes::Bytes::from_owner(hex(&bytes));
         // Hex digits are always a valid header value.
-        Self(HeaderValue::from_bytes(&hex).unwrap_or(HeaderValue::from_static("0")))
+        Self(HeaderValue::from_maybe_shared(hex).unwrap_or(HeaderValue::from_static("0")))
     }
 }
 
@@ -287,20 +290,24 @@ fn access_fields(
     let status = decimal(u64::from(status), &mut digits);
     let latency = latency.as_text();
     let latency = latency.as_str();
-    {
-        // The message is escaped as every message is; a path holds no
-        // control characters, so this is a scan that finds none.
-        let mut message = text::Escaping(&mut *out);
-        for part in [method.as_str(), " ", path, " ", status, " ", latency, "ms"] {
-            let _ = fmt::Write::write_str(&mut message, part);
-        }
+    let method = method.as_str();
+    let id = id.as_str();
+    out.reserve(2 * (method.len() + path.len() + status.len() + latency.len()) + id.len() + 64);
+    // The message is escaped as every message is. Only the path can hold
+    // what a terminal acts on (bytes from U+0080 up); a method is a token,
+    // and the rest are digits.
+    out.push_str(method);
+    out.push(' ');
+    let _ = fmt::Write::write_str(&mut text::Escaping(&mut *out), path);
+    for part in [" ", status, " ", latency, "ms"] {
+        out.push_str(part);
     }
     for (name, value) in [
-        (" method=", method.as_str()),
+        (" method=", method),
         (" path=", path),
         (" status=", status),
         (" latency_ms=", latency),
-        (" request_id=", id.as_str()),
+        (" request_id=", id),
     ] {
         out.push_str(name);
         out.push_str(value);
