@@ -71,19 +71,27 @@ pub fn run_main<F: Future>(main: F) -> F::Output {
     // it only means logging starts at the default level.
     let log = AutumnConfig::load().map(|c| c.log).unwrap_or_default();
     autumn_core::telemetry::init_logging(&log);
+    // Lines still waiting for their batch are written as `main` returns,
+    // or unwinds.
+    let _flush = FlushLogsOnDrop;
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(runtime) => {
-            let out = runtime.block_on(main);
-            autumn_core::telemetry::flush_logs();
-            out
-        }
+        Ok(runtime) => runtime.block_on(main),
         Err(error) => {
             eprintln!("autumn: cannot start the tokio runtime: {error}");
             std::process::exit(1);
         }
+    }
+}
+
+/// Writes the log lines still waiting when dropped.
+struct FlushLogsOnDrop;
+
+impl Drop for FlushLogsOnDrop {
+    fn drop(&mut self) {
+        autumn_core::telemetry::flush_logs();
     }
 }
 

@@ -114,6 +114,8 @@ impl AppBuilder {
         };
         launched.startup.check().await?;
         let outcome = command.run(&*store).await.map_err(LaunchError::KeyAdmin)?;
+        // The log lines before it first: the outcome is the last line out.
+        crate::telemetry::flush_logs();
         println!("{outcome}");
         Ok(())
     }
