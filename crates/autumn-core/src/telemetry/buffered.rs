@@ -10,6 +10,7 @@
 //! the server calls it as it stops.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -31,6 +32,9 @@ pub(crate) struct Buffered<W> {
     /// Signalled when the first line joins an empty batch.
     arrived: Condvar,
     gather: Duration,
+    /// Whether the writer thread runs; without it every line is written as
+    /// it comes.
+    batching: AtomicBool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -46,14 +50,16 @@ impl<W: Write + Send + 'static> Buffered<W> {
             waiting: Mutex::new(Vec::with_capacity(LIMIT)),
             arrived: Condvar::new(),
             gather,
+            batching: AtomicBool::new(true),
         });
         let writer = Arc::clone(&buffered);
         let spawned = std::thread::Builder::new()
             .name("autumn-log".to_owned())
             .spawn(move || writer.write_batches());
         if spawned.is_err() {
-            // No thread: every line is written as it comes.
-            lock(&buffered.waiting).shrink_to(0);
+            buffered
+                .batching
+                .store(false, Ordering::Relaxed);
         }
         buffered
     }
@@ -77,13 +83,13 @@ impl<W: Write + Send + 'static> Buffered<W> {
 
     /// Adds `line`; writes it, and all before it, at once when `urgent`.
     fn add(&self, line: &[u8], urgent: bool) {
-        if urgent {
+        if urgent || !self.batching.load(Ordering::Relaxed) {
             self.write_with(line);
             return;
         }
         let mut waiting = lock(&self.waiting);
         let first = waiting.is_empty();
-        if waiting.capacity() == 0 || waiting.len() + line.len() > LIMIT {
+        if waiting.len() + line.len() > LIMIT {
             drop(waiting);
             self.write_with(line);
             return;
