@@ -314,10 +314,14 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
                 }
                 _ => None,
             };
-            if outcome.failures > 0 {
+            if outcome.failures.total() > 0 {
                 return Err(format!(
-                    "{} (round {round}): {} of {} requests failed or were not 2xx/3xx; not a measurement",
-                    row.name, outcome.failures, outcome.requests
+                    "{} (round {round}): {} of {} requests failed ({}); not a measurement\n{}",
+                    row.name,
+                    outcome.failures.total(),
+                    outcome.requests,
+                    outcome.failures,
+                    server.trouble()
                 ));
             }
             let per = u32::try_from(outcome.requests.max(1)).unwrap_or(u32::MAX);

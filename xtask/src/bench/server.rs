@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -16,12 +16,15 @@ pub(crate) struct Server {
     pub(crate) name: &'static str,
     pub(crate) addr: SocketAddr,
     child: Child,
+    /// Where its standard output (its log) goes, removed on drop.
+    log: PathBuf,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = fs::remove_file(&self.log);
     }
 }
 
@@ -35,6 +38,9 @@ impl Server {
         core: Option<usize>,
     ) -> Result<Self, String> {
         let port = free_port()?;
+        let log = std::env::temp_dir().join(format!("autumn-bench-{port}.log"));
+        let log_file =
+            fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let mut command = match core {
             Some(core) => {
                 let mut taskset = Command::new("taskset");
@@ -48,10 +54,10 @@ impl Server {
             .env("AUTUMN_SERVER__HOST", "127.0.0.1")
             .env("AUTUMN_SERVER__PORT", port.to_string())
             .stdin(Stdio::null())
-            // The access log is written, as in production, but nobody
-            // reads it: a pipe the bench drained would cost the bench's
-            // core.
-            .stdout(Stdio::null())
+            // The access log is written, as in production, to a file
+            // nobody reads unless a run fails: a pipe the bench drained
+            // would cost the bench's core.
+            .stdout(log_file)
             .stderr(Stdio::piped());
         for (key, value) in env {
             command.env(key, value);
@@ -63,6 +69,7 @@ impl Server {
             name,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             child,
+            log,
         };
         server.wait_until_accepting()?;
         Ok(server)
@@ -91,10 +98,33 @@ impl Server {
         ))
     }
 
+    /// What a failed run needs explained: the first few warnings, errors
+    /// and access lines with a status of 400 or more in the server's log.
+    pub(crate) fn trouble(&self) -> String {
+        let log = fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().filter(|line| troubling(line)).take(8).collect();
+        if lines.is_empty() {
+            format!("{} logged no warning, error or failed request", self.name)
+        } else {
+            format!("{} logged:\n  {}", self.name, lines.join("\n  "))
+        }
+    }
+
     /// CPU time the process has used so far (user + system).
     pub(crate) fn cpu(&self) -> Result<Duration, String> {
         cpu_of(self.child.id())
     }
+}
+
+/// A warning, an error, or an access line with a status of 400 or more.
+fn troubling(line: &str) -> bool {
+    line.contains(" WARN ")
+        || line.contains(" ERROR ")
+        || line
+            .split_once(" status=")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .and_then(|status| status.parse::<u16>().ok())
+            .is_some_and(|status| status >= 400)
 }
 
 /// A port nothing listens on right now.
@@ -129,6 +159,27 @@ fn ticks_in(stat: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trouble_is_a_warning_an_error_or_a_failed_request() {
+        let access = |status: u16| {
+            format!(
+                "2026-12-01T00:00:00.000001Z  INFO autumn::access: POST /orders {status} 0.100ms method=POST path=/orders status={status} latency_ms=0.100 request_id=ab"
+            )
+        };
+        assert!(!troubling(&access(201)));
+        assert!(!troubling(&access(399)));
+        assert!(troubling(&access(503)));
+        assert!(troubling(
+            "2026-12-01T00:00:00.000001Z  WARN autumn_idempotency: slow"
+        ));
+        assert!(troubling(
+            "2026-12-01T00:00:00.000001Z ERROR autumn_core: broken"
+        ));
+        assert!(!troubling(
+            "2026-12-01T00:00:00.000001Z  INFO autumn_core: status=fine"
+        ));
+    }
 
     #[test]
     fn cpu_ticks_are_utime_plus_stime_even_with_odd_names() {

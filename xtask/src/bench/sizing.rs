@@ -221,10 +221,14 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
                 if round == 0 {
                     continue;
                 }
-                if outcome.failures > 0 {
+                if outcome.failures.total() > 0 {
                     return Err(format!(
-                        "{} {row} (round {round}): {} of {} requests failed or were not 2xx/3xx; not a measurement",
-                        store.name, outcome.failures, outcome.requests
+                        "{} {row} (round {round}): {} of {} requests failed ({}); not a measurement\n{}",
+                        store.name,
+                        outcome.failures.total(),
+                        outcome.requests,
+                        outcome.failures,
+                        store.server.trouble()
                     ));
                 }
                 let cpu = store.server.cpu()?.saturating_sub(cpu_before);

@@ -37,7 +37,44 @@ pub(crate) struct Outcome {
     pub(crate) per_second: f64,
     /// Responses outside 2xx/3xx, and connect/read/write/timeout errors:
     /// a run with any is not a measurement.
-    pub(crate) failures: u64,
+    pub(crate) failures: Failures,
+}
+
+/// What failed in a run, by kind, as wrk counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Failures {
+    pub(crate) connect: u64,
+    pub(crate) read: u64,
+    pub(crate) write: u64,
+    /// No response within wrk's 2 s.
+    pub(crate) timeout: u64,
+    /// Answered outside 2xx/3xx.
+    pub(crate) status: u64,
+}
+
+impl Failures {
+    pub(crate) fn total(&self) -> u64 {
+        self.connect + self.read + self.write + self.timeout + self.status
+    }
+}
+
+impl std::fmt::Display for Failures {
+    /// `read 2, timeout 1, not 2xx/3xx 7`: the kinds that occurred.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kinds = [
+            ("connect", self.connect),
+            ("read", self.read),
+            ("write", self.write),
+            ("timeout", self.timeout),
+            ("not 2xx/3xx", self.status),
+        ];
+        let mut first = true;
+        for (kind, count) in kinds.into_iter().filter(|(_, count)| *count > 0) {
+            write!(f, "{}{kind} {count}", if first { "" } else { ", " })?;
+            first = false;
+        }
+        Ok(())
+    }
 }
 
 /// The Lua script for `load`.
@@ -122,17 +159,23 @@ pub(crate) fn run(load: &Load<'_>, script_path: &Path, fixed_key: &str) -> Resul
 pub(crate) fn parse(report: &str) -> Option<Outcome> {
     let mut requests = None;
     let mut per_second = None;
-    let mut failures = 0;
+    let mut failures = Failures::default();
     for line in report.lines().map(str::trim) {
         if let Some(rest) = line.strip_prefix("Requests/sec:") {
             per_second = rest.trim().parse().ok();
         } else if let Some(rest) = line.strip_prefix("Non-2xx or 3xx responses:") {
-            failures += rest.trim().parse::<u64>().ok()?;
+            failures.status = rest.trim().parse::<u64>().ok()?;
         } else if let Some(rest) = line.strip_prefix("Socket errors:") {
             // "connect 0, read 0, write 0, timeout 0"
             for part in rest.split(',') {
-                let count = part.split_whitespace().nth(1)?;
-                failures += count.parse::<u64>().ok()?;
+                let mut words = part.split_whitespace();
+                let (kind, count) = (words.next()?, words.next()?.parse::<u64>().ok()?);
+                match kind {
+                    "connect" => failures.connect = count,
+                    "read" => failures.read = count,
+                    "write" => failures.write = count,
+                    _ => failures.timeout += count,
+                }
             }
         } else if line.contains(" requests in ") {
             requests = line.split_whitespace().next()?.parse().ok();
@@ -166,7 +209,11 @@ Transfer/sec:     30.00MB
         let outcome = parse(REPORT).expect("a full report");
         assert_eq!(outcome.requests, 1_200_345);
         assert!((outcome.per_second - 120_034.5).abs() < 1e-6);
-        assert_eq!(outcome.failures, 10);
+        assert_eq!(outcome.failures.total(), 10);
+        assert_eq!(
+            outcome.failures.to_string(),
+            "read 2, timeout 1, not 2xx/3xx 7"
+        );
     }
 
     #[test]
@@ -176,7 +223,7 @@ Transfer/sec:     30.00MB
             .filter(|l| !l.contains("errors") && !l.contains("Non-2xx"))
             .map(|l| format!("{l}\n"))
             .collect();
-        assert_eq!(parse(&clean).map(|o| o.failures), Some(0));
+        assert_eq!(parse(&clean).map(|o| o.failures.total()), Some(0));
     }
 
     #[test]

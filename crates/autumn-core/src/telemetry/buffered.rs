@@ -57,9 +57,7 @@ impl<W: Write + Send + 'static> Buffered<W> {
             .name("autumn-log".to_owned())
             .spawn(move || writer.write_batches());
         if spawned.is_err() {
-            buffered
-                .batching
-                .store(false, Ordering::Relaxed);
+            buffered.batching.store(false, Ordering::Relaxed);
         }
         buffered
     }
