@@ -54,7 +54,7 @@ impl RequestId {
 
     /// The id the request came with, when it is one worth keeping: 1 to 128
     /// visible ASCII characters (anything else could forge log lines).
-    fn from_header(value: &HeaderValue) -> Option<Self> {
+    pub(super) fn from_header(value: &HeaderValue) -> Option<Self> {
         let bytes = value.as_bytes();
         ((1..=128).contains(&bytes.len()) && bytes.iter().all(|b| (0x21..=0x7e).contains(b)))
             .then(|| Self(value.clone()))

@@ -112,22 +112,38 @@ impl RequestScope {
     /// unwinding) restores the one before.
     pub(crate) fn enter(id: RequestId) -> Self {
         Self {
-            previous: Some(REQUEST.replace(Some(id))),
+            previous: Some(swap(Some(id))),
         }
     }
 
     /// Leaves the scope, giving back the id it was entered with.
     pub(crate) fn leave(mut self) -> Option<RequestId> {
-        REQUEST.replace(self.previous.take().flatten())
+        swap(self.previous.take().flatten())
     }
 }
 
 impl Drop for RequestScope {
     fn drop(&mut self) {
         if let Some(previous) = self.previous.take() {
-            REQUEST.set(previous);
+            swap(previous);
         }
     }
+}
+
+/// Puts `id` in [`REQUEST`], returning what was there. Never panics: a
+/// thread tearing down its locals (or a line being formatted, which no
+/// request polls into) leaves it as it is.
+fn swap(id: Option<RequestId>) -> Option<RequestId> {
+    REQUEST
+        .try_with(|current| {
+            current
+                .try_borrow_mut()
+                .map(|mut current| std::mem::replace(&mut *current, id))
+                .ok()
+                .flatten()
+        })
+        .ok()
+        .flatten()
 }
 
 impl<S, N> FormatEvent<S, N> for PlainText
@@ -343,6 +359,34 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    fn current() -> Option<String> {
+        REQUEST.with(|current| current.borrow().as_ref().map(ToString::to_string))
+    }
+
+    #[test]
+    fn a_request_scope_restores_the_one_it_entered_over() {
+        let id = |text: &'static str| {
+            RequestId::from_header(&http::HeaderValue::from_static(text)).expect("a valid id")
+        };
+        assert_eq!(current(), None);
+        let outer = RequestScope::enter(id("outer"));
+        let inner = RequestScope::enter(id("inner"));
+        assert_eq!(current().as_deref(), Some("inner"));
+        assert_eq!(
+            inner.leave().map(|id| id.to_string()).as_deref(),
+            Some("inner")
+        );
+        assert_eq!(current().as_deref(), Some("outer"));
+        // Dropped without leaving (a panic unwinding through the poll).
+        drop(RequestScope::enter(id("unwound")));
+        assert_eq!(current().as_deref(), Some("outer"));
+        assert_eq!(
+            outer.leave().map(|id| id.to_string()).as_deref(),
+            Some("outer")
+        );
+        assert_eq!(current(), None);
+    }
 
     #[test]
     fn dates_match_the_calendar() {
