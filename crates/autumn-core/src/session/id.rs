@@ -34,7 +34,8 @@ impl SessionId {
         let mut text = [0u8; 40];
         // 40 hex digits for 20 bytes: always fits.
         let _fits = hex::encode_to_slice(bytes, &mut text).is_ok();
-        Self(String::from_utf8_lossy(&text).into_owned())
+        // Hex digits are ASCII: this never falls back.
+        Self(String::from_utf8(text.to_vec()).unwrap_or_default())
     }
 
     /// The id a cookie value names, when it can be one.

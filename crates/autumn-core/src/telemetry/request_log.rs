@@ -286,8 +286,8 @@ fn access_fields(
     latency: Millis,
     id: &RequestId,
 ) {
-    let mut digits = [0_u8; 20];
-    let status = decimal(u64::from(status), &mut digits);
+    let mut digits = itoa::Buffer::new();
+    let status = digits.format(status);
     let latency = latency.as_text();
     let latency = latency.as_str();
     let method = method.as_str();
@@ -312,21 +312,6 @@ fn access_fields(
         out.push_str(name);
         out.push_str(value);
     }
-}
-
-/// `n` in decimal, in `digits`.
-fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &str {
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        // A digit: `n % 10` is below 10.
-        digits[at] = b'0' + u8::try_from(n % 10).unwrap_or(0);
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    std::str::from_utf8(&digits[at..]).unwrap_or("0")
 }
 
 /// What the access log line needs once the response is ready.
@@ -418,8 +403,8 @@ impl Millis {
             bytes: [0; 24],
             len: 0,
         };
-        let mut digits = [0_u8; 20];
-        let whole = decimal(micros / 1000, &mut digits).as_bytes();
+        let mut digits = itoa::Buffer::new();
+        let whole = digits.format(micros / 1000).as_bytes();
         text.bytes[..whole.len()].copy_from_slice(whole);
         let fraction = micros % 1000;
         let mut at = whole.len();
