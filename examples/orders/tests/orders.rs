@@ -413,3 +413,72 @@ async fn the_binary_inspects_and_evicts_a_key_of_a_running_replica() {
         assert_ne!(again, first);
     }
 }
+
+#[tokio::test]
+async fn a_stopped_server_has_written_every_log_line_before_it_exits() {
+    use std::io::{BufRead as _, BufReader};
+    // Log lines are written in batches; a server stopped by SIGTERM writes
+    // the waiting ones (the access line, the shutdown lines) before the
+    // process ends, however soon after the last one it does.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_orders"))
+        .env("AUTUMN_SERVER__PORT", "0")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the orders binary starts");
+    let stdout = child.stdout.take().expect("its standard output");
+    let (url_sent, url) = tokio::sync::oneshot::channel();
+    let reader = std::thread::spawn(move || {
+        let mut url_sent = Some(url_sent);
+        let mut lines = Vec::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(at) = line.find("listening on http://")
+                && let Some(sender) = url_sent.take()
+            {
+                let url = line[at + "listening on ".len()..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                let _ = sender.send(url);
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    let base = tokio::time::timeout(std::time::Duration::from_secs(30), url)
+        .await
+        .expect("the server starts within 30 s")
+        .expect("it logs its address");
+    let (status, _) = http(
+        "POST",
+        &format!("{base}/orders"),
+        Some("flush-1"),
+        r#"{"item":"widget","qty":2}"#,
+    )
+    .await;
+    assert_eq!(status, 201);
+
+    let terminated = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(terminated.success());
+    let exited = child.wait().expect("the server exits");
+    assert!(exited.success(), "{exited}");
+    let lines = reader.join().expect("the log was read");
+    let log = lines.join("\n");
+    assert!(
+        log.contains("autumn::access: POST /orders 201"),
+        "the request's access line: {log}"
+    );
+    assert!(
+        lines
+            .last()
+            .is_some_and(|line| line.ends_with("autumn stopped")),
+        "the last line logged is the last line written: {log}"
+    );
+}
