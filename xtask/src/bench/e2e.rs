@@ -229,7 +229,7 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
     let (server_core, load_core) = super::pinned_cores();
     let run_id = super::run_id("b");
     let common = |backend: &str| {
-        let mut env = super::autumn_env(&run_id, backend);
+        let mut env = super::autumn_env(&run_id, backend, settings);
         env.push(("AUTUMN_IDEMPOTENCY__REDIS__URL", REDIS_URL.to_owned()));
         env
     };
@@ -487,6 +487,23 @@ fn spread(values: &[f64]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_recorded_key_outlives_every_round_of_a_run() {
+        for rounds in [1, 3, 5, 20] {
+            let settings = Settings {
+                rounds,
+                ..Settings::default()
+            };
+            // Every row of every round (and the warm-up), as long as a
+            // measured round's rows run.
+            let run = u64::from(rounds + 1) * ROWS.len() as u64 * u64::from(settings.seconds);
+            assert!(
+                super::super::record_ttl_secs(&settings) > run,
+                "{rounds} rounds"
+            );
+        }
+    }
 
     #[test]
     fn the_default_is_the_published_setup() {

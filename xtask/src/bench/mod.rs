@@ -64,10 +64,28 @@ fn run_id(prefix: &str) -> String {
     )
 }
 
+/// How long the records of a run live: longer than the run. The replay
+/// rows replay one key recorded at the start; once it expired, the next
+/// request ran the handler again and the other connections sending that key
+/// got 409 while it ran (a 5-round run failed so with a TTL of 600 s). A
+/// bound on the run: every round (and the warm-up) of at most 16 rows of
+/// `seconds` each, with 10 s of starting and priming per row, and ten
+/// minutes to spare; long enough, yet gone from a shared Redis soon after.
+fn record_ttl_secs(settings: &e2e::Settings) -> u64 {
+    let rows_per_round = 16;
+    let row = u64::from(settings.seconds) + 10;
+    (u64::from(settings.rounds) + 1) * rows_per_round * row + 600
+}
+
 /// The environment every autumn-orders run shares: the `prod` profile
 /// with the memory stores allowed, `backend` for the keys, records that
-/// outlive the run, and a Redis key prefix of the run's own.
-fn autumn_env(run_id: &str, backend: &str) -> Vec<(&'static str, String)> {
+/// outlive the run (see [`record_ttl_secs`]), and a Redis key prefix of the
+/// run's own.
+fn autumn_env(
+    run_id: &str,
+    backend: &str,
+    settings: &e2e::Settings,
+) -> Vec<(&'static str, String)> {
     vec![
         ("AUTUMN_PROFILE", "prod".to_owned()),
         ("AUTUMN_IDEMPOTENCY__BACKEND", backend.to_owned()),
@@ -79,7 +97,10 @@ fn autumn_env(run_id: &str, backend: &str) -> Vec<(&'static str, String)> {
             "AUTUMN_SESSION__ALLOW_MEMORY_IN_PRODUCTION",
             "true".to_owned(),
         ),
-        ("AUTUMN_IDEMPOTENCY__TTL_SECS", "600".to_owned()),
+        (
+            "AUTUMN_IDEMPOTENCY__TTL_SECS",
+            record_ttl_secs(settings).to_string(),
+        ),
         // Room for every first-time key of a run (3 rounds of 10 s at
         // 100k requests a second): a full store answers 503, which is right
         // for an app and no measurement for a bench.

@@ -105,7 +105,7 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
     let (server_core, load_core) = super::pinned_cores();
     let run_id = super::run_id("s");
     let env = |backend: &str, extra: &[(&'static str, String)]| {
-        let mut env = super::autumn_env(&run_id, backend);
+        let mut env = super::autumn_env(&run_id, backend, settings);
         env.extend_from_slice(extra);
         env
     };
