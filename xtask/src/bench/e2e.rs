@@ -303,6 +303,7 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
                 (Target::AutumnRedis, Some(pid)) => Some(cpu_of(pid)?),
                 _ => None,
             };
+            server.clear_log()?;
             let outcome = wrk::run(&load, &script, &fixed_key)?;
             if round == 0 {
                 continue;
@@ -314,15 +315,10 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
                 }
                 _ => None,
             };
-            if outcome.failures.total() > 0 {
-                return Err(format!(
-                    "{} (round {round}): {} of {} requests failed ({}); not a measurement\n{}",
-                    row.name,
-                    outcome.failures.total(),
-                    outcome.requests,
-                    outcome.failures,
-                    server.trouble()
-                ));
+            if let Some(refusal) = outcome.refusal(&format!("{} (round {round})", row.name), || {
+                server.trouble()
+            }) {
+                return Err(refusal);
             }
             let per = u32::try_from(outcome.requests.max(1)).unwrap_or(u32::MAX);
             println!(

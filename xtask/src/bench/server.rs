@@ -39,8 +39,14 @@ impl Server {
     ) -> Result<Self, String> {
         let port = free_port()?;
         let log = std::env::temp_dir().join(format!("autumn-bench-{port}.log"));
-        let log_file =
-            fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        // Appended to, so that emptying it between rows (see `clear_log`)
+        // does not leave the server writing at its old offset.
+        let log_file = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|file| file.set_len(0).map(|()| file))
+            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let mut command = match core {
             Some(core) => {
                 let mut taskset = Command::new("taskset");
@@ -55,7 +61,8 @@ impl Server {
             .env("AUTUMN_SERVER__PORT", port.to_string())
             .stdin(Stdio::null())
             // The access log is written, as in production, to a file
-            // nobody reads unless a run fails: a pipe the bench drained
+            // nobody reads unless a run fails, emptied before each row (a
+            // whole run would leave gigabytes): a pipe the bench drained
             // would cost the bench's core.
             .stdout(log_file)
             .stderr(Stdio::piped());
@@ -96,6 +103,15 @@ impl Server {
             self.addr,
             START_TIMEOUT.as_secs()
         ))
+    }
+
+    /// Empties the log, so that it holds the next row's lines only.
+    pub(crate) fn clear_log(&self) -> Result<(), String> {
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&self.log)
+            .and_then(|file| file.set_len(0))
+            .map_err(|e| format!("cannot empty {}: {e}", self.log.display()))
     }
 
     /// What a failed run needs explained: the first few warnings, errors

@@ -215,21 +215,19 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
                 };
                 let cpu_before = store.server.cpu()?;
                 let store_before = store.processes.snapshot();
+                store.server.clear_log()?;
                 let started = Instant::now();
                 let outcome = wrk::run(&load, &script, &store.fixed_key)?;
                 let wall = started.elapsed().as_secs_f64().max(f64::from(seconds));
                 if round == 0 {
                     continue;
                 }
-                if outcome.failures.total() > 0 {
-                    return Err(format!(
-                        "{} {row} (round {round}): {} of {} requests failed ({}); not a measurement\n{}",
-                        store.name,
-                        outcome.failures.total(),
-                        outcome.requests,
-                        outcome.failures,
+                if let Some(refusal) = outcome
+                    .refusal(&format!("{} {row} (round {round})", store.name), || {
                         store.server.trouble()
-                    ));
+                    })
+                {
+                    return Err(refusal);
                 }
                 let cpu = store.server.cpu()?.saturating_sub(cpu_before);
                 let store_share = match store.processes {

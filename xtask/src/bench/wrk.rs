@@ -58,6 +58,22 @@ impl Failures {
     }
 }
 
+impl Outcome {
+    /// Why the run of `what` is not a measurement, with the server's
+    /// `trouble` (see `Server::trouble`), when any request failed.
+    pub(crate) fn refusal(&self, what: &str, trouble: impl FnOnce() -> String) -> Option<String> {
+        (self.failures.total() > 0).then(|| {
+            format!(
+                "{what}: {} of {} requests failed ({}); not a measurement\n{}",
+                self.failures.total(),
+                self.requests,
+                self.failures,
+                trouble()
+            )
+        })
+    }
+}
+
 impl std::fmt::Display for Failures {
     /// `read 2, timeout 1, not 2xx/3xx 7`: the kinds that occurred.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -214,6 +230,23 @@ Transfer/sec:     30.00MB
             outcome.failures.to_string(),
             "read 2, timeout 1, not 2xx/3xx 7"
         );
+    }
+
+    #[test]
+    fn a_run_with_failures_is_refused_with_their_kinds_and_the_servers_log() {
+        let outcome = parse(REPORT).expect("a full report");
+        let refusal = outcome
+            .refusal("replay (round 5)", || "it logged: 409".to_owned())
+            .expect("refused");
+        assert_eq!(
+            refusal,
+            "replay (round 5): 10 of 1200345 requests failed (read 2, timeout 1, not 2xx/3xx 7); not a measurement\nit logged: 409"
+        );
+        let clean = Outcome {
+            failures: Failures::default(),
+            ..outcome
+        };
+        assert_eq!(clean.refusal("replay", || unreachable!("not asked")), None);
     }
 
     #[test]
