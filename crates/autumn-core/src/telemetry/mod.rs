@@ -140,29 +140,34 @@ where
     S: tracing::Subscriber + for<'s> LookupSpan<'s> + Send + Sync + 'static,
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    // Shared with the plain-text format, which writes the framework's own
-    // lines (the access log) to it directly.
-    let writer = Shared(Arc::new(writer));
-    let direct = {
-        let writer = Arc::clone(&writer.0);
-        text::Direct::new(move |line| {
-            let _ = writer.make_writer().write_all(line);
-        })
-    };
-    let layer = tracing_subscriber::fmt::layer().with_writer(writer);
+    let layer = tracing_subscriber::fmt::layer();
     match config.format {
-        LogFormat::Json => Box::new(filtered.with(layer.json().with_current_span(true))),
+        LogFormat::Json => {
+            Box::new(filtered.with(layer.with_writer(writer).json().with_current_span(true)))
+        }
         // A terminal gets the default format's colours; anything else the
         // same layout written without styling (one line per request).
-        _ if ansi => Box::new(filtered.with(layer.with_ansi(true))),
-        _ => Box::new(
-            filtered.with(
-                layer
-                    .with_ansi(false)
-                    .event_format(text::PlainText::with_direct(direct))
-                    .fmt_fields(text::PlainText::default()),
-            ),
-        ),
+        _ if ansi => Box::new(filtered.with(layer.with_writer(writer).with_ansi(true))),
+        _ => {
+            // Shared with the format, which writes the framework's own lines
+            // (the access log) to it directly.
+            let writer = Shared(Arc::new(writer));
+            let direct = {
+                let writer = Arc::clone(&writer.0);
+                text::Direct::new(move |line| {
+                    let _ = writer.make_writer().write_all(line);
+                })
+            };
+            Box::new(
+                filtered.with(
+                    layer
+                        .with_writer(writer)
+                        .with_ansi(false)
+                        .event_format(text::PlainText::with_direct(direct))
+                        .fmt_fields(text::PlainText::default()),
+                ),
+            )
+        }
     }
 }
 

@@ -81,13 +81,24 @@ impl Direct {
             if write_timestamp(&mut *line, SystemTime::now()).is_err() {
                 return;
             }
-            line.push_str("  INFO ");
+            line.push_str(level_label(Level::INFO));
             line.push_str(target);
             line.push_str(": ");
             fields(&mut line);
             line.push('\n');
             (self.0)(line.as_bytes());
         });
+    }
+}
+
+/// The level as a line shows it, padded to one width between spaces.
+fn level_label(level: Level) -> &'static str {
+    match level {
+        Level::TRACE => " TRACE ",
+        Level::DEBUG => " DEBUG ",
+        Level::INFO => "  INFO ",
+        Level::WARN => "  WARN ",
+        Level::ERROR => " ERROR ",
     }
 }
 
@@ -159,13 +170,7 @@ where
     ) -> fmt::Result {
         write_timestamp(&mut writer, SystemTime::now())?;
         let metadata = event.metadata();
-        writer.write_str(match *metadata.level() {
-            Level::TRACE => " TRACE ",
-            Level::DEBUG => " DEBUG ",
-            Level::INFO => "  INFO ",
-            Level::WARN => "  WARN ",
-            Level::ERROR => " ERROR ",
-        })?;
+        writer.write_str(level_label(*metadata.level()))?;
         let mut any = REQUEST.with(|current| match current.try_borrow().as_deref() {
             Ok(Some(id)) => write!(writer, "request{{request_id={id}}}:").map(|()| true),
             _ => Ok(false),
