@@ -20,7 +20,15 @@ async fn hello() -> &'static str {
     "hi"
 }
 
+/// Answers after longer than the keep-alive timeout the tests below set.
+#[get("/slow")]
+async fn slow() -> &'static str {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    "done"
+}
+
 const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: test\r\n\r\n";
+const GET_SLOW: &[u8] = b"GET /slow HTTP/1.1\r\nhost: test\r\n\r\n";
 
 /// A served app and the means to stop it.
 struct Server {
@@ -37,7 +45,7 @@ impl Server {
         let (stop, stopped) = oneshot::channel::<()>();
         let served = tokio::spawn(
             autumn_web::app()
-                .routes(routes![hello])
+                .routes(routes![hello, slow])
                 .with_config(config)
                 .serve(listener, async move {
                     let _ = stopped.await;
@@ -174,6 +182,48 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout() 
         .await
         .expect("an idle kept-alive connection is closed well within 5s");
     // Measured from when the client read the response, a little after the timer started.
+    assert!(
+        closed >= Duration::from_millis(100),
+        "closed after {closed:?}, before the keep-alive timeout"
+    );
+    server.stop().await;
+}
+
+/// A connection keeps one head timer and moves it for every request (see `HeadTimer`): a
+/// deadline left from an earlier head must neither close a busy connection nor cut off a slow
+/// request, and the timer must still fire once the connection idles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keep_alive_timeout_starts_again_after_every_response() {
+    let server = Server::start(
+        "[server.timeouts]\nheader_read_timeout_ms = 400\nkeep_alive_timeout_ms = 400\n",
+    )
+    .await;
+    let mut stream = server.connect().await;
+    // Six requests 200 ms apart: 1.2 s in all, each gap within the 400 ms timeout.
+    for round in 0..6 {
+        stream.write_all(GET).await.expect("send a request");
+        let response = read_response(&mut stream, Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|| panic!("request {round}: no response"));
+        assert!(
+            response.starts_with("HTTP/1.1 200"),
+            "request {round}: {response}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A handler slower than the keep-alive timeout is not cut off, and the
+    // connection serves the next request right after it.
+    for path in [GET_SLOW, GET] {
+        stream.write_all(path).await.expect("send a request");
+        let response = read_response(&mut stream, Duration::from_secs(5))
+            .await
+            .expect("a response on the same connection");
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    }
+    // Idle now: closed after the keep-alive timeout.
+    let closed = closed_within(&mut stream, Duration::from_secs(5))
+        .await
+        .expect("an idle kept-alive connection is closed well within 5s");
     assert!(
         closed >= Duration::from_millis(100),
         "closed after {closed:?}, before the keep-alive timeout"

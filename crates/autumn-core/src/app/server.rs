@@ -181,11 +181,10 @@ impl Limits {
     fn builder(&self) -> http1::Builder {
         let mut builder = http1::Builder::new();
         builder
-            .timer(HeadTimer {
-                first_head: AtomicBool::new(true),
-                header_read: self.header_read,
-                keep_alive: self.keep_alive.unwrap_or(self.header_read),
-            })
+            .timer(HeadTimer::new(
+                self.header_read,
+                self.keep_alive.unwrap_or(self.header_read),
+            ))
             .header_read_timeout(self.header_read)
             .keep_alive(self.keep_alive.is_some())
             .max_header_size(self.max_header_bytes);
@@ -198,13 +197,66 @@ impl Limits {
 /// connection is kept alive. So the first wait is the header-read timeout and every later one
 /// the keep-alive timeout (idle time plus reading that head), without a timer per request of
 /// our own. One per connection.
+///
+/// hyper asks for a new sleep for every head. Each would be registered with the runtime's
+/// timer wheel when first polled and taken out of it when dropped, both under the wheel's
+/// lock, on every request. Instead the connection keeps one runtime timer, and each head moves
+/// its deadline later: a deadline that only grows is one atomic update, and the wheel moves
+/// the entry only if it comes due (at most once per timeout, on a connection that stays open).
 struct HeadTimer {
     first_head: AtomicBool,
     header_read: Duration,
     keep_alive: Duration,
+    deadline: Arc<HeadDeadline>,
 }
 
+/// The connection's one timer, made on its first head.
+#[derive(Default)]
+struct HeadDeadline {
+    // Only the connection's own task touches it, so the lock is never contended.
+    sleep: Mutex<Option<Pin<Box<tokio::time::Sleep>>>>,
+}
+
+impl HeadDeadline {
+    /// Moves the timer to `deadline` (making it on the first call).
+    fn arm(&self, deadline: Instant) {
+        let deadline = tokio::time::Instant::from_std(deadline);
+        let mut sleep = self.sleep.lock().unwrap_or_else(PoisonError::into_inner);
+        match sleep.as_mut() {
+            Some(sleep) => sleep.as_mut().reset(deadline),
+            None => *sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        }
+    }
+}
+
+/// What hyper holds while it waits for a head: the connection's timer.
+struct HeadSleep(Arc<HeadDeadline>);
+
+impl Future for HeadSleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let mut sleep = self.0.sleep.lock().unwrap_or_else(PoisonError::into_inner);
+        match sleep.as_mut() {
+            Some(sleep) => sleep.as_mut().poll(cx),
+            // Never: a HeadSleep is handed out only once armed.
+            None => Poll::Ready(()),
+        }
+    }
+}
+
+impl Sleep for HeadSleep {}
+
 impl HeadTimer {
+    fn new(header_read: Duration, keep_alive: Duration) -> Self {
+        Self {
+            first_head: AtomicBool::new(true),
+            header_read,
+            keep_alive,
+            deadline: Arc::default(),
+        }
+    }
+
     /// hyper asks for `now + header_read`; later heads get `now + keep_alive` instead.
     fn deadline(&self, asked: Instant) -> Instant {
         if self.first_head.swap(false, Ordering::Relaxed) {
@@ -224,7 +276,8 @@ impl Timer for HeadTimer {
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Sleep>> {
-        TokioTimer::new().sleep_until(self.deadline(deadline))
+        self.deadline.arm(self.deadline(deadline));
+        Box::pin(HeadSleep(Arc::clone(&self.deadline)))
     }
 
     fn now(&self) -> Instant {
@@ -232,7 +285,11 @@ impl Timer for HeadTimer {
     }
 
     fn reset(&self, sleep: &mut Pin<Box<dyn Sleep>>, new_deadline: Instant) {
-        TokioTimer::new().reset(sleep, self.deadline(new_deadline));
+        if sleep.is::<HeadSleep>() {
+            self.deadline.arm(self.deadline(new_deadline));
+        } else {
+            TokioTimer::new().reset(sleep, new_deadline);
+        }
     }
 }
 
