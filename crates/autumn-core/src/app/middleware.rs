@@ -4,7 +4,6 @@
 
 use std::convert::Infallible;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -20,7 +19,7 @@ use super::compress::CompressWhenAskedLayer;
 use super::launch::LaunchError;
 use crate::config::AutumnConfig;
 use crate::error_pages::ErrorPagesLayer;
-use crate::telemetry::RequestLogLayer;
+use crate::telemetry::{RequestLogLayer, ResponseHeaders};
 
 /// `Strict-Transport-Security`: one year, this host only (a subdomain still
 /// on plain HTTP is not locked out).
@@ -31,8 +30,9 @@ const HSTS: &str = "max-age=31536000";
 /// (with error pages of their own, so a missing file is answered like any
 /// 404, but none of the session, tenancy or guard layers a file does not
 /// need), then, outside the error pages so every answer gets them, CORS,
-/// the security headers, compression (so that everything sent is
-/// compressed) and, outermost, the request id and access log.
+/// compression (so that everything sent is compressed) and, outermost, the
+/// request id and access log, which also sets the security headers as the
+/// response leaves.
 ///
 /// One typed tower stack, boxed once: layered on a `Router` one by one,
 /// each layer would be boxed, and every request would clone each boxed
@@ -52,9 +52,11 @@ where
             .enabled
             .then(CompressWhenAskedLayer::default);
         Ok(ServiceBuilder::new()
-            .layer(RequestLogLayer::new(config.log.access_log))
+            .layer(
+                RequestLogLayer::new(config.log.access_log)
+                    .with_response_headers(security_headers(config)?),
+            )
             .option_layer(compression)
-            .option_layer(security_headers(config)?)
             .option_layer(
                 cors_layer(config)?
                     .map(|cors| (MapResponseLayer::new(IntoResponse::into_response), cors)),
@@ -123,13 +125,10 @@ fn cors_layer(config: &AutumnConfig) -> Result<Option<CorsLayer>, LaunchError> {
     ))
 }
 
-/// `[security.headers]`, each set only when the response has none, so a
-/// handler that needs another policy for one page sets its own.
 /// The security headers `[security.headers]` asks for, each set when the
-/// response has none of its own; `None` when they are off.
-fn security_headers(
-    config: &AutumnConfig,
-) -> Result<Option<MapResponseLayer<impl Fn(Response) -> Response + Clone + use<>>>, LaunchError> {
+/// response has none of its own (by the request log, as the response
+/// leaves); `None` when they are off.
+fn security_headers(config: &AutumnConfig) -> Result<Option<ResponseHeaders>, LaunchError> {
     let settings = &config.security.headers;
     if !settings.enabled {
         return Ok(None);
@@ -161,20 +160,7 @@ fn security_headers(
             headers.push((name, header_value(key, value)?));
         }
     }
-    let headers: Arc<[(HeaderName, HeaderValue)]> = headers.into();
-    Ok(Some(MapResponseLayer::new(
-        move |mut response: Response| {
-            // Room for all of them at once, and for the `x-request-id` the
-            // outermost layer adds after them, with one lookup each: the
-            // map would otherwise grow (and rehash) while they go in.
-            let map = response.headers_mut();
-            map.reserve(headers.len() + 1);
-            for (name, value) in headers.iter() {
-                map.entry(name).or_insert_with(|| value.clone());
-            }
-            response
-        },
-    )))
+    Ok(Some(ResponseHeaders::new(headers)))
 }
 
 fn header_value(key: &'static str, value: &str) -> Result<HeaderValue, LaunchError> {

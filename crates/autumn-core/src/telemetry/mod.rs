@@ -19,8 +19,8 @@ use tracing_subscriber::{EnvFilter, registry};
 use crate::config::{AutumnConfig, LogConfig, LogFormat};
 
 use buffered::{Buffered, BufferedWriter};
-pub(crate) use request_log::RequestLogLayer;
 pub use request_log::{REQUEST_ID_HEADER, RequestId};
+pub(crate) use request_log::{RequestLogLayer, ResponseHeaders};
 
 /// Installs the global `tracing` subscriber: `RUST_LOG` when set, else
 /// `level` (an `EnvFilter` directive such as `info` or `autumn_core=debug`).

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -11,7 +12,7 @@ use std::time::Instant;
 use axum::extract::{FromRequestParts, Request};
 use axum::response::Response;
 use http::request::Parts;
-use http::{HeaderName, HeaderValue, Method};
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
@@ -131,14 +132,30 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestId {
 
 /// Gives each request its id and span, and writes its access log line
 /// (when `access_log`) once the response head is ready.
-#[derive(Debug, Clone, Copy)]
+///
+/// The response's last headers go on here too: its `x-request-id` and the
+/// [`ResponseHeaders`] given with [`with_response_headers`](Self::with_response_headers)
+/// (the security headers), in one pass over the finished response rather
+/// than in a layer of their own, which would move every response through
+/// one more future.
+#[derive(Debug, Clone)]
 pub(crate) struct RequestLogLayer {
     access_log: bool,
+    headers: Option<ResponseHeaders>,
 }
 
 impl RequestLogLayer {
     pub(crate) fn new(access_log: bool) -> Self {
-        Self { access_log }
+        Self {
+            access_log,
+            headers: None,
+        }
+    }
+
+    /// Sets `headers` on every response that has none of its own.
+    pub(crate) fn with_response_headers(mut self, headers: Option<ResponseHeaders>) -> Self {
+        self.headers = headers;
+        self
     }
 }
 
@@ -149,6 +166,7 @@ impl<S> Layer<S> for RequestLogLayer {
         RequestLog {
             inner,
             access_log: self.access_log,
+            headers: self.headers.clone(),
         }
     }
 }
@@ -158,6 +176,35 @@ impl<S> Layer<S> for RequestLogLayer {
 pub(crate) struct RequestLog<S> {
     inner: S,
     access_log: bool,
+    headers: Option<ResponseHeaders>,
+}
+
+/// Headers every response gets unless it sets its own (a handler that
+/// needs another policy for one page sets it, and that one stays).
+#[derive(Debug, Clone)]
+pub(crate) struct ResponseHeaders(Arc<[(HeaderName, HeaderValue)]>);
+
+impl ResponseHeaders {
+    pub(crate) fn new(headers: Vec<(HeaderName, HeaderValue)>) -> Self {
+        Self(headers.into())
+    }
+
+    /// Adds each header `map` lacks, and room for `extra` more after them.
+    fn apply(&self, map: &mut HeaderMap, extra: usize) {
+        reserve(map, self.0.len() + extra);
+        for (name, value) in self.0.iter() {
+            map.entry(name).or_insert_with(|| value.clone());
+        }
+    }
+}
+
+/// Room for `additional` more headers in `map`, growing it at most once.
+/// `HeaderMap::reserve` rebuilds the table even when it already has the
+/// room, so ask only when it does not.
+fn reserve(map: &mut HeaderMap, additional: usize) {
+    if map.capacity() - map.len() < additional {
+        map.reserve(additional);
+    }
 }
 
 impl<S> Service<Request> for RequestLog<S>
@@ -204,6 +251,7 @@ where
             scope,
             id: Some(id),
             logged,
+            headers: self.headers.clone(),
         }
     }
 }
@@ -341,6 +389,7 @@ pin_project! {
         // Lent to the request's scope while it is polled.
         id: Option<RequestId>,
         logged: Option<Logged>,
+        headers: Option<ResponseHeaders>,
     }
 }
 
@@ -372,7 +421,12 @@ where
             other => return other,
         };
         if let Some(id) = this.id.as_ref() {
-            response.headers_mut().insert(REQUEST_ID, id.0.clone());
+            let map = response.headers_mut();
+            match this.headers {
+                Some(headers) => headers.apply(map, 1),
+                None => reserve(map, 1),
+            }
+            map.insert(REQUEST_ID, id.0.clone());
             if let Some(Logged {
                 method,
                 uri,
