@@ -1,5 +1,6 @@
-//! Who is asking: the [`IdempotencyScope`] every mutating request carries
-//! into the guards.
+//! Who is asking: the [`IdempotencyScope`] every request a guard may act on
+//! (a mutating one with an `Idempotency-Key` or a form body) carries into
+//! the guards.
 //!
 //! The session part is the session the session layer resolved: `session`
 //! with the id when the store knows it, `browser` with the cookie's id when
@@ -14,7 +15,7 @@
 //! `tenancy::scope_after_run`).
 
 use autumn_idempotency::IdempotencyScope;
-use autumn_idempotency::key::is_guarded_method;
+use autumn_idempotency::key::may_be_guarded;
 use axum::extract::Request;
 use http::{Extensions, HeaderMap, HeaderValue, header};
 use tower::util::MapRequestLayer;
@@ -29,8 +30,9 @@ pub(crate) fn layer(
 ) -> Result<MapRequestLayer<impl FnMut(Request) -> Request + Clone + use<>>, LaunchError> {
     let cookie_name: std::sync::Arc<str> = config.session.cookie_name.as_str().into();
     Ok(MapRequestLayer::new(move |mut request: Request| {
-        // Only mutating requests are ever guarded: a GET pays nothing here.
-        if is_guarded_method(request.method())
+        // Only a guard reads the scope: a GET, or a JSON call without an
+        // Idempotency-Key, pays nothing here.
+        if may_be_guarded(request.method(), request.headers())
             && request.extensions().get::<IdempotencyScope>().is_none()
         {
             let parts = ScopeParts::of(request.extensions(), request.headers(), &cookie_name);

@@ -14,6 +14,32 @@ pub fn is_guarded_method(method: &http::Method) -> bool {
     )
 }
 
+/// Whether a guard may act on this request: a guarded method with an
+/// `Idempotency-Key` (the idempotency layer) or a form body (the
+/// submit-token layer: only a form carries its field). What only a guard
+/// reads (the scope, the session's hooks) is left out of every other
+/// request, so a JSON call without a key pays for none of it.
+///
+/// ```
+/// use autumn_idempotency::key::may_be_guarded;
+/// use http::{HeaderMap, HeaderValue, Method, header};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+/// assert!(!may_be_guarded(&Method::POST, &headers));
+/// headers.insert("idempotency-key", HeaderValue::from_static("order-1"));
+/// assert!(may_be_guarded(&Method::POST, &headers));
+/// assert!(!may_be_guarded(&Method::GET, &headers));
+/// ```
+pub fn may_be_guarded(method: &http::Method, headers: &HeaderMap) -> bool {
+    // The content type first: a standard header's lookup is the cheaper.
+    is_guarded_method(method)
+        && (headers
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|value| crate::submit::scan::may_be_form(value.as_bytes()))
+            || headers.contains_key(IDEMPOTENCY_KEY))
+}
+
 /// The request header that carries the key, `Idempotency-Key`: a
 /// [`HeaderName`], so a lookup does not parse the name each time.
 ///

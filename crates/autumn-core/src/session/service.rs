@@ -17,11 +17,11 @@ use std::convert::Infallible;
 use std::task::{Context, Poll};
 
 use autumn_idempotency::finalize::{Finalize, FinalizeError, FinalizeFuture, FinalizeHook};
-use autumn_idempotency::key::{IDEMPOTENCY_KEY, is_guarded_method};
+use autumn_idempotency::key::may_be_guarded;
 use autumn_idempotency::submit::{TokenBinding, TokenMinted};
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, StatusCode, header};
+use http::{HeaderMap, StatusCode};
 use tower::Service;
 
 use super::future::ResponseFuture;
@@ -79,8 +79,10 @@ where
             self.layer.cookie.clone(),
             sent,
         );
-        let guarded = is_guarded_method(request.method());
-        let identify = guarded && session.inner.sent.is_some() && may_be_guarded(request.headers());
+        // The hook and the binding are read by the guards alone, so only a
+        // request a guard may act on gets them.
+        let guarded = may_be_guarded(request.method(), request.headers());
+        let identify = guarded && session.inner.sent.is_some();
         request.extensions_mut().insert(session.clone());
         if guarded {
             request
@@ -126,22 +128,6 @@ pub(super) async fn finish(session: Session, mut response: Response) -> Response
         session.issue_cookie_only(response.headers_mut());
     }
     response
-}
-
-/// Whether a guard may act on this request: it carries an `Idempotency-Key`
-/// or a form body (which may carry a submit token).
-fn may_be_guarded(headers: &HeaderMap) -> bool {
-    if headers.contains_key(IDEMPOTENCY_KEY) {
-        return true;
-    }
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .map(|value| value.trim_start().to_ascii_lowercase())
-        .is_some_and(|value| {
-            value.starts_with("application/x-www-form-urlencoded")
-                || value.starts_with("multipart/form-data")
-        })
 }
 
 /// What a submit token posted from this session is bound to: the session

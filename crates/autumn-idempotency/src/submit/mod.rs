@@ -60,7 +60,7 @@ mod extract;
 mod future;
 #[allow(clippy::module_inception)]
 mod layer;
-mod scan;
+pub(crate) mod scan;
 mod service;
 
 pub use crate::problem::{SubmitTokenExtractRejection, SubmitTokenRejection};

@@ -55,6 +55,31 @@ pub(crate) enum FormKind {
 }
 
 const URLENCODED: &str = "application/x-www-form-urlencoded";
+const MULTIPART: &str = "multipart/";
+
+/// Whether `text` starts with `prefix`, in any case.
+fn starts_with(text: &str, prefix: &str) -> bool {
+    text.get(..prefix.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+}
+
+/// Whether `content_type` may announce a form [`form_kind`] reads: every
+/// type it reads, and more (any multipart type), without a parse.
+/// Bytes, not text: a type that is not UTF-8 is no form the layer reads,
+/// and none that this would miss.
+pub(crate) fn may_be_form(content_type: &[u8]) -> bool {
+    let start = content_type
+        .iter()
+        .position(|byte| !byte.is_ascii_whitespace())
+        .unwrap_or(content_type.len());
+    let trimmed = &content_type[start..];
+    let starts_with = |prefix: &str| {
+        trimmed
+            .get(..prefix.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(prefix.as_bytes()))
+    };
+    starts_with(URLENCODED) || starts_with(MULTIPART)
+}
 
 /// The kind of form `content_type` announces, if it is one the layer reads.
 ///
@@ -69,17 +94,12 @@ const URLENCODED: &str = "application/x-www-form-urlencoded";
 /// the extractor could read is [`FormKind::Unframed`].
 pub(crate) fn form_kind(content_type: &str) -> Option<FormKind> {
     let trimmed = content_type.trim_start();
-    let starts_with = |prefix: &str| {
-        trimmed
-            .get(..prefix.len())
-            .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
-    };
-    if starts_with(URLENCODED) {
+    if starts_with(trimmed, URLENCODED) {
         return Some(FormKind::UrlEncoded);
     }
     // Anything but a multipart type is no form, parsed or not (a JSON
     // request, most of all): not worth a parse on every request.
-    if !starts_with("multipart/") {
+    if !starts_with(trimmed, MULTIPART) {
         return None;
     }
     match trimmed.parse::<mime::Mime>() {
@@ -98,7 +118,7 @@ pub(crate) fn form_kind(content_type: &str) -> Option<FormKind> {
         Ok(_) => None,
         // Unparseable, so no extractor reads it as a form either; but a
         // body that looks like one and names the field is not let through.
-        Err(_) if starts_with("multipart/form-data") => Some(FormKind::Unframed {
+        Err(_) if starts_with(trimmed, "multipart/form-data") => Some(FormKind::Unframed {
             why: "the multipart/form-data content type cannot be parsed",
         }),
         Err(_) => None,
@@ -921,6 +941,9 @@ mod tests {
             );
         }
         assert_eq!(form_kind("application/json"), None);
+        assert!(!may_be_form(b"application/json"));
+        assert!(!may_be_form(b""));
+        assert!(may_be_form(b" \tMULTIPART/form-data; boundary=abc"));
         assert_eq!(form_kind("multipart/mixed; boundary=abc"), None);
         assert_eq!(form_kind("text/plain; x=\"unterminated"), None);
     }
@@ -1193,6 +1216,19 @@ mod tests {
             #[test]
             fn content_types_never_panic(content_type in "\\PC{0,80}") {
                 let _ = form_kind(&content_type);
+            }
+
+            /// The session and scope layers leave their parts out of a
+            /// request `may_be_form` turns down: it must never turn down a
+            /// type the layer reads as a form. The types the layer sees are
+            /// header text (visible ASCII, spaces and tabs).
+            #[test]
+            fn every_form_may_be_a_form(
+                content_type in "[ \\t]{0,2}(?i:application/x-www-form-urlencoded|multipart/form-data|multipart/|text/plain|application/json)?[ -~]{0,40}",
+            ) {
+                if form_kind(&content_type).is_some() {
+                    prop_assert!(may_be_form(content_type.as_bytes()), "{content_type:?}");
+                }
             }
 
             #[test]
