@@ -1,8 +1,10 @@
 //! The in-process store: zero configuration, one process only.
 
+mod keys;
+
 use std::collections::HashMap;
-use std::collections::hash_map::{DefaultHasher, Entry};
-use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
+use std::collections::hash_map::Entry;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
@@ -10,6 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use self::keys::{MapKey, MapKeys, owner_tag};
 use super::{Claim, IdempotencyFuture, IdempotencyStore, KeyState, StoreError, StoreOperation};
 use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::metrics::StoreSize;
@@ -61,7 +64,7 @@ const RECHECK: Duration = Duration::from_secs(1);
 pub struct MemoryIdempotencyStore {
     shards: Box<[Mutex<Shard>]>,
     sweep_every_millis: u64,
-    hash_keys: (RandomState, RandomState),
+    map_keys: MapKeys,
     max_ttl: Duration,
     clock: SharedClock,
     max_entries: usize,
@@ -82,14 +85,8 @@ pub struct MemoryIdempotencyStore {
     waiting: AtomicUsize,
 }
 
-/// What the map is keyed by: a 128-bit hash of the storage key under two
-/// keys drawn at random for this store. 16 bytes inline instead of a heap
-/// copy of the key; nobody outside the process knows the hash keys, so
-/// nobody can aim for a collision.
-type MapKey = [u8; 16];
-
-/// A map key is already a random-keyed hash: its first eight bytes are as
-/// good a hash as any.
+/// A map key's first eight bytes are already a keyed hash (see
+/// [`keys`]): as good a hash as any.
 #[derive(Default)]
 struct DigestHasher(u64);
 
@@ -239,15 +236,6 @@ impl Shard {
     }
 }
 
-/// Owners are compared by a 64-bit hash: owner ids are random and made by
-/// the server, never by a client, so a collision is not something anyone
-/// can aim for; and the store keeps no string per lock or record.
-fn owner_tag(owner: &str) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    owner.hash(&mut hasher);
-    hasher.finish()
-}
-
 impl MemoryIdempotencyStore {
     /// The most storage keys a store holds unless told otherwise: about
     /// 120 MB with small responses.
@@ -263,7 +251,7 @@ impl MemoryIdempotencyStore {
     pub fn new(ttl: Duration) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            hash_keys: (RandomState::new(), RandomState::new()),
+            map_keys: MapKeys::new(),
             sweep_every_millis: u64::try_from(
                 (ttl / 16)
                     .clamp(SWEEP_INTERVAL_MIN, SWEEP_INTERVAL_MAX)
@@ -356,12 +344,7 @@ impl MemoryIdempotencyStore {
     }
 
     fn map_key(&self, key: &str) -> MapKey {
-        let high = self.hash_keys.0.hash_one(key).to_le_bytes();
-        let low = self.hash_keys.1.hash_one(key).to_le_bytes();
-        let mut out = [0; 16];
-        out[..8].copy_from_slice(&high);
-        out[8..].copy_from_slice(&low);
-        out
+        self.map_keys.of(key)
     }
 
     fn shard(&self, key: &MapKey) -> MutexGuard<'_, Shard> {
