@@ -111,6 +111,29 @@ fn complete_response(received: &[u8]) -> Option<String> {
     (body.len() >= length).then(|| text.into_owned())
 }
 
+/// Sends `request` on `stream` and returns its response, which must be a 200.
+async fn ok(stream: &mut TcpStream, request: &[u8]) -> String {
+    stream.write_all(request).await.expect("send a request");
+    let response = read_response(stream, Duration::from_secs(5))
+        .await
+        .expect("a response on the same connection");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+}
+
+/// Waits for the server to close an idle kept-alive `stream`, and checks it
+/// waited for (most of) a keep-alive timeout of at least 300 ms first.
+async fn closed_once_idle(stream: &mut TcpStream) {
+    let closed = closed_within(stream, Duration::from_secs(5))
+        .await
+        .expect("an idle kept-alive connection is closed well within 5s");
+    // Measured from when the client read the response, a little after the timer started.
+    assert!(
+        closed >= Duration::from_millis(100),
+        "closed after {closed:?}, before the keep-alive timeout"
+    );
+}
+
 /// Waits up to `limit` for the server to close `stream`; returns how long that took.
 async fn closed_within(stream: &mut TcpStream, limit: Duration) -> Option<Duration> {
     let started = Instant::now();
@@ -171,21 +194,10 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout() 
     // A new connection gets the header-read timeout, not the shorter keep-alive one.
     let mut stream = server.connect().await;
     tokio::time::sleep(Duration::from_millis(800)).await;
-    stream.write_all(GET).await.expect("send a request");
-    let response = read_response(&mut stream, Duration::from_secs(5))
-        .await
-        .expect("a response");
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    ok(&mut stream, GET).await;
 
     // Then idle: closed after the keep-alive timeout.
-    let closed = closed_within(&mut stream, Duration::from_secs(5))
-        .await
-        .expect("an idle kept-alive connection is closed well within 5s");
-    // Measured from when the client read the response, a little after the timer started.
-    assert!(
-        closed >= Duration::from_millis(100),
-        "closed after {closed:?}, before the keep-alive timeout"
-    );
+    closed_once_idle(&mut stream).await;
     server.stop().await;
 }
 
@@ -200,34 +212,16 @@ async fn the_keep_alive_timeout_starts_again_after_every_response() {
     .await;
     let mut stream = server.connect().await;
     // Six requests 200 ms apart: 1.2 s in all, each gap within the 400 ms timeout.
-    for round in 0..6 {
-        stream.write_all(GET).await.expect("send a request");
-        let response = read_response(&mut stream, Duration::from_secs(5))
-            .await
-            .unwrap_or_else(|| panic!("request {round}: no response"));
-        assert!(
-            response.starts_with("HTTP/1.1 200"),
-            "request {round}: {response}"
-        );
+    for _ in 0..6 {
+        ok(&mut stream, GET).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // A handler slower than the keep-alive timeout is not cut off, and the
     // connection serves the next request right after it.
-    for path in [GET_SLOW, GET] {
-        stream.write_all(path).await.expect("send a request");
-        let response = read_response(&mut stream, Duration::from_secs(5))
-            .await
-            .expect("a response on the same connection");
-        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    }
+    assert!(ok(&mut stream, GET_SLOW).await.ends_with("done"));
+    ok(&mut stream, GET).await;
     // Idle now: closed after the keep-alive timeout.
-    let closed = closed_within(&mut stream, Duration::from_secs(5))
-        .await
-        .expect("an idle kept-alive connection is closed well within 5s");
-    assert!(
-        closed >= Duration::from_millis(100),
-        "closed after {closed:?}, before the keep-alive timeout"
-    );
+    closed_once_idle(&mut stream).await;
     server.stop().await;
 }
 
