@@ -202,7 +202,8 @@ impl ResponseHeaders {
 /// `HeaderMap::reserve` rebuilds the table even when it already has the
 /// room, so ask only when it does not.
 fn reserve(map: &mut HeaderMap, additional: usize) {
-    if map.capacity() - map.len() < additional {
+    // Entries hold one name each; further values of a name live apart.
+    if map.capacity().saturating_sub(map.keys_len()) < additional {
         map.reserve(additional);
     }
 }
@@ -494,6 +495,37 @@ impl fmt::Display for Millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn response_headers_go_on_where_missing_whatever_the_map_holds() {
+        let headers = ResponseHeaders::new(vec![
+            (
+                http::header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+            (
+                http::header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static("default-src 'self'"),
+            ),
+        ]);
+        // More values than the map has entries: many cookies under one name.
+        let mut map = HeaderMap::new();
+        for n in 0..20 {
+            map.append(http::header::SET_COOKIE, HeaderValue::from(n));
+        }
+        map.insert(
+            http::header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static("default-src 'none'"),
+        );
+        assert!(map.len() > map.capacity());
+        headers.apply(&mut map, 1);
+        map.insert(REQUEST_ID, HeaderValue::from_static("id"));
+        assert_eq!(map["x-content-type-options"], "nosniff");
+        // The response's own policy stays.
+        assert_eq!(map["content-security-policy"], "default-src 'none'");
+        assert_eq!(map.get_all(http::header::SET_COOKIE).iter().count(), 20);
+        assert_eq!(map[REQUEST_ID], "id");
+    }
 
     #[test]
     fn making_room_keeps_what_the_request_carried_and_adds_nothing() {
