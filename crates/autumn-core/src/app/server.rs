@@ -207,7 +207,7 @@ struct HeadTimer {
     first_head: AtomicBool,
     header_read: Duration,
     keep_alive: Duration,
-    deadline: Arc<HeadDeadline>,
+    timer: Arc<HeadDeadline>,
 }
 
 /// The connection's one timer, made on its first head.
@@ -253,7 +253,7 @@ impl HeadTimer {
             first_head: AtomicBool::new(true),
             header_read,
             keep_alive,
-            deadline: Arc::default(),
+            timer: Arc::default(),
         }
     }
 
@@ -276,8 +276,8 @@ impl Timer for HeadTimer {
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Sleep>> {
-        self.deadline.arm(self.deadline(deadline));
-        Box::pin(HeadSleep(Arc::clone(&self.deadline)))
+        self.timer.arm(self.deadline(deadline));
+        Box::pin(HeadSleep(Arc::clone(&self.timer)))
     }
 
     fn now(&self) -> Instant {
@@ -286,7 +286,7 @@ impl Timer for HeadTimer {
 
     fn reset(&self, sleep: &mut Pin<Box<dyn Sleep>>, new_deadline: Instant) {
         if sleep.is::<HeadSleep>() {
-            self.deadline.arm(self.deadline(new_deadline));
+            self.timer.arm(self.deadline(new_deadline));
         } else {
             TokioTimer::new().reset(sleep, new_deadline);
         }
