@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::server::{Server, cpu_of};
+use super::server::{CpuSplit, Server, cpu_of};
 use super::wrk::{self, Keys, Load, Outcome};
 use crate::http::Connection;
 
@@ -217,8 +217,8 @@ const ROWS: &[Row] = &[
 #[derive(Debug, Clone, Copy)]
 struct Sample {
     outcome: Outcome,
-    /// Server CPU per request.
-    cpu_per_request: Duration,
+    /// Server CPU per request, in user space and in the kernel.
+    cpu_per_request: CpuSplit,
     /// Redis CPU over the run, as a share of one core (Redis rows only).
     redis_core_share: Option<f64>,
 }
@@ -298,7 +298,7 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
                 format!("{run_id}-r{round}-{index}"),
                 seconds,
             );
-            let cpu_before = server.cpu()?;
+            let cpu_before = server.cpu_split()?;
             let redis_before = match (row.target, redis_pid) {
                 (Target::AutumnRedis, Some(pid)) => Some(cpu_of(pid)?),
                 _ => None,
@@ -308,7 +308,7 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
             if round == 0 {
                 continue;
             }
-            let cpu = server.cpu()?.saturating_sub(cpu_before);
+            let cpu = server.cpu_split()?.saturating_sub(cpu_before);
             let redis_core_share = match (redis_before, redis_pid) {
                 (Some(before), Some(pid)) => {
                     Some(cpu_of(pid)?.saturating_sub(before).as_secs_f64() / f64::from(seconds))
@@ -327,7 +327,10 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
             );
             samples[index].push(Sample {
                 outcome,
-                cpu_per_request: cpu / per,
+                cpu_per_request: CpuSplit {
+                    user: cpu.user / per,
+                    system: cpu.system / per,
+                },
                 redis_core_share,
             });
         }
@@ -413,8 +416,16 @@ fn report(samples: &[Vec<Sample>]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\n{:<45} {:>10} {:>19} {:>8} {:>15} {:>8} {:>8} {:>15}",
-        "", "req/s", "(min-max)", "ratio", "(min-max)", "cpu/req", "ratio*", "(min-max)"
+        "\n{:<45} {:>10} {:>19} {:>8} {:>15} {:>8} {:>13} {:>8} {:>15}",
+        "",
+        "req/s",
+        "(min-max)",
+        "ratio",
+        "(min-max)",
+        "cpu/req",
+        "(user + sys)",
+        "ratio*",
+        "(min-max)"
     );
     for (index, row) in ROWS.iter().enumerate() {
         let rounds = &samples[index];
@@ -424,11 +435,16 @@ fn report(samples: &[Vec<Sample>]) -> String {
         let mut rates: Vec<f64> = rounds.iter().map(|s| s.outcome.per_second).collect();
         let (low, high) = spread(&rates);
         let rate = median(&mut rates);
-        let mut cpu: Vec<f64> = rounds
-            .iter()
-            .map(|s| s.cpu_per_request.as_secs_f64() * 1e6)
-            .collect();
-        let cpu = median(&mut cpu);
+        let micros = |part: fn(&CpuSplit) -> Duration| {
+            let mut values: Vec<f64> = rounds
+                .iter()
+                .map(|s| part(&s.cpu_per_request).as_secs_f64() * 1e6)
+                .collect();
+            median(&mut values)
+        };
+        let user = micros(|split| split.user);
+        let system = micros(|split| split.system);
+        let cpu = micros(|split| split.user + split.system);
         let ratio = |base: Option<usize>, none: &str| match base
             .map(|base| ratio(rounds, &samples[base]))
         {
@@ -437,10 +453,11 @@ fn report(samples: &[Vec<Sample>]) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<45} {rate:>10.0} {:>19} {} {cpu:>6.1}us {}",
+            "{:<45} {rate:>10.0} {:>19} {} {cpu:>6.1}us {:>13} {}",
             row.name,
             format!("({low:.0}-{high:.0})"),
             ratio(row.baseline, "1"),
+            format!("({user:.1} + {system:.1})"),
             ratio(row.same_allocator, ""),
         );
         let mut shares: Vec<f64> = rounds.iter().filter_map(|s| s.redis_core_share).collect();
@@ -456,6 +473,10 @@ fn report(samples: &[Vec<Sample>]) -> String {
     let _ = writeln!(
         out,
         "ratio: to plain axum as a new axum app runs (system allocator); ratio*: to plain axum on mimalloc, the allocator Autumn apps get"
+    );
+    let _ = writeln!(
+        out,
+        "cpu/req: the server's CPU per request, in user space + in the kernel (loopback TCP, the same for every server)"
     );
     out
 }
@@ -499,6 +520,32 @@ mod tests {
                 "{rounds} rounds"
             );
         }
+    }
+
+    #[test]
+    fn the_report_gives_each_row_its_cpu_in_user_space_and_in_the_kernel() {
+        let sample = |per_second: f64, user_us: u64, system_us: u64| Sample {
+            outcome: super::super::wrk::Outcome {
+                requests: 1_000,
+                per_second,
+                failures: super::super::wrk::Failures::default(),
+            },
+            cpu_per_request: CpuSplit {
+                user: Duration::from_micros(user_us),
+                system: Duration::from_micros(system_us),
+            },
+            redis_core_share: None,
+        };
+        let mut samples = vec![Vec::new(); ROWS.len()];
+        samples[0] = vec![sample(100_000.0, 3, 5), sample(120_000.0, 3, 4)];
+        let report = report(&samples);
+        let line = report
+            .lines()
+            .find(|line| line.starts_with(ROWS[0].name))
+            .expect("the row is reported");
+        // Medians of the two rounds: 3 us in user space, 4.5 in the kernel.
+        assert!(line.contains("7.5us"), "{line}");
+        assert!(line.contains("(3.0 + 4.5)"), "{line}");
     }
 
     #[test]
