@@ -5,20 +5,27 @@
 //! A line at `INFO` or below waits, at most [`GATHER`], for others to join
 //! it; a `WARN` or `ERROR` line is written at once, with everything waiting
 //! before it, so a problem is on screen when it happens and in order.
+//!
+//! The writer thread shares the app's cores, so each time it runs it takes
+//! one from a request: under load it wakes once a batch, on its own timer,
+//! and the threads adding lines wake it only when it sleeps with nothing
+//! to write (waking a thread that is not waiting still costs a system call).
 //! Lines are never dropped: a thread that finds [`LIMIT`] bytes waiting
 //! writes them itself. [`flush`](Buffered::flush) writes what waits, and
 //! the server calls it as it stops.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tracing::{Level, Metadata};
 use tracing_subscriber::fmt::MakeWriter;
 
-/// How long a line may wait for others.
-pub(crate) const GATHER: Duration = Duration::from_millis(2);
+/// How long a line may wait for others: long enough that under load the
+/// writer thread runs a hundred times a second rather than a thousand,
+/// short enough that no one reading the log sees the delay.
+pub(crate) const GATHER: Duration = Duration::from_millis(10);
 
 /// Bytes waiting at which the thread adding a line writes them all.
 const LIMIT: usize = 64 * 1024;
@@ -28,13 +35,23 @@ pub(crate) struct Buffered<W> {
     /// The output, with an empty buffer of the same capacity to swap in.
     /// Taken before `waiting` by whoever writes, so batches leave in order.
     out: Mutex<(W, Vec<u8>)>,
-    waiting: Mutex<Vec<u8>>,
-    /// Signalled when the first line joins an empty batch.
+    waiting: Mutex<Waiting>,
+    /// Signalled when the first line joins an empty batch while the writer
+    /// thread waits for one.
     arrived: Condvar,
     gather: Duration,
     /// Whether the writer thread runs; without it every line is written as
     /// it comes.
     batching: AtomicBool,
+    /// How often a line woke the writer thread.
+    wakeups: AtomicUsize,
+}
+
+/// The batch being gathered.
+struct Waiting {
+    lines: Vec<u8>,
+    /// Whether the writer thread waits on `arrived` for a first line.
+    writer_idle: bool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -47,10 +64,14 @@ impl<W: Write + Send + 'static> Buffered<W> {
     pub(crate) fn start(out: W, gather: Duration) -> Arc<Self> {
         let buffered = Arc::new(Self {
             out: Mutex::new((out, Vec::with_capacity(LIMIT))),
-            waiting: Mutex::new(Vec::with_capacity(LIMIT)),
+            waiting: Mutex::new(Waiting {
+                lines: Vec::with_capacity(LIMIT),
+                writer_idle: false,
+            }),
             arrived: Condvar::new(),
             gather,
             batching: AtomicBool::new(true),
+            wakeups: AtomicUsize::new(0),
         });
         let writer = Arc::clone(&buffered);
         let spawned = std::thread::Builder::new()
@@ -63,15 +84,20 @@ impl<W: Write + Send + 'static> Buffered<W> {
     }
 
     /// The writer thread: waits for a first line, lets others join it for
-    /// `gather`, writes them all; never ends (the process ends it).
+    /// `gather`, writes them all; never ends (the process ends it). Lines
+    /// that arrived while it wrote start the next batch without a wake-up.
     fn write_batches(&self) {
         loop {
             let mut waiting = lock(&self.waiting);
-            while waiting.is_empty() {
-                waiting = self
-                    .arrived
-                    .wait(waiting)
-                    .unwrap_or_else(PoisonError::into_inner);
+            if waiting.lines.is_empty() {
+                waiting.writer_idle = true;
+                while waiting.lines.is_empty() {
+                    waiting = self
+                        .arrived
+                        .wait(waiting)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+                waiting.writer_idle = false;
             }
             drop(waiting);
             std::thread::sleep(self.gather);
@@ -86,15 +112,17 @@ impl<W: Write + Send + 'static> Buffered<W> {
             return;
         }
         let mut waiting = lock(&self.waiting);
-        let first = waiting.is_empty();
-        if waiting.len() + line.len() > LIMIT {
+        if waiting.lines.len() + line.len() > LIMIT {
             drop(waiting);
             self.write_with(line);
             return;
         }
-        waiting.extend_from_slice(line);
+        // Read under the lock the writer set it under, so no wake-up is lost.
+        let wake = waiting.lines.is_empty() && waiting.writer_idle;
+        waiting.lines.extend_from_slice(line);
         drop(waiting);
-        if first {
+        if wake {
+            self.wakeups.fetch_add(1, Ordering::Relaxed);
             self.arrived.notify_one();
         }
     }
@@ -108,7 +136,7 @@ impl<W: Write + Send + 'static> Buffered<W> {
     fn write_with(&self, line: &[u8]) {
         let mut out = lock(&self.out);
         let (out, batch) = &mut *out;
-        std::mem::swap(batch, &mut *lock(&self.waiting));
+        std::mem::swap(batch, &mut lock(&self.waiting).lines);
         batch.extend_from_slice(line);
         if !batch.is_empty() {
             // A log that cannot be written (a closed pipe) is not the
@@ -167,7 +195,7 @@ mod tests {
     /// line or the limit write.
     const NEVER: Duration = Duration::from_secs(3600);
 
-    fn info(to: &BufferedWriter<Captured>, line: &str) {
+    fn info<W: Write + Send + 'static>(to: &BufferedWriter<W>, line: &str) {
         to.make_writer()
             .write_all(line.as_bytes())
             .expect("written");
@@ -228,6 +256,64 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(captured.text(), "soon\n");
+    }
+
+    /// Waits, bounded, for `done`, which the writer thread brings about.
+    fn eventually(what: &str, done: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            std::thread::yield_now();
+        }
+    }
+
+    /// Keeps what is written once let through; says when a write began.
+    #[derive(Clone, Default)]
+    struct Gated {
+        captured: Captured,
+        writing: Arc<AtomicBool>,
+        open: Arc<AtomicBool>,
+    }
+
+    impl Write for Gated {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.writing.store(true, Ordering::SeqCst);
+            while !self.open.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            self.captured.write(bytes)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn only_a_line_for_an_idle_writer_wakes_it() {
+        let gated = Gated::default();
+        let buffered = Buffered::start(gated.clone(), Duration::from_millis(1));
+        let writer = BufferedWriter(Arc::clone(&buffered));
+        let idle = || lock(&buffered.waiting).writer_idle;
+        let wakeups = || buffered.wakeups.load(Ordering::SeqCst);
+        eventually("the writer waits for a first line", idle);
+        info(&writer, "first\n");
+        assert_eq!(wakeups(), 1, "an idle writer is woken");
+        // The writer is busy writing the batch, which it took away: a line
+        // now starts the next batch, and the writer finds it when done.
+        eventually("the writer writes", || gated.writing.load(Ordering::SeqCst));
+        info(&writer, "second\n");
+        assert_eq!(wakeups(), 1, "a busy writer is not woken");
+        gated.open.store(true, Ordering::SeqCst);
+        eventually("both lines are written", || {
+            gated.captured.text() == "first\nsecond\n"
+        });
+        eventually("the writer waits again", idle);
+        info(&writer, "third\n");
+        assert_eq!(wakeups(), 2);
+        eventually("the third line is written", || {
+            gated.captured.text() == "first\nsecond\nthird\n"
+        });
     }
 
     #[test]

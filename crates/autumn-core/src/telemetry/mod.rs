@@ -36,7 +36,7 @@ pub fn init_tracing(level: &str) {
 /// only when standard output is a terminal and `NO_COLOR` is unset) or JSON
 /// lines by `log.format`. Does nothing if a subscriber is already installed.
 ///
-/// Lines are written in batches, a few milliseconds apart (a warning or an
+/// Lines are written in batches, up to ten milliseconds apart (a warning or an
 /// error at once, with the lines before it); a program that ends the
 /// process itself calls [`flush_logs`] first.
 pub fn init_logging(config: &LogConfig) {
