@@ -476,7 +476,7 @@ fn report(samples: &[Vec<Sample>]) -> String {
     );
     let _ = writeln!(
         out,
-        "cpu/req: the server's CPU per request, in user space + in the kernel (loopback TCP, the same for every server)"
+        "cpu/req: the server's CPU per request, in user space + in the kernel (mostly loopback TCP, and waking wrk when it sleeps)"
     );
     out
 }

@@ -158,9 +158,9 @@ fn free_port() -> Result<u16, String> {
 }
 
 /// A process's CPU time in user space and in the kernel. Apart, because
-/// a server on loopback spends much of each request in the kernel's TCP
-/// code, which no framework can make cheaper: the user share is what the
-/// framework decides.
+/// a server on loopback spends more than half of each request in the
+/// kernel's TCP code, which a framework barely changes: the user share is
+/// what the framework decides.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CpuSplit {
     pub(crate) user: Duration,
