@@ -43,7 +43,8 @@ pub(crate) struct Buffered<W> {
     /// Whether the writer thread runs; without it every line is written as
     /// it comes.
     batching: AtomicBool,
-    /// How often a line woke the writer thread.
+    /// How often a line woke the writer thread (a relaxed count, read by
+    /// the tests: wake-ups are rare, so counting them costs nothing).
     wakeups: AtomicUsize,
 }
 
@@ -201,6 +202,15 @@ mod tests {
             .expect("written");
     }
 
+    /// Waits, bounded, for `done`, which the writer thread brings about.
+    fn eventually(what: &str, done: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            std::thread::yield_now();
+        }
+    }
+
     #[test]
     fn lines_wait_until_flushed_and_then_leave_in_order() {
         let captured = Captured::default();
@@ -251,20 +261,8 @@ mod tests {
         let writer = BufferedWriter(Buffered::start(captured.clone(), Duration::ZERO));
         info(&writer, "soon\n");
         // The thread's doing, not ours: wait for it (bounded).
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while captured.text().is_empty() && std::time::Instant::now() < deadline {
-            std::thread::yield_now();
-        }
+        eventually("the thread writes the line", || !captured.text().is_empty());
         assert_eq!(captured.text(), "soon\n");
-    }
-
-    /// Waits, bounded, for `done`, which the writer thread brings about.
-    fn eventually(what: &str, done: impl Fn() -> bool) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !done() {
-            assert!(std::time::Instant::now() < deadline, "never: {what}");
-            std::thread::yield_now();
-        }
     }
 
     /// Keeps what is written once let through; says when a write began.
