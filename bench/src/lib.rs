@@ -5,6 +5,7 @@
 //! release processes and drives them with an outside load generator; see
 //! `docs/performance.md`.
 
+pub mod featured;
 pub mod plain;
 
 use std::sync::{Arc, Mutex, PoisonError};

@@ -25,22 +25,36 @@ async fn new_order() -> Html<String> {
     Html(form_page(""))
 }
 
-/// Serves until SIGTERM or Ctrl-C.
+/// The orders routes with no middleware: what every twin serves.
+pub fn routes() -> Router {
+    Router::new()
+        .route("/orders", post(create_order))
+        .route("/orders-off", post(create_order))
+        .route("/orders/new", get(new_order))
+        .with_state(Orders::default())
+}
+
+/// Serves the bare routes until SIGTERM or Ctrl-C.
 ///
 /// # Errors
 ///
 /// `PORT` unset or not a port, or the port cannot be bound.
 #[tokio::main]
 pub async fn main() -> std::io::Result<()> {
+    serve(routes()).await
+}
+
+/// Serves `app` on 127.0.0.1 at the port in `PORT`, as `axum::serve` does,
+/// until SIGTERM or Ctrl-C.
+///
+/// # Errors
+///
+/// `PORT` unset or not a port, or the port cannot be bound.
+pub async fn serve(app: Router) -> std::io::Result<()> {
     let port: u16 = std::env::var("PORT")
         .ok()
         .and_then(|port| port.parse().ok())
         .ok_or_else(|| std::io::Error::other("set PORT to the port to listen on"))?;
-    let app = Router::new()
-        .route("/orders", post(create_order))
-        .route("/orders-off", post(create_order))
-        .route("/orders/new", get(new_order))
-        .with_state(Orders::default());
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     axum::serve(listener, app)
         .with_graceful_shutdown(async {

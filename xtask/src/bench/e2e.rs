@@ -85,9 +85,28 @@ enum Target {
     /// The same twin on the allocator Autumn apps get: what of Autumn's
     /// figures is the allocator rather than the framework.
     PlainMimalloc,
+    /// axum with the middleware that gives it Autumn's defaults (request
+    /// id, access log, security headers, compression, panic catcher,
+    /// timeout, sessions): what the features cost outside Autumn.
+    PlainFeatured,
     AutumnMemory,
+    /// Autumn with every optional feature off: what the framework itself
+    /// costs.
+    AutumnLean,
     AutumnRedis,
 }
+
+/// What turns off each of Autumn's optional per-request features: the
+/// access line, security headers, sessions, submit tokens, the
+/// cross-origin check and compression.
+const LEAN: [(&str, &str); 6] = [
+    ("AUTUMN_LOG__ACCESS_LOG", "false"),
+    ("AUTUMN_SECURITY__HEADERS__ENABLED", "false"),
+    ("AUTUMN_SESSION__ENABLED", "false"),
+    ("AUTUMN_SECURITY__SUBMIT_TOKEN__ENABLED", "false"),
+    ("AUTUMN_SECURITY__CROSS_ORIGIN__ENABLED", "false"),
+    ("AUTUMN_COMPRESSION__ENABLED", "false"),
+];
 
 /// One line of the table.
 struct Row {
@@ -167,6 +186,24 @@ const ROWS: &[Row] = &[
         same_allocator: Some(4),
     },
     Row {
+        name: "axum + the same middleware, POST",
+        target: Target::PlainFeatured,
+        path: "/orders-off",
+        post: true,
+        keys: Keys::Fixed,
+        baseline: Some(0),
+        same_allocator: Some(3),
+    },
+    Row {
+        name: "Autumn, optional features off, layer off",
+        target: Target::AutumnLean,
+        path: "/orders-off",
+        post: true,
+        keys: Keys::Fixed,
+        baseline: Some(0),
+        same_allocator: Some(3),
+    },
+    Row {
         name: "Autumn, memory store, replay",
         target: Target::AutumnMemory,
         path: "/orders",
@@ -240,10 +277,26 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
         &[],
         server_core,
     )?;
+    let featured = Server::start(
+        "axum + the same middleware",
+        &bin.join("plain-axum-featured"),
+        &[],
+        server_core,
+    )?;
     let memory = Server::start(
         "Autumn, memory",
         &bin.join("autumn-orders"),
         &common("memory"),
+        server_core,
+    )?;
+    let lean = Server::start(
+        "Autumn, optional features off",
+        &bin.join("autumn-orders"),
+        &[
+            common("memory"),
+            LEAN.map(|(key, value)| (key, value.to_owned())).to_vec(),
+        ]
+        .concat(),
         server_core,
     )?;
     let redis_pid = redis_pid();
@@ -264,14 +317,18 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
     let server_of = |target: Target| match target {
         Target::Plain => Some(&plain),
         Target::PlainMimalloc => Some(&plain_mimalloc),
+        Target::PlainFeatured => Some(&featured),
         Target::AutumnMemory => Some(&memory),
+        Target::AutumnLean => Some(&lean),
         Target::AutumnRedis => redis.as_ref(),
     };
     let fixed_key = format!("{run_id}-fixed");
     for server in [
         Some(&plain),
         Some(&plain_mimalloc),
+        Some(&featured),
         Some(&memory),
+        Some(&lean),
         redis.as_ref(),
     ]
     .into_iter()
@@ -392,7 +449,7 @@ pub(super) fn redis_pid() -> Option<u32> {
         .and_then(|pid| pid.trim().parse().ok())
 }
 
-/// Builds the servers (Autumn and the two plain-axum twins) in release
+/// Builds the servers (Autumn and the three plain-axum twins) in release
 /// mode; returns their directory.
 pub(super) fn build(root: &Path) -> Result<PathBuf, String> {
     let args = ["build", "--release", "-p", "autumn-bench"].map(str::to_owned);
@@ -470,6 +527,9 @@ fn report(samples: &[Vec<Sample>]) -> String {
             );
         }
     }
+    if let Some(line) = against_featured(samples) {
+        out.push_str(&line);
+    }
     let _ = writeln!(
         out,
         "ratio: to plain axum as a new axum app runs (system allocator); ratio*: to plain axum on mimalloc, the allocator Autumn apps get"
@@ -479,6 +539,24 @@ fn report(samples: &[Vec<Sample>]) -> String {
         "cpu/req: the server's CPU per request, in user space + in the kernel (mostly loopback TCP, and waking wrk when it sleeps)"
     );
     out
+}
+
+/// Autumn with the layer off against axum with the same middleware, both
+/// serving the same requests: what Autumn costs for the same features.
+fn against_featured(samples: &[Vec<Sample>]) -> Option<String> {
+    let position = |wanted: fn(&Row) -> bool| ROWS.iter().position(wanted);
+    let autumn = position(|row| {
+        row.target == Target::AutumnMemory && row.path == "/orders-off" && row.keys == Keys::Fixed
+    })?;
+    let featured = position(|row| row.target == Target::PlainFeatured)?;
+    if samples[autumn].is_empty() || samples[featured].is_empty() {
+        return None;
+    }
+    let (r, low, high) = ratio(&samples[autumn], &samples[featured]);
+    Some(format!(
+        "{:<45} {r:.3} ({low:.3}-{high:.3}) of axum with the same middleware\n",
+        ROWS[autumn].name
+    ))
 }
 
 /// The median of the per-round ratios of `rounds` to `base`, and their
@@ -546,6 +624,46 @@ mod tests {
         // Medians of the two rounds: 3 us in user space, 4.5 in the kernel.
         assert!(line.contains("7.5us"), "{line}");
         assert!(line.contains("(3.0 + 4.5)"), "{line}");
+    }
+
+    #[test]
+    fn autumn_is_also_measured_against_axum_with_the_same_middleware() {
+        let sample = |per_second: f64| Sample {
+            outcome: super::super::wrk::Outcome {
+                requests: 1_000,
+                per_second,
+                failures: super::super::wrk::Failures::default(),
+            },
+            cpu_per_request: CpuSplit::default(),
+            redis_core_share: None,
+        };
+        let index = |name: &str| {
+            ROWS.iter()
+                .position(|row| row.name == name)
+                .expect("a row of that name")
+        };
+        // Every row measured at 100k, the two compared here at their own rates.
+        let mut samples = vec![vec![sample(100_000.0); 3]; ROWS.len()];
+        samples[index("axum + the same middleware, POST")] =
+            vec![sample(50_000.0), sample(40_000.0), sample(60_000.0)];
+        samples[index("Autumn, layer off, one fixed key")] = Vec::new();
+        assert!(
+            !report(&samples).contains("of axum with the same middleware"),
+            "no comparison without the Autumn row"
+        );
+        samples[index("Autumn, layer off, one fixed key")] =
+            vec![sample(70_000.0), sample(60_000.0), sample(60_000.0)];
+        let report = report(&samples);
+        let line = report
+            .lines()
+            .find(|line| line.contains("of axum with the same middleware"))
+            .expect("the comparison is reported");
+        // Per round: 1.4, 1.5 and 1.0; the median and the spread.
+        assert!(
+            line.starts_with("Autumn, layer off, one fixed key"),
+            "{line}"
+        );
+        assert!(line.contains("1.400 (1.000-1.500)"), "{line}");
     }
 
     #[test]
