@@ -321,7 +321,30 @@ fn write_timestamp(writer: &mut impl fmt::Write, now: SystemTime) -> fmt::Result
         }
         writer.write_str(&second.1)
     })?;
-    write!(writer, ".{:06}Z", since.subsec_micros())
+    writer.write_str(micros(since.subsec_micros()).as_str())
+}
+
+/// `.123456Z` for `micros` below a million, written without `fmt`, whose
+/// padding machinery cost more than the rest of the timestamp.
+fn micros(micros: u32) -> Micros {
+    let mut text = *b".000000Z";
+    let mut rest = micros % 1_000_000;
+    for digit in text[1..7].iter_mut().rev() {
+        // `rest % 10` is below 10, so the digit is ASCII.
+        *digit = b'0' + u8::try_from(rest % 10).unwrap_or(0);
+        rest /= 10;
+    }
+    Micros(text)
+}
+
+/// The text [`micros`] makes.
+struct Micros([u8; 8]);
+
+impl Micros {
+    fn as_str(&self) -> &str {
+        // Digits, a dot and a `Z`: always ASCII.
+        std::str::from_utf8(&self.0).unwrap_or(".000000Z")
+    }
 }
 
 /// `YYYY-MM-DDTHH:MM:SS` of `seconds` since the Unix epoch, in UTC.
@@ -391,6 +414,17 @@ mod tests {
             Some("outer")
         );
         assert_eq!(current(), None);
+    }
+
+    #[test]
+    fn microseconds_are_six_digits_padded_with_zeros() {
+        assert_eq!(micros(0).as_str(), ".000000Z");
+        assert_eq!(micros(7).as_str(), ".000007Z");
+        assert_eq!(micros(123_456).as_str(), ".123456Z");
+        assert_eq!(micros(999_999).as_str(), ".999999Z");
+        for n in [1, 10, 4_020, 50_000, 654_321] {
+            assert_eq!(micros(n).as_str(), format!(".{n:06}Z"));
+        }
     }
 
     #[test]
