@@ -60,6 +60,9 @@ pub(super) struct Inner {
     /// Set by every change: the guards ask it, without a lock, whether the
     /// response will get a Set-Cookie.
     pub(super) changed: AtomicBool,
+    /// Set before anything reads or writes the state: a session nobody
+    /// touched is passed on the way out without taking its lock.
+    touched: AtomicBool,
     pub(super) state: Mutex<State>,
 }
 
@@ -101,6 +104,7 @@ impl Session {
                 cookie,
                 sent,
                 changed: AtomicBool::new(false),
+                touched: AtomicBool::new(false),
                 state: Mutex::new(State::default()),
             }),
         }
@@ -234,6 +238,7 @@ impl Session {
 
     /// The state, loaded from the store first when it was not yet.
     async fn loaded(&self) -> Result<tokio::sync::MutexGuard<'_, State>, SessionError> {
+        self.inner.touched.store(true, Ordering::Release);
         let mut state = self.inner.state.lock().await;
         if state.known.is_none() {
             state.known = Some(match &self.inner.sent {
@@ -268,13 +273,11 @@ impl Session {
     }
 
     /// Whether the session was never read or written while serving this
-    /// request, so saving it has nothing to do. `false` while another task
-    /// holds it (not during the response, when nothing does).
+    /// request, so saving it has nothing to do. Only a load sets what a
+    /// save writes from, and every read or write loads first; one still
+    /// under way (another task holding a clone) counts as touched.
     pub(super) fn untouched(&self) -> bool {
-        self.inner
-            .state
-            .try_lock()
-            .is_ok_and(|state| state.known.is_none())
+        !self.inner.touched.load(Ordering::Acquire)
     }
 
     /// Whether saving would write anything: something changed.
@@ -496,5 +499,42 @@ impl<S: Send + Sync> axum::extract::OptionalFromRequestParts<S> for Session {
         _state: &S,
     ) -> Result<Option<Self>, Self::Rejection> {
         Ok(parts.extensions.get::<Session>().cloned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use autumn_idempotency::clock::SystemClock;
+
+    use super::super::cookie::SameSite;
+    use super::super::memory::MemorySessionStore;
+    use super::*;
+
+    fn session() -> Session {
+        Session::new(
+            Arc::new(MemorySessionStore::new(16)),
+            Arc::new(SystemClock),
+            Arc::new(CookieSettings {
+                name: "autumn_session".into(),
+                ttl: Duration::from_secs(60),
+                same_site: SameSite::Lax,
+                secure: false,
+            }),
+            None,
+        )
+    }
+
+    #[tokio::test]
+    async fn a_read_or_a_write_touches_the_session_and_nothing_else_does() {
+        let read = session();
+        assert!(read.untouched());
+        assert!(!read.pending());
+        let _: Option<String> = read.get("cart").await.expect("a memory store answers");
+        assert!(!read.untouched(), "a read loads the session");
+
+        let written = session();
+        written.clone().insert("cart", 3).await.expect("saved");
+        assert!(!written.untouched(), "through any clone");
+        assert!(written.pending());
     }
 }
