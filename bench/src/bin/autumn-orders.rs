@@ -6,6 +6,8 @@
 //! - `POST /orders`: under the idempotency layer.
 //! - `POST /orders-off`: the same handler with the layer off.
 //! - `GET /orders/new`: the form page with a freshly minted submit token.
+//! - `GET /orders/blank`: the same page without one, so the bench can tell
+//!   what minting costs on an Autumn route.
 
 use autumn_bench::{NewOrder, Order, Orders, form_page};
 use autumn_web::prelude::*;
@@ -39,10 +41,20 @@ async fn new_order(token: SubmitToken, field: SubmitFormField) -> Html<String> {
     Html(form_page(&submit_token_field(&token, &field).into_string()))
 }
 
+#[get("/orders/blank")]
+async fn blank_order() -> Html<String> {
+    Html(form_page(""))
+}
+
 #[autumn_web::main]
 async fn main() {
     autumn_web::app()
-        .routes(routes![create_order, create_order_unguarded, new_order])
+        .routes(routes![
+            create_order,
+            create_order_unguarded,
+            new_order,
+            blank_order
+        ])
         .with_state(Orders::default())
         .idempotent()
         .run()

@@ -108,6 +108,10 @@ const LEAN: [(&str, &str); 6] = [
     ("AUTUMN_COMPRESSION__ENABLED", "false"),
 ];
 
+/// The session cookie a returning visitor sends: an id of the session
+/// cookie's form, so no new one is issued.
+const RETURNING_VISITOR: &str = "autumn_session=5bb676cec88f632751865b2494348e0f092b8f08";
+
 /// One line of the table.
 struct Row {
     name: &'static str,
@@ -115,11 +119,16 @@ struct Row {
     path: &'static str,
     post: bool,
     keys: Keys,
+    /// Whether each request carries [`RETURNING_VISITOR`]'s cookie.
+    returning: bool,
     /// The row this one is divided by.
     baseline: Option<usize>,
     /// The plain-axum row on Autumn's allocator this one is also divided by.
     same_allocator: Option<usize>,
 }
+
+/// How many rows a round measures.
+pub(super) const ROW_COUNT: usize = ROWS.len();
 
 const ROWS: &[Row] = &[
     Row {
@@ -128,6 +137,7 @@ const ROWS: &[Row] = &[
         path: "/orders",
         post: true,
         keys: Keys::Fixed,
+        returning: false,
         baseline: None,
         same_allocator: None,
     },
@@ -137,6 +147,7 @@ const ROWS: &[Row] = &[
         path: "/orders",
         post: true,
         keys: Keys::Unique,
+        returning: false,
         baseline: None,
         same_allocator: None,
     },
@@ -146,6 +157,7 @@ const ROWS: &[Row] = &[
         path: "/orders/new",
         post: false,
         keys: Keys::None,
+        returning: false,
         baseline: None,
         same_allocator: None,
     },
@@ -155,6 +167,7 @@ const ROWS: &[Row] = &[
         path: "/orders",
         post: true,
         keys: Keys::Fixed,
+        returning: false,
         baseline: None,
         same_allocator: None,
     },
@@ -164,6 +177,7 @@ const ROWS: &[Row] = &[
         path: "/orders",
         post: true,
         keys: Keys::Unique,
+        returning: false,
         baseline: None,
         same_allocator: None,
     },
@@ -173,6 +187,7 @@ const ROWS: &[Row] = &[
         path: "/orders-off",
         post: true,
         keys: Keys::Fixed,
+        returning: false,
         baseline: Some(0),
         same_allocator: Some(3),
     },
@@ -182,6 +197,7 @@ const ROWS: &[Row] = &[
         path: "/orders-off",
         post: true,
         keys: Keys::Unique,
+        returning: false,
         baseline: Some(1),
         same_allocator: Some(4),
     },
@@ -191,6 +207,7 @@ const ROWS: &[Row] = &[
         path: "/orders-off",
         post: true,
         keys: Keys::Fixed,
+        returning: false,
         baseline: Some(0),
         same_allocator: Some(3),
     },
@@ -200,6 +217,7 @@ const ROWS: &[Row] = &[
         path: "/orders-off",
         post: true,
         keys: Keys::Fixed,
+        returning: false,
         baseline: Some(0),
         same_allocator: Some(3),
     },
@@ -209,6 +227,7 @@ const ROWS: &[Row] = &[
         path: "/orders",
         post: true,
         keys: Keys::Fixed,
+        returning: false,
         baseline: Some(0),
         same_allocator: Some(3),
     },
@@ -218,6 +237,7 @@ const ROWS: &[Row] = &[
         path: "/orders",
         post: true,
         keys: Keys::Unique,
+        returning: false,
         baseline: Some(1),
         same_allocator: Some(4),
     },
@@ -227,6 +247,37 @@ const ROWS: &[Row] = &[
         path: "/orders/new",
         post: false,
         keys: Keys::None,
+        returning: false,
+        baseline: Some(2),
+        same_allocator: None,
+    },
+    Row {
+        name: "Autumn, GET form page, no token",
+        target: Target::AutumnMemory,
+        path: "/orders/blank",
+        post: false,
+        keys: Keys::None,
+        returning: false,
+        baseline: Some(2),
+        same_allocator: None,
+    },
+    Row {
+        name: "Autumn, GET form page, minted, cookie sent",
+        target: Target::AutumnMemory,
+        path: "/orders/new",
+        post: false,
+        keys: Keys::None,
+        returning: true,
+        baseline: Some(2),
+        same_allocator: None,
+    },
+    Row {
+        name: "Autumn, GET form page, no token, cookie sent",
+        target: Target::AutumnMemory,
+        path: "/orders/blank",
+        post: false,
+        keys: Keys::None,
+        returning: true,
         baseline: Some(2),
         same_allocator: None,
     },
@@ -236,6 +287,7 @@ const ROWS: &[Row] = &[
         path: "/orders",
         post: true,
         keys: Keys::Fixed,
+        returning: false,
         baseline: Some(0),
         same_allocator: Some(3),
     },
@@ -245,6 +297,7 @@ const ROWS: &[Row] = &[
         path: "/orders",
         post: true,
         keys: Keys::Unique,
+        returning: false,
         baseline: Some(1),
         same_allocator: Some(4),
     },
@@ -409,6 +462,7 @@ fn load_for<'a>(
         url: format!("http://{addr}{}", row.path),
         post_json: row.post.then_some(ORDER),
         keys: row.keys,
+        cookie: row.returning.then_some(RETURNING_VISITOR),
         run_id,
         threads: settings.threads,
         connections: settings.connections,
@@ -527,9 +581,7 @@ fn report(samples: &[Vec<Sample>]) -> String {
             );
         }
     }
-    if let Some(line) = against_featured(samples) {
-        out.push_str(&line);
-    }
+    out.push_str(&comparisons(samples));
     let _ = writeln!(
         out,
         "ratio: to plain axum as a new axum app runs (system allocator); ratio*: to plain axum on mimalloc, the allocator Autumn apps get"
@@ -541,22 +593,45 @@ fn report(samples: &[Vec<Sample>]) -> String {
     out
 }
 
-/// Autumn with the layer off against axum with the same middleware, both
-/// serving the same requests: what Autumn costs for the same features.
-fn against_featured(samples: &[Vec<Sample>]) -> Option<String> {
-    let position = |wanted: fn(&Row) -> bool| ROWS.iter().position(wanted);
-    let autumn = position(|row| {
-        row.target == Target::AutumnMemory && row.path == "/orders-off" && row.keys == Keys::Fixed
-    })?;
-    let featured = position(|row| row.target == Target::PlainFeatured)?;
-    if samples[autumn].is_empty() || samples[featured].is_empty() {
-        return None;
+/// The comparisons between rows that are not against bare axum, each the
+/// median of its per-round ratios: Autumn with the layer off against axum
+/// with the same middleware (what Autumn costs for the same features), and
+/// Autumn's form page with a minted token against the same page without
+/// one, for a first visit (which also issues the session cookie a token is
+/// bound to) and for a visitor who has the cookie (what minting costs).
+const COMPARED: [(&str, &str, &str); 3] = [
+    (
+        "Autumn, layer off, one fixed key",
+        "axum + the same middleware, POST",
+        "of axum with the same middleware",
+    ),
+    (
+        "Autumn, GET form page, token minted",
+        "Autumn, GET form page, no token",
+        "of the same page without a token",
+    ),
+    (
+        "Autumn, GET form page, minted, cookie sent",
+        "Autumn, GET form page, no token, cookie sent",
+        "of the same page without a token",
+    ),
+];
+
+fn comparisons(samples: &[Vec<Sample>]) -> String {
+    let measured = |name: &str| {
+        ROWS.iter()
+            .position(|row| row.name == name)
+            .map(|index| &samples[index])
+            .filter(|rounds| !rounds.is_empty())
+    };
+    let mut out = String::new();
+    for (row, base, label) in COMPARED {
+        if let (Some(rounds), Some(base)) = (measured(row), measured(base)) {
+            let (r, low, high) = ratio(rounds, base);
+            let _ = writeln!(out, "{row:<45} {r:.3} ({low:.3}-{high:.3}) {label}");
+        }
     }
-    let (r, low, high) = ratio(&samples[autumn], &samples[featured]);
-    Some(format!(
-        "{:<45} {r:.3} ({low:.3}-{high:.3}) of axum with the same middleware\n",
-        ROWS[autumn].name
-    ))
+    out
 }
 
 /// The median of the per-round ratios of `rounds` to `base`, and their
@@ -664,6 +739,18 @@ mod tests {
             "{line}"
         );
         assert!(line.contains("1.400 (1.000-1.500)"), "{line}");
+    }
+
+    #[test]
+    fn every_comparison_names_two_rows() {
+        for (row, base, _) in COMPARED {
+            for name in [row, base] {
+                assert!(
+                    ROWS.iter().any(|r| r.name == name),
+                    "no row is called {name:?}"
+                );
+            }
+        }
     }
 
     #[test]

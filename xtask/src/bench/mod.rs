@@ -72,7 +72,7 @@ fn run_id(prefix: &str) -> String {
 /// `seconds` each, with 10 s of starting and priming per row, and ten
 /// minutes to spare; long enough, yet gone from a shared Redis soon after.
 fn record_ttl_secs(settings: &e2e::Settings) -> u64 {
-    let rows_per_round = 16;
+    let rows_per_round = e2e::ROW_COUNT as u64;
     let row = u64::from(settings.seconds) + 10;
     (u64::from(settings.rounds) + 1) * rows_per_round * row + 600
 }

@@ -207,6 +207,7 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
                     url: format!("http://{}/orders", store.server.addr),
                     post_json: Some(e2e::ORDER),
                     keys: *keys,
+                    cookie: None,
                     run_id: format!("{run_id}-r{round}-{store_index}-{row_index}"),
                     threads: settings.threads,
                     connections: settings.connections,

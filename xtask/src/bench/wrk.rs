@@ -22,6 +22,8 @@ pub(crate) struct Load<'a> {
     pub(crate) url: String,
     pub(crate) post_json: Option<&'a str>,
     pub(crate) keys: Keys,
+    /// A `Cookie` header every request carries: a returning visitor.
+    pub(crate) cookie: Option<&'a str>,
     /// Makes unique keys unique across runs and servers.
     pub(crate) run_id: String,
     pub(crate) threads: u32,
@@ -105,6 +107,9 @@ pub(crate) fn script(load: &Load<'_>, fixed_key: &str) -> String {
         None => {
             let _ = writeln!(lua, "wrk.method = \"GET\"");
         }
+    }
+    if let Some(cookie) = load.cookie {
+        let _ = writeln!(lua, "wrk.headers[\"Cookie\"] = \"{cookie}\"");
     }
     match load.keys {
         Keys::None => {}
@@ -270,6 +275,7 @@ Transfer/sec:     30.00MB
             url: "http://127.0.0.1:1/orders".into(),
             post_json: Some("{}"),
             keys: Keys::Unique,
+            cookie: None,
             run_id: "r7".into(),
             threads: 2,
             connections: 2,
@@ -277,6 +283,16 @@ Transfer/sec:     30.00MB
             core: None,
         };
         let lua = script(&load, "unused");
+        assert!(!lua.contains("Cookie"), "{lua}");
+        let returning = Load {
+            cookie: Some("autumn_session=abc"),
+            ..load.clone()
+        };
+        assert!(
+            script(&returning, "unused")
+                .contains("wrk.headers[\"Cookie\"] = \"autumn_session=abc\""),
+            "a returning visitor sends its cookie"
+        );
         assert!(lua.contains("\"r7-\" .. tid .. \"-\" .. counter"), "{lua}");
         assert!(lua.contains("thread:set(\"tid\""), "{lua}");
     }
