@@ -675,9 +675,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_report_gives_each_row_its_cpu_in_user_space_and_in_the_kernel() {
-        let sample = |per_second: f64, user_us: u64, system_us: u64| Sample {
+    /// One round of a row: 1,000 requests at `per_second`, with the CPU
+    /// per request given in microseconds.
+    fn sample(per_second: f64, user_us: u64, system_us: u64) -> Sample {
+        Sample {
             outcome: super::super::wrk::Outcome {
                 requests: 1_000,
                 per_second,
@@ -688,7 +689,11 @@ mod tests {
                 system: Duration::from_micros(system_us),
             },
             redis_core_share: None,
-        };
+        }
+    }
+
+    #[test]
+    fn the_report_gives_each_row_its_cpu_in_user_space_and_in_the_kernel() {
         let mut samples = vec![Vec::new(); ROWS.len()];
         samples[0] = vec![sample(100_000.0, 3, 5), sample(120_000.0, 3, 4)];
         let report = report(&samples);
@@ -703,31 +708,23 @@ mod tests {
 
     #[test]
     fn autumn_is_also_measured_against_axum_with_the_same_middleware() {
-        let sample = |per_second: f64| Sample {
-            outcome: super::super::wrk::Outcome {
-                requests: 1_000,
-                per_second,
-                failures: super::super::wrk::Failures::default(),
-            },
-            cpu_per_request: CpuSplit::default(),
-            redis_core_share: None,
-        };
+        let at = |per_second| sample(per_second, 0, 0);
         let index = |name: &str| {
             ROWS.iter()
                 .position(|row| row.name == name)
                 .expect("a row of that name")
         };
         // Every row measured at 100k, the two compared here at their own rates.
-        let mut samples = vec![vec![sample(100_000.0); 3]; ROWS.len()];
+        let mut samples = vec![vec![at(100_000.0); 3]; ROWS.len()];
         samples[index("axum + the same middleware, POST")] =
-            vec![sample(50_000.0), sample(40_000.0), sample(60_000.0)];
+            vec![at(50_000.0), at(40_000.0), at(60_000.0)];
         samples[index("Autumn, layer off, one fixed key")] = Vec::new();
         assert!(
             !report(&samples).contains("of axum with the same middleware"),
             "no comparison without the Autumn row"
         );
         samples[index("Autumn, layer off, one fixed key")] =
-            vec![sample(70_000.0), sample(60_000.0), sample(60_000.0)];
+            vec![at(70_000.0), at(60_000.0), at(60_000.0)];
         let report = report(&samples);
         let line = report
             .lines()
