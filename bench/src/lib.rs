@@ -1,9 +1,9 @@
-//! What the two benchmark servers share, so that they differ only in the
+//! What the benchmark servers share, so that they differ only in the
 //! framework: the orders handler's body and the form page.
 //!
-//! `cargo xtask bench` starts `plain-axum` and `autumn-orders` as their own
-//! release processes and drives them with an outside load generator; see
-//! `docs/performance.md`.
+//! `cargo xtask bench` starts `plain-axum` (and its mimalloc and featured
+//! twins) and `autumn-orders` as their own release processes and drives
+//! them with an outside load generator; see `docs/performance.md`.
 
 pub mod featured;
 pub mod plain;

@@ -2,7 +2,9 @@
 //! handler and form page as `autumn-orders`, with no middleware at all.
 //! Two binaries run it: `plain-axum` on the system allocator, as a new axum
 //! app is, and `plain-axum-mimalloc` on the allocator Autumn apps get, so
-//! the bench can tell the framework's cost from the allocator's.
+//! the bench can tell the framework's cost from the allocator's. The
+//! featured twin (`crate::featured`) serves the same [`routes`] with
+//! middleware around them.
 //!
 //! Listens on 127.0.0.1 at the port in `PORT`.
 
