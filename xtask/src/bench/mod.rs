@@ -68,7 +68,7 @@ fn run_id(prefix: &str) -> String {
 /// rows replay one key recorded at the start; once it expired, the next
 /// request ran the handler again and the other connections sending that key
 /// got 409 while it ran (a 5-round run failed so with a TTL of 600 s). A
-/// bound on the run: every round (and the warm-up) of at most 16 rows of
+/// bound on the run: every round (and the warm-up) of every row, of
 /// `seconds` each, with 10 s of starting and priming per row, and ten
 /// minutes to spare; long enough, yet gone from a shared Redis soon after.
 fn record_ttl_secs(settings: &e2e::Settings) -> u64 {
