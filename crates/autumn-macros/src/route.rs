@@ -27,7 +27,7 @@ pub(crate) enum Method {
 }
 
 impl Method {
-    /// The attribute's name, which is also the `axum::routing` function name.
+    /// The attribute's name.
     fn attr_name(self) -> &'static str {
         match self {
             Self::Get => "get",
@@ -38,7 +38,8 @@ impl Method {
         }
     }
 
-    /// The `http::Method` associated constant name.
+    /// The name of the `http::Method` and `axum::routing::MethodFilter`
+    /// associated constants.
     fn constant(self) -> &'static str {
         match self {
             Self::Get => "GET",
@@ -183,7 +184,6 @@ pub(crate) fn expand(
         args.idempotent.is_none_or(|lit| lit.value) && args.policy.off_span().is_none();
     let with_policy = args.policy.expand();
     let constant = syn::Ident::new(method.constant(), Span::call_site());
-    let routing_fn = syn::Ident::new(method.attr_name(), Span::call_site());
 
     Ok(quote! {
         #func
@@ -196,9 +196,10 @@ pub(crate) fn expand(
             fn route() -> #ROUTE {
                 #MACRO_ROUTE(
                     #HTTP_METHOD::#constant,
+                    #AXUM_ROUTING::MethodFilter::#constant,
                     #path,
                     #name_str,
-                    #AXUM_ROUTING::#routing_fn(#name),
+                    #name,
                     #idempotent,
                 )
                 #with_policy
@@ -248,11 +249,8 @@ mod tests {
             quote!(impl ::autumn_web::__private::RouteDef for place_order),
             quote!(fn route() -> ::autumn_web::Route),
             quote!(::autumn_web::__private::http::Method::POST),
-            quote!("/orders", "place_order"),
-            quote!(
-                ::autumn_web::__private::axum::routing::post(place_order),
-                true,
-            ),
+            quote!(::autumn_web::__private::axum::routing::MethodFilter::POST),
+            quote!("/orders", "place_order", place_order, true,),
         ];
         for piece in expected {
             assert!(
@@ -263,37 +261,29 @@ mod tests {
     }
 
     #[test]
-    fn each_method_maps_to_constant_and_routing_fn() {
-        for (method, constant, routing) in [
-            (
-                Method::Get,
-                quote!(Method::GET),
-                quote!(routing::get(place_order)),
-            ),
+    fn each_method_maps_to_its_constant_and_method_filter() {
+        for (method, constant, filter) in [
+            (Method::Get, quote!(Method::GET), quote!(MethodFilter::GET)),
             (
                 Method::Post,
                 quote!(Method::POST),
-                quote!(routing::post(place_order)),
+                quote!(MethodFilter::POST),
             ),
-            (
-                Method::Put,
-                quote!(Method::PUT),
-                quote!(routing::put(place_order)),
-            ),
+            (Method::Put, quote!(Method::PUT), quote!(MethodFilter::PUT)),
             (
                 Method::Patch,
                 quote!(Method::PATCH),
-                quote!(routing::patch(place_order)),
+                quote!(MethodFilter::PATCH),
             ),
             (
                 Method::Delete,
                 quote!(Method::DELETE),
-                quote!(routing::delete(place_order)),
+                quote!(MethodFilter::DELETE),
             ),
         ] {
             let out = ok(method, quote!("/orders"), handler());
             assert!(out.contains(&constant.to_string()), "{out}");
-            assert!(out.contains(&routing.to_string()), "{out}");
+            assert!(out.contains(&filter.to_string()), "{out}");
         }
     }
 
@@ -305,7 +295,7 @@ mod tests {
             handler(),
         );
         assert!(
-            out.contains(&quote!(post(place_order), false,).to_string()),
+            out.contains(&quote!("place_order", place_order, false,).to_string()),
             "{out}"
         );
         let out = ok(
@@ -314,7 +304,7 @@ mod tests {
             handler(),
         );
         assert!(
-            out.contains(&quote!(post(place_order), true,).to_string()),
+            out.contains(&quote!("place_order", place_order, true,).to_string()),
             "{out}"
         );
     }
@@ -331,7 +321,7 @@ mod tests {
             handler(),
         );
         assert!(
-            out.contains(&quote!(post(place_order), true,).to_string()),
+            out.contains(&quote!("place_order", place_order, true,).to_string()),
             "{out}"
         );
         assert!(out.contains(". with_policy"), "{out}");
@@ -342,7 +332,7 @@ mod tests {
             handler(),
         );
         assert!(
-            out.contains(&quote!(post(place_order), false,).to_string()),
+            out.contains(&quote!("place_order", place_order, false,).to_string()),
             "{out}"
         );
         let msg = err(

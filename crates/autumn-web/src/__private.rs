@@ -27,15 +27,21 @@ pub fn route_of<T: RouteDef>() -> Route {
 }
 
 /// A route as the macros make it: known to the framework, so a retry is
-/// replayed unless `idempotent = false`.
-pub fn macro_route(
+/// replayed unless `idempotent = false`. The handler function itself, not a
+/// `MethodRouter`: the app puts its layers around it before axum boxes it.
+pub fn macro_route<H, T>(
     method: http::Method,
+    filter: axum::routing::MethodFilter,
     path: &'static str,
     name: &'static str,
-    handler: axum::routing::MethodRouter,
+    handler: H,
     idempotent: bool,
-) -> Route {
-    Route::from_macro(method, path, name, handler, idempotent)
+) -> Route
+where
+    H: axum::handler::Handler<T, ()>,
+    T: 'static,
+{
+    Route::from_macro(method, filter, path, name, handler, idempotent)
 }
 
 /// Declares the app's global allocator, beside the `main` that

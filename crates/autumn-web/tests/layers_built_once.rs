@@ -72,3 +72,33 @@ async fn requests_do_not_apply_the_layers_again() {
         "ten requests applied no layer again"
     );
 }
+
+#[get("/receipts")]
+async fn receipts() -> &'static str {
+    "receipts"
+}
+
+/// A macro route gets the app's layers around its handler function before
+/// axum boxes it (once, not twice): axum's method handling is unchanged, a
+/// GET route answers HEAD and refuses other methods with `Allow`.
+#[autumn_web::test]
+async fn macro_routes_keep_axums_method_handling() {
+    let client = TestApp::from_builder(
+        autumn_web::app()
+            .routes(routes![create_order, receipts])
+            .idempotent(),
+    )
+    .build();
+    let get = client.get("/receipts").send().await;
+    get.assert_status(200);
+    assert_eq!(get.text(), "receipts");
+    let head = client.request(http::Method::HEAD, "/receipts").send().await;
+    head.assert_status(200);
+    assert!(head.bytes().is_empty(), "HEAD has no body");
+    let put = client.request(http::Method::PUT, "/receipts").send().await;
+    put.assert_status(405);
+    assert_eq!(put.header("allow"), Some("GET,HEAD"));
+    let get_orders = client.get("/orders").send().await;
+    get_orders.assert_status(405);
+    assert_eq!(get_orders.header("allow"), Some("POST"));
+}

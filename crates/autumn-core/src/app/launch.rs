@@ -10,16 +10,13 @@ use autumn_idempotency::submit::SubmitTokenLayer;
 use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayGuardLayer, ReplayMode};
 use axum::Router;
 use tower::ServiceBuilder;
-#[cfg(not(feature = "database"))]
-use tower::layer::util::Identity;
-use tower::util::option_layer;
 
 use super::middleware::AppService;
 use super::{AppBuilder, RawRouter};
 use crate::actuator::{self, AppMetrics};
 use crate::config::{AutumnConfig, Backend, ConfigError, TenantStrategy, redact};
 use crate::cross_origin::CrossOriginLayer;
-use crate::route::{Route, RouteIdempotency};
+use crate::route::{Route, RouteIdempotency, RouteStack};
 use crate::scope;
 use crate::tenancy::{self, TenancyLayer};
 
@@ -486,10 +483,8 @@ impl AppBuilder {
         }
 
         // Innermost on every route: the submit-token guard, with the
-        // database pool and the commit-hook queue for the handlers. Each
-        // `layer` call on a route boxes it once more, and every request
-        // clones each box with all beneath it: so a route gets all of the
-        // framework's layers in one call, one box.
+        // database pool and the commit-hook queue for the handlers (see
+        // `RouteStack` for how they are put on a route).
         let submit = submit_token_layer(
             &config,
             idempotency_store,
@@ -512,14 +507,15 @@ impl AppBuilder {
             None => (None, None),
         };
         #[cfg(not(feature = "database"))]
-        let (pool, queue): (Option<Identity>, Option<Identity>) = (None, None);
+        let (pool, queue) = (None, None);
+
+        // The same, for the routers the app merges or nests whole.
         let group = (submit.is_some() || pool.is_some()).then(|| {
             ServiceBuilder::new()
-                .option_layer(pool)
-                .option_layer(queue)
-                .option_layer(submit)
+                .option_layer(pool.clone())
+                .option_layer(queue.clone())
+                .option_layer(submit.clone())
         });
-
         let mut router = Router::new();
         for route in routes {
             let path = route.path.clone();
@@ -554,19 +550,20 @@ impl AppBuilder {
                     Some(ReplayGuardLayer::for_route(path.clone())),
                 ),
             };
-            // Each `layer` call boxes the route once more, and each box is
-            // cloned per request: a route without layers of its own gets
-            // all of the framework's in one call.
-            let outer = (
-                option_layer(group.clone()),
-                option_layer(guard),
-                option_layer(opaque_guard),
-            );
-            let inner_guard = ReplayGuardLayer::for_route(path.clone());
+            // All of the framework's layers in one call: each `layer` call
+            // boxes the route once more, and each box is cloned per request.
+            let stack = RouteStack {
+                pool: pool.clone(),
+                queue: queue.clone(),
+                submit: submit.clone(),
+                idempotency: guard,
+                opaque_guard,
+                inner_guard: ReplayGuardLayer::for_route(path.clone()),
+            };
             let handler = if route.layer_count() == 0 {
-                route.into_handler().layer((outer, inner_guard))
+                route.into_stacked(stack)
             } else {
-                route.into_layered(inner_guard).layer(outer)
+                route.into_layered(stack)
             };
             router = router.route(&path, handler);
         }

@@ -26,4 +26,4 @@ pub use hook::{CommitHook, CommitHooks, CommitJob, JobError, JobFuture};
 pub use queue::enqueue;
 pub use worker::{CommitJobWorker, WorkerRun};
 
-pub(crate) use worker::install;
+pub(crate) use worker::{CommitQueue, install};

@@ -1,11 +1,16 @@
 //! [`Route`]: one handler at one method and path, as the route macros make it.
 
+mod stack;
+
 use std::borrow::Cow;
 
-use autumn_idempotency::ReplayGuardLayer;
 use autumn_idempotency::layer::IdempotencyPolicy;
-use axum::routing::MethodRouter;
+use axum::handler::Handler;
+use axum::routing::{MethodFilter, MethodRouter};
 use http::Method;
+use tower::Layer as _;
+
+pub(crate) use stack::RouteStack;
 
 /// How the idempotency layer treats a route when the app calls
 /// `.idempotent()`.
@@ -31,6 +36,10 @@ pub enum RouteIdempotency {
 /// A route-local layer, applied when the app mounts the route.
 type RouteLayer = Box<dyn FnOnce(MethodRouter) -> MethodRouter + Send + Sync>;
 
+/// A macro route's handler function, kept unboxed until the app mounts it
+/// so the app's layers go around it in the same box (see [`RouteStack`]).
+type Unboxed = Box<dyn FnOnce(RouteStack) -> MethodRouter + Send + Sync>;
+
 /// One handler, at one method and path.
 ///
 /// The route macros (`#[post("/orders")]`) make these; a hand-built one is
@@ -55,7 +64,10 @@ pub struct Route {
     /// The path, in axum's syntax (`/orders/{id}`).
     pub path: Cow<'static, str>,
     /// The handler, without the layers added with [`Route::layer`].
-    pub handler: MethodRouter,
+    handler: MethodRouter,
+    /// A macro route's handler, before axum boxes it: mounted through this
+    /// while the route has no layers of its own.
+    unboxed: Option<Unboxed>,
     /// A name for logs and errors: the handler function's name for macro routes.
     pub name: Cow<'static, str>,
     /// How `.idempotent()` treats this route.
@@ -95,6 +107,7 @@ impl Route {
             name: path.clone(),
             path,
             handler,
+            unboxed: None,
             idempotency: RouteIdempotency::Opaque,
             policy: IdempotencyPolicy::new(),
             layers: Vec::new(),
@@ -186,32 +199,52 @@ impl Route {
         self.layers.len()
     }
 
-    /// The handler alone, for a route without layers of its own (see
-    /// [`Route::layer_count`]).
-    pub(crate) fn into_handler(self) -> MethodRouter {
-        self.handler
+    /// The handler with the app's `stack` around it, for a route without
+    /// layers of its own (see [`Route::layer_count`]): a macro route's in the
+    /// same box as its handler function.
+    pub(crate) fn into_stacked(self, stack: RouteStack) -> MethodRouter {
+        match self.unboxed {
+            Some(unboxed) => unboxed(stack),
+            None => self.handler.layer(stack),
+        }
     }
 
-    /// The handler with `guard` directly in front of it, then the layers
-    /// added with [`Route::layer`] in the order they were added.
-    pub(crate) fn into_layered(self, guard: ReplayGuardLayer) -> MethodRouter {
+    /// The handler with the app's `stack` around it and the route's own
+    /// layers between `stack`'s inner guard, directly in front of the
+    /// handler, and the rest of it; the route's layers in the order they
+    /// were added.
+    pub(crate) fn into_layered(self, stack: RouteStack) -> MethodRouter {
+        let outer = stack.outer();
         self.layers
             .into_iter()
-            .fold(self.handler.layer(guard), |handler, layer| layer(handler))
+            .fold(self.handler.layer(stack.inner_guard), |handler, layer| {
+                layer(handler)
+            })
+            .layer(outer)
     }
 
     #[doc(hidden)]
-    pub fn from_macro(
+    pub fn from_macro<H, T>(
         method: Method,
+        filter: MethodFilter,
         path: &'static str,
         name: &'static str,
-        handler: MethodRouter,
+        handler: H,
         idempotent: bool,
-    ) -> Self {
+    ) -> Self
+    where
+        H: Handler<T, ()>,
+        T: 'static,
+    {
+        let boxed = axum::routing::on(filter, handler.clone());
+        let unboxed: Unboxed = Box::new(move |stack: RouteStack| {
+            axum::routing::on_service(filter, stack.layer(handler.with_state(())))
+        });
         Self {
             method,
             path: Cow::Borrowed(path),
-            handler,
+            handler: boxed,
+            unboxed: Some(unboxed),
             name: Cow::Borrowed(name),
             layers: Vec::new(),
             policy: IdempotencyPolicy::new(),
