@@ -121,6 +121,21 @@ async fn every_render_mints_a_fresh_token_into_the_first_field() {
     );
 }
 
+/// A configured field name is escaped in the rendered field; the usual
+/// ones are written as they are.
+#[tokio::test]
+async fn the_field_name_is_escaped_where_it_needs_to_be() {
+    for (name, rendered) in [
+        ("form.token-2_x", r#"name="form.token-2_x""#),
+        (r#"a"b<c&d'e"#, r#"name="a&quot;b&lt;c&amp;d'e""#),
+    ] {
+        // Debug's quoting is a valid TOML basic string for these.
+        let toml = format!("[security.submit_token]\nfield_name = {name:?}\n");
+        let html = client(&toml).get("/posts/new").send().await.text();
+        assert!(html.contains(rendered), "{name}: {html}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_runs_its_form_once_and_replays_the_first_answer() {
     let client = client("");
