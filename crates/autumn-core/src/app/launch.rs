@@ -16,7 +16,7 @@ use super::{AppBuilder, RawRouter};
 use crate::actuator::{self, AppMetrics};
 use crate::config::{AutumnConfig, Backend, ConfigError, TenantStrategy, redact};
 use crate::cross_origin::CrossOriginLayer;
-use crate::route::{Route, RouteIdempotency, RouteStack};
+use crate::route::{Route, RouteIdempotency, RouteStack, SharedLayers};
 use crate::scope;
 use crate::tenancy::{self, TenancyLayer};
 
@@ -482,9 +482,9 @@ impl AppBuilder {
             check_static_mount(&config.static_files.mount, &routes, &self.raw)?;
         }
 
-        // Innermost on every route: the submit-token guard, with the
-        // database pool and the commit-hook queue for the handlers (see
-        // `RouteStack` for how they are put on a route).
+        // On every route, merged routers too: the submit-token guard, with
+        // the database pool and the commit-hook queue for the handlers (see
+        // `SharedLayers` and `RouteStack` for how they are put on a route).
         let submit = submit_token_layer(
             &config,
             idempotency_store,
@@ -508,14 +508,11 @@ impl AppBuilder {
         };
         #[cfg(not(feature = "database"))]
         let (pool, queue) = (None, None);
-
-        // The same, for the routers the app merges or nests whole.
-        let group = (submit.is_some() || pool.is_some()).then(|| {
-            ServiceBuilder::new()
-                .option_layer(pool.clone())
-                .option_layer(queue.clone())
-                .option_layer(submit.clone())
-        });
+        let shared = SharedLayers {
+            pool,
+            queue,
+            submit,
+        };
         let mut router = Router::new();
         for route in routes {
             let path = route.path.clone();
@@ -553,9 +550,7 @@ impl AppBuilder {
             // All of the framework's layers in one call: each `layer` call
             // boxes the route once more, and each box is cloned per request.
             let stack = RouteStack {
-                pool: pool.clone(),
-                queue: queue.clone(),
-                submit: submit.clone(),
+                shared: shared.clone(),
                 idempotency: guard,
                 opaque_guard,
                 inner_guard: ReplayGuardLayer::for_route(path.clone()),
@@ -575,9 +570,10 @@ impl AppBuilder {
                     }
                     None => raw,
                 };
-                match &group {
-                    Some(group) => raw.layer(group.clone()),
-                    None => raw,
+                if shared.is_empty() {
+                    raw
+                } else {
+                    raw.layer(shared.layers())
                 }
             };
             router = match raw {

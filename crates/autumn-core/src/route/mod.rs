@@ -10,7 +10,7 @@ use axum::routing::{MethodFilter, MethodRouter};
 use http::Method;
 use tower::Layer as _;
 
-pub(crate) use stack::RouteStack;
+pub(crate) use stack::{RouteStack, SharedLayers};
 
 /// How the idempotency layer treats a route when the app calls
 /// `.idempotent()`.
@@ -36,9 +36,38 @@ pub enum RouteIdempotency {
 /// A route-local layer, applied when the app mounts the route.
 type RouteLayer = Box<dyn FnOnce(MethodRouter) -> MethodRouter + Send + Sync>;
 
-/// A macro route's handler function, kept unboxed until the app mounts it
-/// so the app's layers go around it in the same box (see [`RouteStack`]).
-type Unboxed = Box<dyn FnOnce(RouteStack) -> MethodRouter + Send + Sync>;
+/// What a route runs, as the app mounts it.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per route, made once at startup and moved a few times"
+)]
+enum Endpoint {
+    /// A hand-built route's `MethodRouter`, already boxed by axum.
+    Boxed(MethodRouter),
+    /// A macro route's handler function, boxed only when the app mounts it:
+    /// with the app's layers inside that box when given them (see
+    /// [`RouteStack`]), bare otherwise.
+    Function(Box<dyn FnOnce(Option<RouteStack>) -> MethodRouter + Send + Sync>),
+}
+
+impl Endpoint {
+    /// The endpoint as axum boxes it, nothing around it.
+    fn into_boxed(self) -> MethodRouter {
+        match self {
+            Self::Boxed(handler) => handler,
+            Self::Function(mount) => mount(None),
+        }
+    }
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Boxed(handler) => handler.fmt(f),
+            Self::Function(_) => f.write_str("handler function"),
+        }
+    }
+}
 
 /// One handler, at one method and path.
 ///
@@ -64,10 +93,7 @@ pub struct Route {
     /// The path, in axum's syntax (`/orders/{id}`).
     pub path: Cow<'static, str>,
     /// The handler, without the layers added with [`Route::layer`].
-    handler: MethodRouter,
-    /// A macro route's handler, before axum boxes it: mounted through this
-    /// while the route has no layers of its own.
-    unboxed: Option<Unboxed>,
+    endpoint: Endpoint,
     /// A name for logs and errors: the handler function's name for macro routes.
     pub name: Cow<'static, str>,
     /// How `.idempotent()` treats this route.
@@ -84,7 +110,7 @@ impl std::fmt::Debug for Route {
         f.debug_struct("Route")
             .field("method", &self.method)
             .field("path", &self.path)
-            .field("handler", &self.handler)
+            .field("endpoint", &self.endpoint)
             .field("name", &self.name)
             .field("idempotency", &self.idempotency)
             .field("policy", &self.policy)
@@ -106,8 +132,7 @@ impl Route {
             method,
             name: path.clone(),
             path,
-            handler,
-            unboxed: None,
+            endpoint: Endpoint::Boxed(handler),
             idempotency: RouteIdempotency::Opaque,
             policy: IdempotencyPolicy::new(),
             layers: Vec::new(),
@@ -203,9 +228,9 @@ impl Route {
     /// layers of its own (see [`Route::layer_count`]): a macro route's in the
     /// same box as its handler function.
     pub(crate) fn into_stacked(self, stack: RouteStack) -> MethodRouter {
-        match self.unboxed {
-            Some(unboxed) => unboxed(stack),
-            None => self.handler.layer(stack),
+        match self.endpoint {
+            Endpoint::Function(mount) => mount(Some(stack)),
+            Endpoint::Boxed(handler) => handler.layer(stack),
         }
     }
 
@@ -217,9 +242,10 @@ impl Route {
         let outer = stack.outer();
         self.layers
             .into_iter()
-            .fold(self.handler.layer(stack.inner_guard), |handler, layer| {
-                layer(handler)
-            })
+            .fold(
+                self.endpoint.into_boxed().layer(stack.inner_guard),
+                |handler, layer| layer(handler),
+            )
             .layer(outer)
     }
 
@@ -236,15 +262,14 @@ impl Route {
         H: Handler<T, ()>,
         T: 'static,
     {
-        let boxed = axum::routing::on(filter, handler.clone());
-        let unboxed: Unboxed = Box::new(move |stack: RouteStack| {
-            axum::routing::on_service(filter, stack.layer(handler.with_state(())))
-        });
+        let mount = move |stack: Option<RouteStack>| match stack {
+            Some(stack) => axum::routing::on_service(filter, stack.layer(handler.with_state(()))),
+            None => axum::routing::on(filter, handler),
+        };
         Self {
             method,
             path: Cow::Borrowed(path),
-            handler: boxed,
-            unboxed: Some(unboxed),
+            endpoint: Endpoint::Function(Box::new(mount)),
             name: Cow::Borrowed(name),
             layers: Vec::new(),
             policy: IdempotencyPolicy::new(),

@@ -28,15 +28,46 @@ pub(crate) type QueueLayer = axum::Extension<crate::jobs::CommitQueue>;
 #[cfg(not(feature = "database"))]
 pub(crate) type QueueLayer = Identity;
 
-/// What the app puts on each route, outermost first: the database pool,
-/// the commit-hook queue, the submit-token guard, the idempotency layer, the
-/// opaque route's replay guard, then the replay guard in front of the
-/// handler (or of the route's own layers).
+/// What the app puts on every route, whether a macro or a hand made it or
+/// the app merged or nested it whole, outermost first: the database pool
+/// and the commit-hook queue for the handlers, and the submit-token guard.
 #[derive(Clone)]
-pub(crate) struct RouteStack {
+pub(crate) struct SharedLayers {
     pub(crate) pool: Option<PoolLayer>,
     pub(crate) queue: Option<QueueLayer>,
     pub(crate) submit: Option<SubmitTokenLayer>,
+}
+
+/// [`SharedLayers`] as one layer.
+pub(crate) type Shared = (
+    Either<PoolLayer, Identity>,
+    Either<QueueLayer, Identity>,
+    Either<SubmitTokenLayer, Identity>,
+);
+
+impl SharedLayers {
+    /// Whether there is none: a merged router then gets no layer (and so no
+    /// box) for them.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pool.is_none() && self.queue.is_none() && self.submit.is_none()
+    }
+
+    pub(crate) fn layers(&self) -> Shared {
+        (
+            option_layer(self.pool.clone()),
+            option_layer(self.queue.clone()),
+            option_layer(self.submit.clone()),
+        )
+    }
+}
+
+/// What the app puts on a route it mounts, outermost first: the
+/// [`SharedLayers`], the idempotency layer, the opaque route's replay guard,
+/// then the replay guard in front of the handler (or of the route's own
+/// layers).
+#[derive(Clone)]
+pub(crate) struct RouteStack {
+    pub(crate) shared: SharedLayers,
     pub(crate) idempotency: Option<IdempotencyLayer>,
     pub(crate) opaque_guard: Option<ReplayGuardLayer>,
     pub(crate) inner_guard: ReplayGuardLayer,
@@ -44,9 +75,7 @@ pub(crate) struct RouteStack {
 
 /// Everything above [`RouteStack::inner_guard`], outermost first.
 pub(crate) type Outer = (
-    Either<PoolLayer, Identity>,
-    Either<QueueLayer, Identity>,
-    Either<SubmitTokenLayer, Identity>,
+    Shared,
     Either<IdempotencyLayer, Identity>,
     Either<ReplayGuardLayer, Identity>,
 );
@@ -56,9 +85,7 @@ impl RouteStack {
     /// between the two.
     pub(crate) fn outer(&self) -> Outer {
         (
-            option_layer(self.pool.clone()),
-            option_layer(self.queue.clone()),
-            option_layer(self.submit.clone()),
+            self.shared.layers(),
             option_layer(self.idempotency.clone()),
             option_layer(self.opaque_guard.clone()),
         )
