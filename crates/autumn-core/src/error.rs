@@ -50,8 +50,11 @@ impl ErrorKind {
 ///
 /// Client errors (4xx) send their message to the client; server errors (5xx)
 /// log it with its source chain and send only a generic message, so internals
-/// never leak. Any `std::error::Error` converts into an internal error with
-/// `?`.
+/// never leak, unless [`with_public_detail`](Self::with_public_detail) names
+/// a sentence that is safe to send. Any `std::error::Error` converts into an
+/// internal error with `?`; a [`SessionError`](crate::session::SessionError)
+/// from a session store that cannot be reached converts into a 503
+/// `session_store_unavailable` with `Retry-After: 1` instead.
 ///
 /// ```
 /// use autumn_core::{AutumnError, AutumnResult};
@@ -64,11 +67,28 @@ impl ErrorKind {
 /// }
 /// assert_eq!(find(2).unwrap_err().status(), http::StatusCode::NOT_FOUND);
 /// ```
+///
+/// A stable `code`, a `Retry-After` and a public detail for a 5xx are
+/// optional:
+///
+/// ```
+/// use autumn_core::AutumnError;
+///
+/// let error = AutumnError::unavailable("provider returned 502 after 30 s")
+///     .with_code("provider_unavailable")
+///     .with_retry_after(5)
+///     .with_public_detail("the payment provider is not answering; try again shortly");
+/// assert_eq!(error.code(), Some("provider_unavailable"));
+/// assert_eq!(error.retry_after(), Some(5));
+/// ```
 #[derive(Debug)]
 pub struct AutumnError {
     kind: ErrorKind,
     message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    code: Option<&'static str>,
+    retry_after: Option<u32>,
+    public_detail: Option<String>,
 }
 
 impl AutumnError {
@@ -78,6 +98,9 @@ impl AutumnError {
             kind,
             message: message.into(),
             source: None,
+            code: None,
+            retry_after: None,
+            public_detail: None,
         }
     }
 
@@ -120,10 +143,35 @@ impl AutumnError {
     pub fn internal(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         let source = source.into();
         Self {
-            kind: ErrorKind::Internal,
             message: source.to_string(),
             source: Some(source),
+            ..Self::new(ErrorKind::Internal, String::new())
         }
+    }
+
+    /// Sends `code` as the problem document's stable, machine-readable
+    /// `code` member, e.g. `order_closed`.
+    #[must_use]
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = Some(code);
+        self
+    }
+
+    /// Sends `Retry-After: seconds`, telling the client when trying again
+    /// may succeed (typically on a 503 or a 409).
+    #[must_use]
+    pub fn with_retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    /// The `detail` sent to the client in place of the message. For a 5xx
+    /// this replaces the generic sentence (the message is still logged, not
+    /// sent); write only what a client may read.
+    #[must_use]
+    pub fn with_public_detail(mut self, detail: impl Into<String>) -> Self {
+        self.public_detail = Some(detail.into());
+        self
     }
 
     /// The error's kind.
@@ -140,6 +188,16 @@ impl AutumnError {
     pub fn message(&self) -> &str {
         &self.message
     }
+
+    /// The problem document's `code`, if one was given.
+    pub fn code(&self) -> Option<&'static str> {
+        self.code
+    }
+
+    /// The `Retry-After` seconds, if any.
+    pub fn retry_after(&self) -> Option<u32> {
+        self.retry_after
+    }
 }
 
 impl std::fmt::Display for AutumnError {
@@ -154,13 +212,16 @@ where
 {
     fn from(error: E) -> Self {
         let mut error = Self::internal(error);
-        // A session store that is down is an outage to retry, not a bug.
-        if error
+        // A session store that is down is an outage to retry, not a bug: it
+        // answers as the session's own rejection does.
+        let session = error
             .source
             .as_deref()
-            .and_then(|source| source.downcast_ref::<crate::session::SessionError>())
-            .is_some_and(|source| matches!(source, crate::session::SessionError::Store(_)))
-        {
+            .and_then(|source| source.downcast_ref::<crate::session::SessionError>());
+        if let Some(session @ crate::session::SessionError::Store(_)) = session {
+            error.code = Some(session.code());
+            error.public_detail = Some(session.public_detail().to_owned());
+            error.retry_after = Some(1);
             error.kind = ErrorKind::Unavailable;
         }
         error
@@ -172,12 +233,81 @@ impl IntoResponse for AutumnError {
         let status = self.status();
         let detail = if status.is_server_error() {
             tracing::error!(error = %self.message, source = ?self.source, "handler failed");
-            "the server could not complete this request"
+            self.public_detail
+                .as_deref()
+                .unwrap_or("the server could not complete this request")
         } else {
-            &self.message
+            self.public_detail.as_deref().unwrap_or(&self.message)
         };
-        // The same renderer as every rejection of the guards, without a
-        // `code`: an app error has no stable code of Autumn's.
-        autumn_idempotency::problem_response(status, None, detail)
+        // The same renderer as every rejection of the guards.
+        let mut response = autumn_idempotency::problem_response(status, self.code, detail);
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn answer(error: AutumnError) -> (StatusCode, http::HeaderMap, String) {
+        let response = error.into_response();
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, 64 * 1024)
+            .await
+            .expect("a problem document is small");
+        let text = String::from_utf8(bytes.to_vec()).expect("problem documents are UTF-8");
+        (parts.status, parts.headers, text)
+    }
+
+    #[tokio::test]
+    async fn a_server_error_sends_a_generic_detail_unless_a_public_one_is_given() {
+        let (status, _, hidden) = answer(AutumnError::unavailable("db at 10.0.0.7 refused")).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(!hidden.contains("10.0.0.7"), "{hidden}");
+        assert!(hidden.contains("the server could not complete this request"));
+
+        let public = AutumnError::unavailable("db at 10.0.0.7 refused")
+            .with_public_detail("the payment provider is not answering");
+        let (_, _, shown) = answer(public).await;
+        assert!(
+            shown.contains("the payment provider is not answering"),
+            "{shown}"
+        );
+        assert!(!shown.contains("10.0.0.7"), "{shown}");
+    }
+
+    #[tokio::test]
+    async fn a_code_and_retry_after_reach_the_problem_document() {
+        let error = AutumnError::conflict("the order is closed")
+            .with_code("order_closed")
+            .with_retry_after(7);
+        let (status, headers, text) = answer(error).await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(headers[http::header::RETRY_AFTER], "7");
+        assert!(text.contains(r#""code":"order_closed""#), "{text}");
+        assert!(text.contains("the order is closed"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_session_store_outage_met_with_question_mark_answers_like_the_session_does() {
+        let outage = crate::session::SessionError::Store(crate::session::SessionStoreError::new(
+            "redis 10.0.0.9 reset the connection",
+        ));
+        let (status, headers, text) = answer(AutumnError::from(outage)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(headers[http::header::RETRY_AFTER], "1");
+        assert!(
+            text.contains(r#""code":"session_store_unavailable""#),
+            "{text}"
+        );
+        assert!(
+            !text.contains("10.0.0.9"),
+            "the store's text is logged, not sent: {text}"
+        );
     }
 }

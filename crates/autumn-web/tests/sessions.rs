@@ -507,6 +507,30 @@ async fn a_session_store_outage_on_a_guarded_request_runs_nothing() {
     assert_eq!(count(&LOGINS, "outage-olga"), 0);
 }
 
+#[tokio::test]
+async fn a_session_store_outage_met_with_question_mark_answers_503_with_code_and_retry_after() {
+    let store = Watched::new();
+    let client = app(store.clone());
+    client.post("/visit").send().await.assert_status(200);
+    store.fail_loads.store(true, Ordering::SeqCst);
+    let response = client
+        .get("/me")
+        .header("accept", "application/json")
+        .send()
+        .await;
+    response.assert_status(503);
+    response.assert_header("retry-after", "1");
+    let text = response.text();
+    assert!(
+        text.contains(r#""code":"session_store_unavailable""#),
+        "{text}"
+    );
+    assert!(
+        !text.contains("down for the test"),
+        "the store's text is never sent: {text}"
+    );
+}
+
 async fn a_submit_token_answers_only_the_session_that_consumed_it(backend: Backend) {
     let (client, store) = app_on(backend);
     let text = format!("bound-note-{backend:?}");

@@ -430,23 +430,32 @@ impl SessionError {
             Self::Value(_) => "session_value_invalid",
         }
     }
+
+    /// The `detail` a client is sent: what happened, never the store's own
+    /// error text.
+    pub fn public_detail(&self) -> &'static str {
+        match self {
+            Self::Store(_) => {
+                "the session store is unavailable, so the request was not completed; retry later"
+            }
+            Self::Value(_) => "the server could not read this session",
+        }
+    }
 }
 
 impl IntoResponse for SessionError {
     fn into_response(self) -> Response {
-        let detail = match &self {
-            Self::Store(error) => {
-                tracing::error!(%error, "session store failed");
-                "the session store is unavailable, so the request was not completed; retry later"
-                    .to_owned()
-            }
+        match &self {
+            Self::Store(error) => tracing::error!(%error, "session store failed"),
             Self::Value(error) => {
                 tracing::error!(%error, "a session value could not be converted");
-                "the server could not read this session".to_owned()
             }
-        };
-        let mut response =
-            autumn_idempotency::problem_response(self.status(), Some(self.code()), &detail);
+        }
+        let mut response = autumn_idempotency::problem_response(
+            self.status(),
+            Some(self.code()),
+            self.public_detail(),
+        );
         if matches!(self, Self::Store(_)) {
             response
                 .headers_mut()
