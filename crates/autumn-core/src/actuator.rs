@@ -163,6 +163,20 @@ impl Health {
     }
 }
 
+/// The health report without the components' error text: readiness is
+/// asked by load balancers and often reachable from outside, and an error
+/// can name hosts and ports. Each component's status stays.
+fn without_error_text(mut report: serde_json::Value) -> serde_json::Value {
+    if let Some(components) = report["components"].as_object_mut() {
+        for component in components.values_mut() {
+            if let Some(details) = component["details"].as_object_mut() {
+                details.remove("error");
+            }
+        }
+    }
+    report
+}
+
 /// 200 when up, 503 when a required component is down.
 fn health_response(report: serde_json::Value, ready: bool) -> Response {
     let status = if ready {
@@ -212,7 +226,7 @@ fn prometheus(metrics: &AppMetrics) -> String {
         ),
         (
             "autumn_idempotency_lock_renewal_failures_total",
-            "Runs whose lock could not be renewed: their response was not recorded.",
+            "Failed lock renewals while a handler ran; its response is still recorded unless another request took the key.",
             |s| s.lock_renewal_failures,
         ),
         (
@@ -311,8 +325,7 @@ pub(crate) fn routes(metrics: AppMetrics, health: Health) -> Router {
                 let health = readiness.clone();
                 async move {
                     let (report, ready) = health.check().await;
-                    let status = report["status"].clone();
-                    health_response(serde_json::json!({ "status": status }), ready)
+                    health_response(without_error_text(report), ready)
                 }
             }),
         )

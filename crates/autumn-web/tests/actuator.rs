@@ -92,6 +92,13 @@ async fn a_stopped_redis_is_down_with_its_reason_and_health_answers_503_until_it
     let (status, body) = health(&client, "/actuator/health/readiness").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_eq!(body["status"], "DOWN", "{body}");
+    // Readiness names the components like health does, without the error
+    // text (which names the server's address).
+    let idempotency = &body["components"]["idempotency"];
+    assert_eq!(idempotency["status"], "DOWN", "{body}");
+    assert_eq!(idempotency["details"]["backend"], "redis", "{body}");
+    assert!(idempotency["details"].get("error").is_none(), "{body}");
+    assert!(!body.to_string().contains("127.0.0.1"), "{body}");
     // A store being down is no reason to restart the process.
     let (status, body) = health(&client, "/actuator/health/liveness").await;
     assert_eq!((status, &body["status"]), (StatusCode::OK, &"UP".into()));
