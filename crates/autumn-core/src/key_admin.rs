@@ -21,6 +21,14 @@ use sha2::{Digest as _, Sha256};
 /// administration command instead of the server.
 pub(crate) const COMMAND: &str = "idempotency";
 
+/// Whether this process was started for the command: its first argument
+/// is [`COMMAND`].
+pub(crate) fn invoked() -> bool {
+    std::env::args_os()
+        .nth(1)
+        .is_some_and(|first| first == COMMAND)
+}
+
 const USAGE: &str = "usage: idempotency inspect|evict KEY --path /orders [--method POST] [--scope part=value]... [--body] [--by NAME], or idempotency inspect|evict --storage-key STORAGE_KEY";
 
 /// One parsed command line.

@@ -336,6 +336,7 @@ fn idempotency_command(env: &[(String, String)], args: &[&str]) -> serde_json::V
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("NO_COLOR", "1")
+        .env("RUST_LOG", "info")
         .output()
         .expect("the orders binary runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -344,11 +345,16 @@ fn idempotency_command(env: &[(String, String)], args: &[&str]) -> serde_json::V
         "{args:?} failed: {}{stdout}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let line = stdout
-        .lines()
-        .find(|line| line.starts_with('{') && line.contains("storage_key"))
-        .unwrap_or_else(|| panic!("no JSON answer in: {stdout}"));
-    serde_json::from_str(line).expect("JSON")
+    // Standard output is the answer alone, so `| jq` works; the log went
+    // to standard error.
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "one line of JSON on stdout: {stdout}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("INFO"),
+        "the log goes to stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(lines[0]).expect("JSON")
 }
 
 /// The binary's `idempotency inspect|evict` on the store a running replica

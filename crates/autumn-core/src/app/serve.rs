@@ -34,11 +34,9 @@ impl AppBuilder {
     /// [`LaunchError`] when the configuration or routes are invalid, the
     /// address cannot be bound, or the server fails.
     pub async fn try_run(self) -> Result<(), LaunchError> {
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        if let Some((first, rest)) = args.split_first()
-            && first == crate::key_admin::COMMAND
-        {
-            return self.run_key_admin(rest).await;
+        if crate::key_admin::invoked() {
+            let args: Vec<String> = std::env::args().skip(2).collect();
+            return self.run_key_admin(&args).await;
         }
         let launched = self.launch()?;
         launched.startup.check().await?;
@@ -114,7 +112,8 @@ impl AppBuilder {
         };
         launched.startup.check().await?;
         let outcome = command.run(&*store).await.map_err(LaunchError::KeyAdmin)?;
-        // The log lines before it first: the outcome is the last line out.
+        // The log (on standard error) first, then the outcome alone on
+        // standard output.
         crate::telemetry::flush_logs();
         println!("{outcome}");
         Ok(())

@@ -7,7 +7,7 @@ mod captured;
 mod request_log;
 mod text;
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::{IsTerminal, Write as _};
 use std::sync::{Arc, OnceLock};
 
 use tracing_subscriber::filter::Targets;
@@ -33,8 +33,13 @@ pub fn init_tracing(level: &str) {
 
 /// Installs the global `tracing` subscriber `[log]` describes, writing to
 /// standard output: `RUST_LOG` when set, else `log.level`; text (coloured
-/// only when standard output is a terminal and `NO_COLOR` is unset) or JSON
+/// only when the stream is a terminal and `NO_COLOR` is unset) or JSON
 /// lines by `log.format`. Does nothing if a subscriber is already installed.
+///
+/// When the binary was started for a command of its own
+/// (`my-app idempotency inspect ...`), the log goes to standard error
+/// instead, so that standard output carries only the command's answer and
+/// can be piped (`| jq`).
 ///
 /// Lines are written in batches, up to ten milliseconds apart (a warning or an
 /// error at once, with the lines before it); a program that ends the
@@ -43,16 +48,31 @@ pub fn init_logging(config: &LogConfig) {
     if tracing::dispatcher::has_been_set() {
         return;
     }
+    if crate::key_admin::invoked() {
+        install(config, &STDERR, std::io::stderr);
+    } else {
+        install(config, &STDOUT, std::io::stdout);
+    }
+}
+
+/// Installs the subscriber on the stream `open` gives, kept in `cell` for
+/// [`flush_logs`].
+fn install<W>(config: &LogConfig, cell: &'static OnceLock<Arc<Buffered<W>>>, open: fn() -> W)
+where
+    W: std::io::Write + IsTerminal + Send + 'static,
+{
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
-    let ansi = std::io::stdout().is_terminal() && !no_color;
-    let stdout = STDOUT.get_or_init(|| Buffered::start(std::io::stdout(), buffered::GATHER));
-    let writer = BufferedWriter(Arc::clone(stdout));
+    let ansi = open().is_terminal() && !no_color;
+    let out = cell.get_or_init(|| Buffered::start(open(), buffered::GATHER));
+    let writer = BufferedWriter(Arc::clone(out));
     let _already_installed =
         tracing::subscriber::set_global_default(subscriber(config, writer, ansi)).is_err();
 }
 
 /// Standard output as [`init_logging`] writes to it, once installed.
 static STDOUT: OnceLock<Arc<Buffered<std::io::Stdout>>> = OnceLock::new();
+/// Standard error, for a command's log.
+static STDERR: OnceLock<Arc<Buffered<std::io::Stderr>>> = OnceLock::new();
 
 /// Writes the log lines still waiting for their batch. The server does
 /// this as it stops, and `#[autumn_web::main]` as `main` returns; call it
@@ -66,6 +86,9 @@ static STDOUT: OnceLock<Arc<Buffered<std::io::Stdout>>> = OnceLock::new();
 pub fn flush_logs() {
     if let Some(stdout) = STDOUT.get() {
         stdout.flush();
+    }
+    if let Some(stderr) = STDERR.get() {
+        stderr.flush();
     }
 }
 
