@@ -507,7 +507,7 @@ async fn with_heartbeat<T>(held: &Held, work: impl Future<Output = T>) -> T {
                         storage_key = %held.storage_key,
                         error = %failure,
                         lock_lost = lost,
-                        "could not renew the in-flight lock while the handler runs; a retry may run the handler again once the lock lapses"
+                        "could not renew the in-flight lock while the handler runs; its response is still recorded unless another request took the key once the lock lapsed"
                     );
                     if lost {
                         return Poll::Pending;

@@ -4,6 +4,10 @@ use autumn_web::config::{AutumnConfig, Profile};
 use autumn_web::prelude::*;
 use autumn_web::test::TestApp;
 
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../autumn-idempotency/tests/support/logs.rs"]
+mod logs;
+
 #[post("/orders")]
 async fn create() -> &'static str {
     "created"
@@ -74,6 +78,34 @@ fn memory_sessions_in_production_are_refused_unless_allowed() {
 }
 
 #[test]
+fn submit_tokens_on_a_memory_store_in_production_warn_whether_or_not_the_store_is_shared() {
+    let allowed = "[idempotency]\nallow_memory_in_production = true\n[session]\nallow_memory_in_production = true\n";
+    let warning = "submit tokens use a memory store in production profile `prod`";
+    // `.idempotent()` shares its memory store with the tokens; without it
+    // the tokens get a memory store of their own. Both warn.
+    for shared in [true, false] {
+        let (_logging, logs) = logs::capture();
+        let app = if shared {
+            configured(config(allowed, "prod"))
+        } else {
+            TestApp::new()
+                .routes(routes![create])
+                .with_config(config(allowed, "prod"))
+        };
+        assert!(app.try_build().is_ok());
+        let lines = logs.lines_with(warning);
+        assert_eq!(lines.len(), 1, "shared: {shared}: {}", logs.text());
+        assert!(lines[0].contains("WARN"), "{lines:?}");
+    }
+    let (_logging, logs) = logs::capture();
+    assert!(configured(config("", "dev")).try_build().is_ok());
+    assert!(
+        logs.lines_with("submit tokens use a memory store")
+            .is_empty()
+    );
+}
+
+#[test]
 fn redis_without_a_url_and_database_without_a_database_are_refused() {
     let message = launch_error(configured(config(
         "[idempotency]\nbackend = \"redis\"\n",
@@ -137,6 +169,30 @@ fn a_malformed_redis_cluster_url_is_refused_in_one_line_naming_the_key() {
         assert!(
             message.contains("redis+cluster://[user:password@]host1:port1"),
             "{message}"
+        );
+        assert!(!message.contains("secret"), "{url}: {message}");
+        assert!(!message.contains('\n'), "one line: {message}");
+    }
+}
+
+#[test]
+fn a_tls_redis_url_is_refused_at_startup_saying_tls_is_not_supported_yet() {
+    for url in [
+        "rediss://:secret@cache:6380",
+        "rediss+cluster://cache-a:7000",
+    ] {
+        let message = launch_error(configured(config(
+            &format!("[idempotency]\nbackend = \"redis\"\nredis.url = \"{url}\"\n"),
+            "dev",
+        )));
+        assert!(
+            message.contains("idempotency.redis.url"),
+            "{url}: {message}"
+        );
+        assert!(message.contains("is not supported yet"), "{url}: {message}");
+        assert!(
+            !message.contains("for TLS"),
+            "no hint that TLS works: {message}"
         );
         assert!(!message.contains("secret"), "{url}: {message}");
         assert!(!message.contains('\n'), "one line: {message}");

@@ -80,7 +80,7 @@ pub enum LaunchError {
     },
     /// `idempotency.redis.url` is not a Redis URL.
     #[error(
-        "idempotency.redis.url is an invalid URL ({url}): {reason}; expected redis://[user:password@]host[:port][/db], rediss://... for TLS, redis+unix:///path/to/socket, or redis+cluster://[user:password@]host1:port1,host2:port2 for a Redis Cluster"
+        "idempotency.redis.url is an invalid URL ({url}): {reason}; expected redis://[user:password@]host[:port][/db], redis+unix:///path/to/socket, or redis+cluster://[user:password@]host1:port1,host2:port2 for a Redis Cluster"
     )]
     RedisUrlInvalid {
         /// The URL, password redacted.
@@ -839,15 +839,17 @@ fn submit_token_layer(
             profile: config.profile.name().to_owned(),
         });
     }
+    // Inherited from `[idempotency]`, on a store of its own or on the one
+    // `.idempotent()` shares: either way one process's memory.
+    if backend == Backend::Memory && config.profile.is_production() {
+        tracing::warn!(
+            "submit tokens use a memory store in production profile `{}`: a double submit that reaches another replica runs twice; set idempotency.backend or security.submit_token.backend to \"redis\" or \"database\"",
+            config.profile
+        );
+    }
     let store = match idempotency_store {
         Some(store) if backend == config.idempotency.backend => store,
         _ if backend == Backend::Memory => {
-            if config.profile.is_production() {
-                tracing::warn!(
-                    "submit tokens use a memory store in production profile `{}`: a double submit that reaches another replica runs twice; set idempotency.backend or security.submit_token.backend to \"redis\" or \"database\"",
-                    config.profile
-                );
-            }
             Arc::new(memory_store(config, tokens_ttl(config), clock)?)
         }
         _ => build_store(config, backend, database, clock, startup)?,
@@ -1045,7 +1047,7 @@ fn warn_about_timeouts(config: &AutumnConfig) {
         ),
         Some(_) => {}
         None => tracing::info!(
-            "no server.timeouts.request_timeout_ms set: keep idempotency.in_flight_ttl_secs ({}s) longer than your slowest mutating request",
+            "no server.timeouts.request_timeout_ms set: running handlers renew their lock, but on a store that cannot (no renew_lock) keep idempotency.in_flight_ttl_secs ({}s) longer than your slowest mutating request",
             in_flight.as_secs()
         ),
     }

@@ -145,8 +145,8 @@ struct Inner {
 
 impl RedisConnection {
     /// A connection to the Redis at `url`: one server
-    /// (`redis://[user:password@]host:port[/db]`, `rediss://` for TLS,
-    /// `redis+unix:///path`), or a Redis Cluster given by one or more of its
+    /// (`redis://[user:password@]host:port[/db]` or `redis+unix:///path`;
+    /// TLS, `rediss://`, is refused: the client is built without it), or a Redis Cluster given by one or more of its
     /// nodes (`redis+cluster://[user:password@]host1:port1,host2:port2`; the
     /// client learns the others from them). Does not connect.
     ///
@@ -158,6 +158,7 @@ impl RedisConnection {
     /// assert!(RedisConnection::new("redis+cluster://127.0.0.1:1,127.0.0.1:2").is_ok());
     /// let error = RedisConnection::new("http://:secret@localhost").unwrap_err();
     /// assert!(!error.to_string().contains("secret"));
+    /// assert!(RedisConnection::new("rediss://127.0.0.1:6380").is_err());
     /// ```
     ///
     /// # Errors

@@ -22,9 +22,17 @@ pub(crate) enum RedisTarget {
 /// callers redact it.
 pub(crate) fn parse(url: &str) -> Result<RedisTarget, String> {
     let Some(rest) = strip_prefix_ignore_case(url, CLUSTER_SCHEME) else {
+        // The redis client is built without TLS: say so plainly rather
+        // than pass on its "feature not enabled" error.
         if strip_prefix_ignore_case(url, "rediss+cluster://").is_some() {
             return Err(
-                "TLS to a Redis Cluster (rediss+cluster://) is not supported; use redis+cluster://"
+                "TLS to a Redis Cluster (rediss+cluster://) is not supported yet; use redis+cluster:// on a private network"
+                    .to_owned(),
+            );
+        }
+        if strip_prefix_ignore_case(url, "rediss://").is_some() {
+            return Err(
+                "TLS to Redis (rediss://) is not supported yet; use redis:// on a private network"
                     .to_owned(),
             );
         }
@@ -111,5 +119,7 @@ mod tests {
         assert!(error("redis+cluster://:7000").contains("no host"));
         assert!(error("redis+cluster://h1:7000/3").contains("no database"));
         assert!(error("rediss+cluster://h1:7000").contains("not supported"));
+        assert!(error("rediss://h1:6380").contains("TLS to Redis (rediss://) is not supported"));
+        assert!(error("REDISS://h1:6380").contains("not supported"));
     }
 }
