@@ -98,6 +98,18 @@ pub(crate) const AXUM_FROM_REQUEST_PARTS: ExportPath = ExportPath(&[
     "extract",
     "FromRequestParts",
 ]);
+/// `::autumn_web::__private::axum::extract::FromRequest`, for
+/// `#[debug_handler]`'s check of a handler's last argument.
+pub(crate) const AXUM_FROM_REQUEST: ExportPath =
+    ExportPath(&["autumn_web", "__private", "axum", "extract", "FromRequest"]);
+/// `::autumn_web::__private::axum::response::IntoResponse`.
+pub(crate) const AXUM_INTO_RESPONSE: ExportPath = ExportPath(&[
+    "autumn_web",
+    "__private",
+    "axum",
+    "response",
+    "IntoResponse",
+]);
 pub(crate) const HTTP_PARTS: ExportPath =
     ExportPath(&["autumn_web", "__private", "http", "request", "Parts"]);
 pub(crate) const COMMIT_HOOKS: ExportPath = ExportPath(&["autumn_web", "__private", "CommitHooks"]);

@@ -32,6 +32,7 @@
 //! }
 //! ```
 
+mod debug_handler;
 mod exports;
 mod html;
 mod main_fn;
@@ -99,6 +100,32 @@ pub fn patch(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn delete(attr: TokenStream, item: TokenStream) -> TokenStream {
     route::expand(Method::Delete, attr.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Checks a handler's signature piece by piece, for a compiler error that
+/// names the argument or the output that is wrong.
+///
+/// When a handler does not compile as a route ("the trait `Handler<_, _>`
+/// is not implemented"), put this under its route attribute: each argument
+/// must be an extractor (only the last may read the body), the future must
+/// be `Send`, and the output a response. The handler is left as it is; the
+/// checks cost nothing at run time. (Compiled in the `autumn-ui-tests`
+/// crate and in the README, like the examples above.)
+///
+/// ```text
+/// use autumn_web::prelude::*;
+///
+/// #[post("/orders")]
+/// #[autumn_web::debug_handler]
+/// async fn create(Json(order): Json<serde_json::Value>) -> Json<serde_json::Value> {
+///     Json(order)
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn debug_handler(attr: TokenStream, item: TokenStream) -> TokenStream {
+    debug_handler::expand(attr.into(), item.into())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }
