@@ -49,7 +49,7 @@ commands:
 /// Features of `autumn-web` that are each built alone by `cargo xtask ci`
 /// (on top of `--no-default-features`). Adding a backend is one line here:
 /// `"redis"`, `"postgres"`, `"sqlite"`.
-const FEATURES: &[&str] = &["redis", "postgres", "sqlite"];
+const FEATURES: &[&str] = &["redis", "postgres", "sqlite", "database"];
 
 fn main() -> ExitCode {
     let mut args = env::args().skip(1);

@@ -110,17 +110,17 @@ pub fn test_runtime() -> tokio::runtime::Runtime {
         .expect("autumn: cannot start the tokio runtime for the test")
 }
 
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use crate::AutumnError;
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use autumn_core::jobs::{CommitHooks, MutationContext};
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use autumn_core::repository::{Page, Paging, RepoDb, RepoTx, enqueue_hook};
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use autumn_idempotency::database::{DbPool, TxConnection};
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use scoped_futures::{ScopedBoxFuture, ScopedFutureExt};
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use {diesel, diesel_async};
 
 /// A repository's connection and its mutations' context, from the request.
@@ -128,7 +128,7 @@ pub use {diesel, diesel_async};
 /// # Errors
 ///
 /// 500 without `[database] url`, 503 when no connection can be had.
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub async fn repository_parts(
     parts: &mut http::request::Parts,
 ) -> Result<(RepoDb, MutationContext), AutumnError> {
@@ -151,7 +151,7 @@ pub async fn repository_parts(
 }
 
 /// The error of a repository statement on a connection that cannot run it.
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub fn not_primary() -> diesel::result::Error {
     diesel::result::Error::QueryBuilderError(
         "repositories run on the primary database (a Db connection); this connection is a shard's or of a backend this build has no driver for".into(),
@@ -205,5 +205,5 @@ macro_rules! __autumn_on_tx {
     };
 }
 
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use crate::__autumn_on_tx as on_tx;

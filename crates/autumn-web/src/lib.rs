@@ -36,9 +36,9 @@ pub use autumn_core::{
     AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, RequestId, Route,
     RouteIdempotency, app,
 };
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use autumn_macros::repository;
-pub use autumn_macros::{delete, get, html, main, patch, post, put, routes, test};
+pub use autumn_macros::{debug_handler, delete, get, html, main, patch, post, put, routes, test};
 
 /// API tokens: [`RequireApiToken`](api_token::RequireApiToken), the
 /// [`ApiPrincipal`](api_token::ApiPrincipal) extractor and the stores.
@@ -53,7 +53,7 @@ pub mod config {
 
 /// The app database: the [`Db`](db::Db) extractor and transactions
 /// (features `postgres`, `sqlite`).
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub mod db {
     pub use autumn_core::db::*;
     pub use autumn_idempotency::database::{
@@ -63,21 +63,21 @@ pub mod db {
 
 /// Durable after-commit hooks: [`MutationContext`](jobs::MutationContext),
 /// the hooks an app registers and the worker that runs them.
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub mod jobs {
     pub use autumn_core::jobs::*;
 }
 
 /// What `#[repository]` generates code against: paging, the transaction
 /// mutations share ([`RepoTx`](repository::RepoTx)), and hook rows.
-#[cfg(feature = "database")]
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub mod repository {
     pub use autumn_core::repository::*;
 }
 
 /// Idempotency keys: the layer, the stores and what handlers read.
 pub mod idempotency {
-    #[cfg(feature = "database")]
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub use autumn_core::idempotency_tx::IdempotencyTx;
     pub use autumn_idempotency::*;
 }
@@ -136,14 +136,14 @@ pub mod reexports {
     pub use serde_json;
     pub use tokio;
     pub use tracing;
-    #[cfg(feature = "database")]
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub use {diesel, diesel_async, scoped_futures};
 }
 
 /// What most handlers need: `use autumn_web::prelude::*;`.
 pub mod prelude {
     pub use crate::api_token::ApiPrincipal;
-    #[cfg(feature = "database")]
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub use crate::db::Db;
     pub use crate::forms::{FieldErrors, Flash, FormPage};
     pub use crate::session::Session;
@@ -179,7 +179,7 @@ pub mod docs {
     pub mod sessions {}
     #[doc = include_str!("../../../docs/forms.md")]
     pub mod forms {}
-    #[cfg(feature = "database")]
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     #[doc = include_str!("../../../docs/repositories.md")]
     pub mod repositories {}
     #[doc = include_str!("../../../docs/security.md")]
