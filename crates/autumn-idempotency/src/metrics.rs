@@ -3,8 +3,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Hit, miss and conflict counters, and the runs that could not be
-/// recorded, shared by every layer of one app.
+/// Hit, miss and conflict counters, failed lock renewals and responses too
+/// large to record, shared by every layer of one app.
 #[derive(Debug, Default)]
 pub struct IdempotencyMetrics {
     hits: AtomicU64,
@@ -23,8 +23,10 @@ pub struct MetricsSnapshot {
     pub misses: u64,
     /// Requests answered 409 (in flight, or a replay that must fail closed).
     pub conflicts: u64,
-    /// Runs whose lock could not be renewed while the handler ran (lost to
-    /// its TTL, or the store failed): their response was not recorded.
+    /// Lock renewals that failed while the handler ran (the lock lost to its
+    /// TTL, or the store failed; a run whose store keeps failing counts once
+    /// a beat). The response is still recorded (owner-checked) unless
+    /// another request took the key meanwhile.
     pub lock_renewal_failures: u64,
     /// Successful responses larger than the record limit: sent to the
     /// client but not recorded.

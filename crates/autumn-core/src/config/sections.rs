@@ -685,7 +685,9 @@ pub struct SubmitTokenConfig {
     /// Path prefixes the guard skips, by whole segments (`/api` covers
     /// `/api/x`, not `/apiary`); tokens are still minted there.
     pub exempt_paths: Vec<String>,
-    /// Largest form body, in bytes, scanned for the token; a larger urlencoded body gets 413.
+    /// Bytes of a form body scanned for the token: a larger urlencoded body that names the
+    /// token field within them gets 413; any other larger form streams on to the route, and
+    /// its body fails there if the field is named later.
     pub max_form_bytes: usize,
     /// Largest response body, in bytes, that is recorded; a larger one is sent but not recorded.
     pub max_record_bytes: usize,
@@ -772,7 +774,7 @@ impl SessionConfig {
 #[non_exhaustive]
 pub struct TenancyConfig {
     /// Whether every request (but exempt paths) is resolved to a tenant, which then scopes
-    /// idempotency records and submit tokens.
+    /// idempotency records (and submit tokens, when sessions are off).
     pub enabled: bool,
     /// Where the tenant id comes from: `"header"`, `"subdomain"`, `"path"` or `"session"`.
     pub strategy: TenantStrategy,

@@ -8,8 +8,8 @@ const MAX_COOKIE_ID_BYTES: usize = 128;
 /// A session's id: what the cookie carries, and nothing else about the
 /// session.
 ///
-/// New ids are 160 bits from the operating system's secure generator,
-/// written as 40 hex digits. A cookie value the client sends is taken as an
+/// New ids are 160 bits from `rand`'s thread-local generator (ChaCha,
+/// seeded and reseeded from the operating system), written as 40 hex digits. A cookie value the client sends is taken as an
 /// id when it is 1 to 128 visible ASCII characters; whether a store knows it
 /// is another matter (an id Autumn did not issue never becomes a stored
 /// session: a session is always saved under an id Autumn made).

@@ -71,9 +71,13 @@ pub struct SessionRecord {
     /// app clock.
     pub expires_at_millis: u64,
     /// The id was replaced (`cycle_id`) or logged out (`flush`): the record
-    /// carries no data and the id can never be written again, but a retry
-    /// that still sends it is recognised as the same visitor until it
-    /// expires.
+    /// carries no data, and a request that finds it retired saves nothing
+    /// under it (its values go under a fresh id); a retry that still sends
+    /// it is recognised as the same visitor until it expires. [`save`] is a
+    /// plain upsert, though: a request that loaded the id while it was live
+    /// and saves after it was retired writes it back as live.
+    ///
+    /// [`save`]: SessionStore::save
     pub retired: bool,
 }
 

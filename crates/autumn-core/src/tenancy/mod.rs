@@ -6,7 +6,8 @@
 //! subdomain, the first path segment, or an id stored in the session. A
 //! [`TenantResolver`] the app plugs in says whether the tenant exists. The
 //! resolved tenant, never the raw header, is part of the idempotency scope
-//! and of a submit token's binding.
+//! and, with sessions off, of a submit token's binding (with sessions on,
+//! the session alone binds a token).
 //!
 //! ```text
 //! request -> exempt path (/actuator, [tenancy] exempt_paths)? -> on, no tenant

@@ -22,7 +22,7 @@ pub struct FrameworkMigrations {
 }
 
 /// The framework's own migrations: the `autumn_idempotency_keys`,
-/// `autumn_sessions` and `autumn_api_tokens` tables.
+/// `autumn_sessions`, `autumn_api_tokens` and `autumn_commit_jobs` tables.
 pub const FRAMEWORK_MIGRATIONS: FrameworkMigrations = FrameworkMigrations { _private: () };
 
 impl FrameworkMigrations {
