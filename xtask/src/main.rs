@@ -5,12 +5,15 @@
 //! - `bench`: the end-to-end benchmark against plain axum (see `bench/`).
 //! - `services`: only the service setup (see `services.rs`).
 //! - `new`: a new app from the starter template (see `new.rs`).
+//! - `cycles`: the module cycles of every crate (see `cycles.rs`), which
+//!   `ci` checks.
 //! - `soak`: the examples under load for a while, checked for double runs,
 //!   5xx and memory growth.
 //!
 //! Std only, so that it builds in seconds before anything else.
 
 mod bench;
+mod cycles;
 mod http;
 mod new;
 mod services;
@@ -39,6 +42,8 @@ commands:
             can log in (as root on Debian/Ubuntu: apt-get install, start
             and set up whatever is missing), and that Chromium and
             ChromeDriver are installed
+  cycles    the module cycles of each crate (ci fails on any not listed in
+            xtask/src/cycles.rs, and on a listed one that has shrunk)
   new       a new app: cargo xtask new NAME [--path DIR] [--git URL]
             (a page, a form, a JSON API, a test, autumn.toml)
   soak      the orders and saas examples on Redis under mixed load for 2
@@ -59,6 +64,10 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("bench") => bench::run(&root, &args.collect::<Vec<_>>()),
         Some("services") => services::ensure(&root).map(|_| ()),
+        Some("cycles") => {
+            cycles::print(&root);
+            Ok(())
+        }
         Some("new") => new::run(&root, &args.collect::<Vec<_>>()),
         Some("soak") => soak::run(&root, &args.collect::<Vec<_>>()),
         Some("help" | "-h" | "--help") => {
@@ -176,6 +185,10 @@ fn ci_steps() -> Vec<Step> {
 
 fn ci(root: &Path) -> Result<(), String> {
     let started = Instant::now();
+    // Before anything builds: it reads source files only, in milliseconds.
+    println!("==> module cycles");
+    cycles::check(root).map_err(|why| format!("module cycles:\n{why}"))?;
+    println!("==> no module cycles but the known ones");
     let found = services::ensure(root)?;
     let mut steps = ci_steps();
     // A login made for the tests (say, a generated TEST_DATABASE_URL)
