@@ -13,6 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 
+use crate::pool::Pool;
+
 /// Counters shared by the app's layers and reported by `/actuator/metrics`,
 /// with the stores whose size is reported next to them.
 #[derive(Clone, Default)]
@@ -58,10 +60,10 @@ pub(crate) enum Probe {
     /// `PING` on a connection of the health check's own; on a Redis
     /// Cluster, also the masters' `CLUSTER INFO` (`cluster_state:ok`).
     #[cfg(feature = "redis")]
-    Redis(autumn_idempotency::RedisConnection),
+    Redis(autumn_base::redis::RedisConnection),
     /// `SELECT 1` on a pooled connection.
     #[cfg(feature = "database")]
-    Database(autumn_idempotency::database::DbPool),
+    Database(autumn_base::database::DbPool),
     /// The backend is configured but cannot be checked from here.
     #[allow(dead_code)]
     Unavailable(&'static str),
@@ -76,7 +78,12 @@ impl Probe {
             Self::Redis(connection) => {
                 let connection = connection.clone();
                 Some(Box::pin(async move {
-                    connection.health_check().await.map_err(|e| e.to_string())
+                    // Worded as the Redis idempotency store's failures
+                    // are (`idempotency store failed: ...`).
+                    connection
+                        .health_check()
+                        .await
+                        .map_err(|e| autumn_idempotency::StoreError::from(e).to_string())
                 }))
             }
             #[cfg(feature = "database")]
@@ -331,13 +338,6 @@ pub(crate) fn routes(metrics: AppMetrics, health: Health) -> Router {
         )
 }
 
-/// The app's pool when `[database] url` is set.
-#[cfg(feature = "database")]
-pub(crate) type Pool = autumn_idempotency::database::DbPool;
-/// No pool in a build without a database backend.
-#[cfg(not(feature = "database"))]
-pub(crate) type Pool = std::convert::Infallible;
-
 /// Which stores were given in code rather than built from the configuration.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Given {
@@ -362,7 +362,7 @@ pub(crate) fn health(
         .redis
         .url
         .as_deref()
-        .and_then(|url| autumn_idempotency::RedisConnection::new(url).ok());
+        .and_then(|url| autumn_base::redis::RedisConnection::new(url).ok());
     let probe = |backend: Backend| -> (&'static str, Probe) {
         match backend {
             Backend::Memory => ("memory", Probe::Memory),

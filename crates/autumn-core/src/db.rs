@@ -21,16 +21,17 @@
 
 use std::ops::{Deref, DerefMut};
 
-use autumn_idempotency::database::{DbPool, IdempotencyConnection, PooledConnection, TxConnection};
+use autumn_base::database::{DbPool, PooledConnection};
+use autumn_idempotency::database::{IdempotencyConnection, TxConnection};
 use axum::extract::FromRequestParts;
 use http::request::Parts;
 use scoped_futures::ScopedBoxFuture;
 
 #[cfg(feature = "postgres")]
-pub use autumn_idempotency::database::PgConnection;
+pub use autumn_base::database::PgConnection;
 #[cfg(feature = "sqlite")]
-pub use autumn_idempotency::database::SqliteConnection;
-pub use autumn_idempotency::database::{DbBackend, DbError};
+pub use autumn_base::database::SqliteConnection;
+pub use autumn_base::database::{DbBackend, DbError};
 
 use crate::AutumnError;
 
@@ -150,7 +151,7 @@ impl<C: PooledConnection + IdempotencyConnection> IdempotencyConnection for Db<C
 /// ```no_run
 /// # #[cfg(feature = "postgres")] mod demo {
 /// use autumn_core::db::ShardedDb;
-/// use autumn_idempotency::database::DbPool;
+/// use autumn_base::database::DbPool;
 /// use autumn_core::AutumnResult;
 /// use diesel_async::RunQueryDsl as _;
 /// use scoped_futures::ScopedFutureExt as _;

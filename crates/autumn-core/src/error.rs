@@ -240,7 +240,7 @@ impl IntoResponse for AutumnError {
             self.public_detail.as_deref().unwrap_or(&self.message)
         };
         // The same renderer as every rejection of the guards.
-        let mut response = autumn_idempotency::problem_response(status, self.code, detail);
+        let mut response = autumn_base::problem_response(status, self.code, detail);
         if let Some(seconds) = self.retry_after {
             response
                 .headers_mut()

@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
+use autumn_base::problem_response;
 use autumn_idempotency::IdempotencyStore;
 use autumn_idempotency::admin::{self, KeyLookup};
-use autumn_idempotency::problem_response;
 use axum::Json;
 use axum::Router;
 use axum::extract::{Path, Query};

@@ -17,6 +17,7 @@ pub mod idempotency_tx;
 #[cfg(feature = "database")]
 pub mod jobs;
 mod key_admin;
+mod pool;
 #[cfg(feature = "database")]
 pub mod repository;
 mod route;

@@ -12,24 +12,24 @@
 //!
 //! When the tenant came from the session, a `ScopeAfterRun` goes with the
 //! scope, so the guards follow a handler that switches tenants (see
-//! `tenancy::scope_after_run`).
+//! `scope_after_run`).
 
 use autumn_idempotency::IdempotencyScope;
 use autumn_idempotency::key::may_be_guarded;
+use autumn_idempotency::rescope::{Rescope, ScopeAfterRun, ScopeFuture};
 use axum::extract::Request;
 use http::{Extensions, HeaderMap, HeaderValue, header};
 use tower::util::MapRequestLayer;
 
-use crate::app::LaunchError;
 use crate::config::AutumnConfig;
-use crate::session::{Session, SessionIdentity};
-use crate::tenancy::Tenant;
+use crate::session::{Session, SessionIdentity, cookie_value};
+use crate::tenancy::{Tenant, TenantFromSession};
 
 pub(crate) fn layer(
     config: &AutumnConfig,
-) -> Result<MapRequestLayer<impl FnMut(Request) -> Request + Clone + use<>>, LaunchError> {
+) -> MapRequestLayer<impl FnMut(Request) -> Request + Clone + use<>> {
     let cookie_name: std::sync::Arc<str> = config.session.cookie_name.as_str().into();
-    Ok(MapRequestLayer::new(move |mut request: Request| {
+    MapRequestLayer::new(move |mut request: Request| {
         // Only a guard reads the scope: a GET, or a JSON call without an
         // Idempotency-Key, pays nothing here.
         if may_be_guarded(request.method(), request.headers())
@@ -43,13 +43,50 @@ pub(crate) fn layer(
             if let Some(previous) = parts.gone_session_scope(tenant.map(str::as_bytes)) {
                 request.extensions_mut().insert(previous);
             }
-            if let Some(after_run) = crate::tenancy::scope_after_run(&parts, request.extensions()) {
+            if let Some(after_run) = scope_after_run(&parts, request.extensions()) {
                 request.extensions_mut().insert(after_run);
             }
             request.extensions_mut().insert(scope);
         }
         request
+    })
+}
+
+/// For a request whose tenant came from the session: how the guards learn
+/// the scope a retry will carry once the handler ran (the tenant it
+/// switched to, if any). See `autumn_idempotency::rescope`.
+fn scope_after_run(parts: &ScopeParts, extensions: &http::Extensions) -> Option<ScopeAfterRun> {
+    let tenant = extensions.get::<Tenant>()?.clone();
+    let TenantFromSession(session) = extensions.get::<TenantFromSession>()?;
+    Some(ScopeAfterRun::new(Switched {
+        parts: parts.clone(),
+        session: session.clone(),
+        tenant,
     }))
+}
+
+/// The scope after a possible [`Tenant::switch`].
+struct Switched {
+    parts: ScopeParts,
+    session: Session,
+    /// The tenant the request was resolved to.
+    tenant: Tenant,
+}
+
+impl Rescope for Switched {
+    fn scope_after_run(&self) -> ScopeFuture<'_> {
+        Box::pin(async move {
+            // No tenant left (signed out): the next request is refused before
+            // any guard, so there is no key to follow.
+            let now = self
+                .session
+                .get::<String>(Tenant::SESSION_KEY)
+                .await
+                .ok()
+                .flatten()?;
+            (now != self.tenant.id()).then(|| self.parts.with_tenant(Some(now.as_bytes())))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -98,7 +135,7 @@ impl ScopeParts {
             // The session layer found no cookie worth resolving.
             None if extensions.get::<Session>().is_some() => {}
             None => {
-                if let Some(cookie) = cookie(headers, cookie_name) {
+                if let Some(cookie) = cookie_value(headers, cookie_name) {
                     session = session.with_part("session", cookie);
                 }
             }
@@ -134,25 +171,6 @@ impl ScopeParts {
         }
         scope
     }
-}
-
-/// The value of cookie `name`, from any `Cookie` header, as bytes.
-///
-/// Parsed byte-wise: one cookie whose value is not UTF-8 (another app on the
-/// same domain can set anything) must not hide the session cookie beside it,
-/// which would move a signed-in user into the anonymous scope.
-pub(crate) fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .flat_map(|value| value.as_bytes().split(|byte| *byte == b';'))
-        .filter_map(|pair| {
-            let pair = pair.trim_ascii();
-            let equals = pair.iter().position(|byte| *byte == b'=')?;
-            Some((&pair[..equals], &pair[equals + 1..]))
-        })
-        .find(|(key, _)| *key == name.as_bytes())
-        .map(|(_, value)| value)
 }
 
 #[cfg(test)]
@@ -241,7 +259,7 @@ mod tests {
         );
         let clean = headers(&[("cookie", "autumn_session=abc")]);
         let anonymous = headers(&[]);
-        assert_eq!(cookie(&mixed, "autumn_session"), Some(&b"abc"[..]));
+        assert_eq!(cookie_value(&mixed, "autumn_session"), Some(&b"abc"[..]));
         assert_eq!(
             request_scope(&Extensions::new(), &mixed, "autumn_session"),
             request_scope(&Extensions::new(), &clean, "autumn_session")
@@ -260,6 +278,6 @@ mod tests {
             HeaderValue::from_bytes(b"autumn_session=\xff\xfe")
                 .expect("visible bytes are a valid header value"),
         );
-        assert_eq!(cookie(&map, "autumn_session"), Some(&b"\xff\xfe"[..]));
+        assert_eq!(cookie_value(&map, "autumn_session"), Some(&b"\xff\xfe"[..]));
     }
 }

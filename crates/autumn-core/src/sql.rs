@@ -6,7 +6,7 @@
 /// connections, with `$conn` bound to the backend's connection and `$sql`
 /// the statement in the backend's dialect (`$1` placeholders, rewritten for
 /// SQLite). On a PostgreSQL pool without a statement cache it runs in a
-/// transaction of its own (see `autumn_idempotency::database::begin_uncached`),
+/// transaction of its own (see `autumn_base::database::begin_uncached`),
 /// whose failure to begin or commit is `query_failed($operation)`'s. A
 /// backend autumn-idempotency was built with but this crate was not returns
 /// the caller's `unsupported_backend()` error.
@@ -14,9 +14,9 @@ macro_rules! on_backend {
     ($store:expr, $operation:expr, $statement:expr, |$conn:ident, $sql:ident| $body:expr) => {
         match $store.conn($operation).await? {
             #[cfg(feature = "postgres")]
-            autumn_idempotency::database::DbConnection::Postgres(mut object) => {
+            autumn_base::database::DbConnection::Postgres(mut object) => {
                 let uncached = !$store.pool.statement_cache();
-                autumn_idempotency::database::begin_uncached(&mut object, uncached)
+                autumn_base::database::begin_uncached(&mut object, uncached)
                     .await
                     .map_err(query_failed($operation))?;
                 let value = {
@@ -24,15 +24,15 @@ macro_rules! on_backend {
                     let $sql = $statement;
                     $body
                 };
-                autumn_idempotency::database::end_uncached(&mut object, uncached)
+                autumn_base::database::end_uncached(&mut object, uncached)
                     .await
                     .map_err(query_failed($operation))?;
                 value
             }
             #[cfg(feature = "sqlite")]
-            autumn_idempotency::database::DbConnection::Sqlite(mut object) => {
+            autumn_base::database::DbConnection::Sqlite(mut object) => {
                 let $conn = &mut *object;
-                let $sql = autumn_idempotency::database::sqlite_params($statement);
+                let $sql = autumn_base::database::sqlite_params($statement);
                 $body
             }
             #[allow(unreachable_patterns)]

@@ -67,7 +67,7 @@ pub enum StateRejection {
 impl IntoResponse for StateRejection {
     fn into_response(self) -> Response {
         tracing::error!(error = %self, "state extractor rejected");
-        autumn_idempotency::problem_response(
+        autumn_base::problem_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             Some("state_missing"),
             &self.to_string(),

@@ -24,10 +24,10 @@
 use serde::Serialize;
 
 use crate::IdempotencyScope;
-use crate::clock::{Clock as _, SystemClock};
 use crate::key::storage_key;
 use crate::record::IdempotencyRecord;
 use crate::store::{IdempotencyStore, StoreError};
+use autumn_base::clock::{Clock as _, SystemClock};
 
 /// What a store holds under one storage key, as
 /// [`IdempotencyStore::inspect`] reports it.

@@ -19,7 +19,6 @@ use bytes::Bytes;
 use futures_util::FutureExt as _;
 use tower::Service;
 
-use crate::body::{Capped, read_capped};
 use crate::context::IdempotencyScope;
 use crate::finalize::FinalizeHook;
 use crate::key::{hash_parts, storage_key};
@@ -28,6 +27,7 @@ use crate::problem::{IdempotencyRejection, SubmitTokenRejection};
 use crate::record::IdempotencyRecord;
 use crate::rescope::ScopeAfterRun;
 use crate::store::{Claim, IdempotencyFuture, IdempotencyStore};
+use autumn_base::body::{Capped, read_capped};
 
 /// A lock the request holds, and what to record under it.
 pub(crate) struct Held {

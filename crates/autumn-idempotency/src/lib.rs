@@ -13,10 +13,11 @@
 //! the random id of the request holding it; a **store** implements
 //! [`IdempotencyStore`]; a **replay** answers from a record without running the
 //! handler.
+//!
+//! What the guards stand on (the clock, problem documents, the database pool
+//! and the Redis connection) is `autumn_base`'s.
 
 pub mod admin;
-mod body;
-pub mod clock;
 mod context;
 #[cfg(feature = "database")]
 pub mod database;
@@ -27,10 +28,8 @@ mod first_run;
 pub mod key;
 pub mod layer;
 mod metrics;
-mod paths;
 mod problem;
 mod record;
-mod redact;
 pub mod replay;
 pub mod rescope;
 pub mod store;
@@ -39,22 +38,45 @@ mod wait;
 
 pub use context::{IdempotencyContext, IdempotencyScope, OpaqueCaller};
 #[cfg(feature = "database")]
-pub use database::{DbIdempotencyStore, FRAMEWORK_MIGRATIONS};
+pub use database::DbIdempotencyStore;
 pub use detach::{detached_runs, wait_for_detached_runs};
 pub use layer::{
     FingerprintPolicy, IdempotencyLayer, IdempotencyPolicy, KeyRequirement, PolicyError, ReplayMode,
 };
 pub use metrics::{IdempotencyMetrics, MetricsSnapshot, StoreSize};
-pub use paths::ExemptPaths;
-pub use problem::{
-    IdempotencyContextRejection, IdempotencyRejection, KEY_MISSING_TYPE, Problem, problem_response,
-};
+pub use problem::{IdempotencyContextRejection, IdempotencyRejection, KEY_MISSING_TYPE};
 pub use record::{IdempotencyEntry, IdempotencyRecord, RecordDecodeError};
-pub use redact::redact_passwords;
 pub use replay::{IdempotencyReplayLayer, ReplayGuardLayer};
+#[cfg(feature = "redis")]
+pub use store::RedisIdempotencyStore;
 pub use store::{
     Claim, IdempotencyFuture, IdempotencyStore, MemoryIdempotencyStore, StoreError, StoreErrorKind,
     StoreOperation,
 };
+
+// The foundation moved to `autumn_base`; these paths keep working for one
+// release. rustc accepts `#[deprecated]` on a `use` but does not report it
+// yet (rust-lang/rust#30827): it marks what goes. The `clock` module is a
+// module of its own so that its deprecation shows in the docs.
+
+/// Deprecated: moved to `autumn_base::clock`; this path goes in the next
+/// release.
+#[deprecated(note = "moved to autumn_base::clock")]
+pub mod clock {
+    #[doc(no_inline)]
+    pub use autumn_base::clock::*;
+}
+/// Deprecated: moved to `autumn_base::database`.
+#[cfg(feature = "database")]
+#[deprecated(note = "moved to autumn_base::database")]
+#[doc(no_inline)]
+pub use autumn_base::database::FRAMEWORK_MIGRATIONS;
+/// Deprecated: moved to `autumn_base::redis`.
 #[cfg(feature = "redis")]
-pub use store::{RedisConnection, RedisIdempotencyStore, RedisLink};
+#[deprecated(note = "moved to autumn_base::redis")]
+#[doc(no_inline)]
+pub use autumn_base::redis::{RedisConnection, RedisLink};
+/// Deprecated: moved to `autumn_base`.
+#[deprecated(note = "moved to autumn_base")]
+#[doc(no_inline)]
+pub use autumn_base::{ExemptPaths, Problem, problem_response, redact_passwords};

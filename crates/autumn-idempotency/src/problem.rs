@@ -1,5 +1,5 @@
-//! Every error a client can get from Autumn's guards, as types, and the one
-//! function that renders them as RFC 7807 `application/problem+json`.
+//! Every error a client can get from Autumn's guards, as types, rendered as
+//! RFC 7807 `application/problem+json` by the one renderer in `autumn_base`.
 //!
 //! Each refusal is a variant of a rejection enum with its status, its stable
 //! machine-readable `code` and a message a client developer can act on
@@ -10,66 +10,18 @@
 //! - [`IdempotencyContextRejection`] and [`SubmitTokenExtractRejection`]: the
 //!   extractors.
 //!
-//! All of them, [`Problem`], and `autumn_core::AutumnError` render through
-//! [`problem_response`], so every problem document Autumn sends has the same
-//! shape.
+//! All of them, [`Problem`](autumn_base::Problem), and
+//! `autumn_core::AutumnError` render through
+//! [`problem_response`](autumn_base::problem_response), so every problem
+//! document Autumn sends has the same shape.
 
 use std::sync::Arc;
 
+use autumn_base::problem::{problem_document, problem_response};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 
 use crate::key::KeyError;
-
-/// Renders an RFC 7807 problem document: `type`, `title` (the status's
-/// reason phrase), `status`, `detail` and, when given, a stable
-/// machine-readable `code`, with `Content-Type: application/problem+json`.
-///
-/// The one renderer of problem documents in Autumn: the rejections of this
-/// crate and `autumn_core::AutumnError` all answer through it.
-///
-/// ```
-/// use autumn_idempotency::problem_response;
-/// use http::StatusCode;
-///
-/// let response = problem_response(StatusCode::CONFLICT, Some("order_closed"), "the order is closed");
-/// assert_eq!(response.status(), StatusCode::CONFLICT);
-/// assert_eq!(response.headers()["content-type"], "application/problem+json");
-/// ```
-pub fn problem_response(status: StatusCode, code: Option<&str>, detail: &str) -> Response {
-    problem_document(status, code, detail, None, Vec::new())
-}
-
-/// [`problem_response`] with a `type` other than `about:blank` and more
-/// members (RFC 7807's extension members).
-fn problem_document(
-    status: StatusCode,
-    code: Option<&str>,
-    detail: &str,
-    problem_type: Option<&str>,
-    members: Vec<(&'static str, serde_json::Value)>,
-) -> Response {
-    let mut body = serde_json::json!({
-        "type": problem_type.unwrap_or("about:blank"),
-        "title": status.canonical_reason().unwrap_or("Error"),
-        "status": status.as_u16(),
-        "detail": detail,
-    });
-    if let Some(fields) = body.as_object_mut() {
-        if let Some(code) = code {
-            fields.insert("code".to_owned(), code.into());
-        }
-        for (name, value) in members {
-            fields.insert(name.to_owned(), value);
-        }
-    }
-    let mut response = (status, body.to_string()).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
-    response
-}
 
 /// A rejection's problem document, with `Retry-After: 1` when the client
 /// should simply try again shortly.
@@ -81,48 +33,6 @@ fn render(status: StatusCode, code: &'static str, detail: &str, retry_after: boo
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
     response
-}
-
-/// An RFC 7807 problem document with a `code`, for an error of an app's own
-/// that should look like Autumn's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    status: StatusCode,
-    code: &'static str,
-    detail: String,
-}
-
-impl Problem {
-    /// A problem with this status, a stable machine-readable `code`, and a
-    /// `detail` a client developer can act on.
-    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            detail: detail.into(),
-        }
-    }
-
-    /// The HTTP status.
-    pub fn status(&self) -> StatusCode {
-        self.status
-    }
-
-    /// The machine-readable code, e.g. `idempotency_key_in_flight`.
-    pub fn code(&self) -> &'static str {
-        self.code
-    }
-
-    /// The human-readable explanation.
-    pub fn detail(&self) -> &str {
-        &self.detail
-    }
-}
-
-impl IntoResponse for Problem {
-    fn into_response(self) -> Response {
-        problem_response(self.status, Some(self.code), &self.detail)
-    }
 }
 
 /// Why the idempotency layer answered instead of the handler, or instead of
@@ -584,24 +494,6 @@ mod tests {
             .expect("body")
             .to_bytes();
         String::from_utf8(bytes.to_vec()).expect("utf-8")
-    }
-
-    #[tokio::test]
-    async fn renders_one_shape_with_and_without_a_code() {
-        let with = problem_response(StatusCode::CONFLICT, Some("x_y"), "try \"later\"");
-        assert_eq!(
-            with.headers()[header::CONTENT_TYPE],
-            "application/problem+json"
-        );
-        assert_eq!(
-            body(with).await,
-            r#"{"code":"x_y","detail":"try \"later\"","status":409,"title":"Conflict","type":"about:blank"}"#
-        );
-        let without = problem_response(StatusCode::NOT_FOUND, None, "no order 2");
-        assert_eq!(
-            body(without).await,
-            r#"{"detail":"no order 2","status":404,"title":"Not Found","type":"about:blank"}"#
-        );
     }
 
     #[tokio::test]

@@ -14,9 +14,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::{SharedClock, deadline};
 use crate::detach::PendingClaim;
 use crate::store::{Claim, IdempotencyStore, StoreError};
+use autumn_base::clock::{SharedClock, deadline};
 
 /// The first pause of a waiting duplicate.
 const FIRST_PAUSE: Duration = Duration::from_millis(10);

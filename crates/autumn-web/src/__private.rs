@@ -113,11 +113,13 @@ pub fn test_runtime() -> tokio::runtime::Runtime {
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use crate::AutumnError;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub use autumn_base::database::DbPool;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use autumn_core::jobs::{CommitHooks, MutationContext};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use autumn_core::repository::{Page, Paging, RepoDb, RepoTx, enqueue_hook};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
-pub use autumn_idempotency::database::{DbPool, TxConnection};
+pub use autumn_idempotency::database::TxConnection;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use scoped_futures::{ScopedBoxFuture, ScopedFutureExt};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]

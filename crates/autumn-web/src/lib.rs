@@ -46,6 +46,20 @@ pub mod api_token {
     pub use autumn_core::api_token::*;
 }
 
+/// The foundation, whole: everything of `autumn_base`, for code that works
+/// below the app (a store of its own, a layer on a raw router). Apps find
+/// what they use of it under [`clock`], [`problem`], [`db`] and `redis`.
+pub mod base {
+    pub use autumn_base::*;
+}
+
+/// Time: the [`Clock`](clock::Clock) that locks, records, sessions and API
+/// tokens expire by, and [`ManualClock`](clock::ManualClock), which tests
+/// move instead of sleeping.
+pub mod clock {
+    pub use autumn_base::clock::*;
+}
+
 /// Configuration: [`AutumnConfig`] and its sections.
 pub mod config {
     pub use autumn_core::config::*;
@@ -55,10 +69,9 @@ pub mod config {
 /// (features `postgres`, `sqlite`).
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub mod db {
+    pub use autumn_base::database::{DbConnection, DbPool, FRAMEWORK_MIGRATIONS};
     pub use autumn_core::db::*;
-    pub use autumn_idempotency::database::{
-        DbConnection, DbPool, FRAMEWORK_MIGRATIONS, IdempotencyConnection,
-    };
+    pub use autumn_idempotency::database::IdempotencyConnection;
 }
 
 /// Durable after-commit hooks: [`MutationContext`](jobs::MutationContext),
@@ -89,6 +102,21 @@ pub mod error_pages {
 }
 
 pub mod forms;
+
+/// Problem documents (RFC 7807): [`Problem`](problem::Problem), an error of
+/// the app's own that looks like Autumn's, and
+/// [`problem_response`](problem::problem_response), the renderer every
+/// Autumn error goes through.
+pub mod problem {
+    pub use autumn_base::problem::*;
+}
+
+/// Redis: the [`RedisConnection`](redis::RedisConnection) an app's Redis
+/// stores share, on one server or a Redis Cluster (feature `redis`).
+#[cfg(feature = "redis")]
+pub mod redis {
+    pub use autumn_base::redis::*;
+}
 
 pub mod security;
 

@@ -1,7 +1,7 @@
 //! [`DbApiTokenStore`]: API tokens in the app database's `autumn_api_tokens`
 //! table, on PostgreSQL or SQLite.
 
-use autumn_idempotency::database::{CachedExt as _, DbConnection, DbError, DbPool};
+use autumn_base::database::{CachedExt as _, DbConnection, DbError, DbPool};
 use diesel::QueryableByName;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::sql_types::{BigInt, Binary, Nullable, Text};
@@ -76,7 +76,7 @@ impl From<Row> for ApiTokenRecord {
 /// Each token is one row of `autumn_api_tokens`, keyed by its public prefix
 /// and holding the token's SHA-256 hash, never the token. The table comes
 /// from the framework migrations
-/// ([`FRAMEWORK_MIGRATIONS`](autumn_idempotency::FRAMEWORK_MIGRATIONS)),
+/// ([`FRAMEWORK_MIGRATIONS`](autumn_base::database::FRAMEWORK_MIGRATIONS)),
 /// which launch runs. Every operation is one statement, prepared once per
 /// connection.
 ///
@@ -84,11 +84,11 @@ impl From<Row> for ApiTokenRecord {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use autumn_core::api_token::{ApiTokens, DbApiTokenStore};
-/// use autumn_idempotency::database::DbPool;
+/// use autumn_base::database::DbPool;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let pool = DbPool::new("postgres://postgres@127.0.0.1/app", 8, Duration::from_secs(5))?;
-/// autumn_idempotency::FRAMEWORK_MIGRATIONS.run(&pool).await?;
+/// autumn_base::database::FRAMEWORK_MIGRATIONS.run(&pool).await?;
 /// let tokens = ApiTokens::new(Arc::new(DbApiTokenStore::new(pool)));
 /// let created = tokens.create("agent-7", "nightly sync", None).await?;
 /// println!("{}", created.token());
@@ -122,7 +122,7 @@ impl DbApiTokenStore {
 
 /// A database failure during `operation`; passwords in the message masked.
 fn failed(operation: &str, error: &DbError) -> ApiTokenStoreError {
-    ApiTokenStoreError::Backend(autumn_idempotency::redact_passwords(&format!(
+    ApiTokenStoreError::Backend(autumn_base::redact_passwords(&format!(
         "the database failed to {operation} an API token: {error}"
     )))
 }

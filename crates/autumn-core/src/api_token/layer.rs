@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tower::Layer;
 
-use super::service::RequireApiTokenService;
+use super::service::{RequireApiTokenService, Settings};
 use super::tokens::ApiTokens;
 
 /// Refuses requests without a valid API token, and tells handlers (through
@@ -23,16 +23,6 @@ use super::tokens::ApiTokens;
 #[derive(Clone, Debug)]
 pub struct RequireApiToken {
     pub(crate) settings: Arc<Settings>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Settings {
-    pub(crate) tokens: ApiTokens,
-    pub(crate) anonymous: bool,
-    /// Mounted with `AppBuilder::layer` itself: nothing the app cannot see
-    /// runs between it and the idempotency layer, so it may put the
-    /// principal in the request's scope.
-    pub(crate) registered: bool,
 }
 
 impl RequireApiToken {

@@ -1,6 +1,6 @@
 //! [`ApiTokenRejection`]: why a request's API token was refused.
 
-use autumn_idempotency::problem_response;
+use autumn_base::problem_response;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 

@@ -21,9 +21,20 @@ use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use tower::Service;
 
-use super::layer::Settings;
 use super::rejection::ApiTokenRejection;
 use super::token::{Presented, presented};
+use super::tokens::ApiTokens;
+
+/// What a [`RequireApiToken`](super::RequireApiToken) was built with.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) tokens: ApiTokens,
+    pub(crate) anonymous: bool,
+    /// Mounted with `AppBuilder::layer` itself: nothing the app cannot see
+    /// runs between it and the idempotency layer, so it may put the
+    /// principal in the request's scope.
+    pub(crate) registered: bool,
+}
 
 /// The service [`RequireApiToken`](super::RequireApiToken) wraps a service
 /// in. See the [module docs](super).

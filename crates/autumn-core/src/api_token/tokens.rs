@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use autumn_idempotency::clock::{SharedClock, SystemClock};
+use autumn_base::clock::{SharedClock, SystemClock};
 
 use super::principal::ApiPrincipal;
 use super::rejection::ApiTokenRejection;

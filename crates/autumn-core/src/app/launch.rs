@@ -5,191 +5,21 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use autumn_idempotency::clock::{SharedClock, SystemClock};
+use autumn_base::clock::{SharedClock, SystemClock};
 use autumn_idempotency::submit::SubmitTokenLayer;
 use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore, ReplayGuardLayer, ReplayMode};
 use axum::Router;
 use tower::ServiceBuilder;
 
+use super::error::LaunchError;
 use super::middleware::AppService;
 use super::{AppBuilder, RawRouter};
 use crate::actuator::{self, AppMetrics};
-use crate::config::{AutumnConfig, Backend, ConfigError, TenantStrategy, redact};
+use crate::config::{AutumnConfig, Backend, TenantStrategy, redact};
 use crate::cross_origin::CrossOriginLayer;
 use crate::route::{Route, RouteIdempotency, RouteStack, SharedLayers};
 use crate::scope;
 use crate::tenancy::{self, TenancyLayer};
-
-/// Why an app could not start. Each message is one line naming what to fix.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum LaunchError {
-    /// The configuration could not be loaded.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The memory store was chosen for a production profile.
-    #[error(
-        "idempotency.backend = \"memory\" is refused in production profile `{profile}`: a memory store cannot protect several replicas; set idempotency.backend = \"redis\" or \"database\" (AUTUMN_IDEMPOTENCY__BACKEND), or idempotency.allow_memory_in_production = true for a single instance"
-    )]
-    MemoryInProduction {
-        /// The active profile.
-        profile: String,
-    },
-    /// The memory store was chosen explicitly for submit tokens in a
-    /// production profile.
-    #[error(
-        "security.submit_token.backend = \"memory\" is refused in production profile `{profile}`: a memory store cannot protect several replicas; remove the key to inherit idempotency.backend, or set it to \"redis\" or \"database\""
-    )]
-    SubmitTokenMemoryInProduction {
-        /// The active profile.
-        profile: String,
-    },
-    /// The memory backend was chosen for sessions in a production profile.
-    #[error(
-        "session.backend = \"memory\" is refused in production profile `{profile}`: every replica would have its own sessions; set session.backend (or idempotency.backend) to \"redis\" or \"database\" (AUTUMN_SESSION__BACKEND), or session.allow_memory_in_production = true for a single instance"
-    )]
-    SessionMemoryInProduction {
-        /// The active profile.
-        profile: String,
-    },
-    /// The session backend is not part of this build.
-    #[error(
-        "session.backend = \"{backend}\" is not available in this build of autumn-web; enable the autumn-web feature {feature}, or set session.backend = \"memory\"",
-        feature = backend_features(.backend)
-    )]
-    SessionBackendUnavailable {
-        /// The backend that was asked for.
-        backend: String,
-    },
-    /// The Redis backend was chosen without a URL.
-    #[error(
-        "idempotency.backend = \"redis\" needs idempotency.redis.url (or AUTUMN_IDEMPOTENCY__REDIS__URL)"
-    )]
-    RedisUrlMissing,
-    /// The database backend was chosen without a database.
-    #[error("idempotency.backend = \"database\" needs database.url (or AUTUMN_DATABASE__URL)")]
-    DatabaseMissing,
-    /// The chosen backend is not part of this build.
-    #[error(
-        "idempotency.backend = \"{backend}\" is not available in this build of autumn-web; enable the autumn-web feature {feature}, or use idempotency.backend = \"memory\"",
-        feature = backend_features(.backend)
-    )]
-    BackendUnavailable {
-        /// The backend that was asked for.
-        backend: String,
-    },
-    /// `idempotency.redis.url` is not a Redis URL.
-    #[error(
-        "idempotency.redis.url is an invalid URL ({url}): {reason}; expected redis://[user:password@]host[:port][/db], redis+unix:///path/to/socket, or redis+cluster://[user:password@]host1:port1,host2:port2 for a Redis Cluster"
-    )]
-    RedisUrlInvalid {
-        /// The URL, password redacted.
-        url: String,
-        /// Why it does not parse.
-        reason: String,
-    },
-    /// Redis could not be reached at startup.
-    #[error("cannot reach Redis for idempotency.redis.url ({url}): {message}")]
-    Redis {
-        /// The URL, password redacted.
-        url: String,
-        /// What failed.
-        message: String,
-    },
-    /// The database could not be used at startup.
-    #[error("cannot use the database at database.url ({url}): {message}")]
-    Database {
-        /// The URL, password redacted.
-        url: String,
-        /// What failed.
-        message: String,
-    },
-    /// The startup checks of the services the configuration names (Redis,
-    /// the database) could not run at all: their runtime could not be built,
-    /// or a check panicked. A check that ran and failed is
-    /// [`Redis`](Self::Redis) or [`Database`](Self::Database).
-    #[error("cannot run the startup check of {keys}: {source}")]
-    StartupCheck {
-        /// The config keys naming the services to check, e.g.
-        /// `idempotency.redis.url, database.url`.
-        keys: String,
-        /// What failed.
-        source: std::io::Error,
-    },
-    /// A setting has a value that parses but cannot work.
-    #[error("invalid {key}: {message}")]
-    InvalidSetting {
-        /// The config key.
-        key: &'static str,
-        /// What is wrong with it.
-        message: String,
-    },
-    /// Two routes answer the same method and path.
-    #[error("two routes answer {method} {path} (`{first}` and `{second}`); remove or rename one")]
-    DuplicateRoute {
-        /// The method.
-        method: String,
-        /// The path.
-        path: String,
-        /// The first route's name.
-        first: String,
-        /// The second route's name.
-        second: String,
-    },
-    /// A route's idempotency policy (or `[idempotency]`'s) cannot work.
-    #[error("{name} has an invalid idempotency policy: {error}")]
-    InvalidIdempotencyPolicy {
-        /// The route (name, method and path), or `[idempotency]`.
-        name: String,
-        /// What is wrong.
-        error: autumn_idempotency::layer::PolicyError,
-    },
-    /// A route requires an `Idempotency-Key`, but no idempotency layer
-    /// guards it: the requirement would be silently skipped.
-    #[error(
-        "route `{name}` ({method} {path}) requires an Idempotency-Key, but no idempotency layer guards it; set idempotency.enabled = true and call .idempotent() on the app, or drop the requirement"
-    )]
-    KeyRequiredWithoutLayer {
-        /// The route's name.
-        name: String,
-        /// Its method.
-        method: String,
-        /// Its path.
-        path: String,
-    },
-    /// A route's path cannot be served.
-    #[error("route `{name}` has an invalid path {path:?}: {reason}")]
-    InvalidRoutePath {
-        /// The route's name.
-        name: String,
-        /// The path.
-        path: String,
-        /// Why it is invalid.
-        reason: &'static str,
-    },
-    /// The server could not listen on its address.
-    #[error("cannot listen on {address} (server.host / server.port): {source}")]
-    Bind {
-        /// The address.
-        address: String,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
-    /// The actuator could not listen on its own port.
-    #[error("cannot listen on {address} for the actuator (server.host / actuator.port): {source}")]
-    ActuatorBind {
-        /// The address.
-        address: String,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
-    /// The server failed while running.
-    #[error("server error: {0}")]
-    Serve(std::io::Error),
-    /// An `idempotency inspect|evict` command could not run.
-    #[error("idempotency command: {0}")]
-    KeyAdmin(String),
-}
 
 /// A built app.
 pub(crate) struct Launched {
@@ -280,7 +110,7 @@ impl Startup {
         }
         #[cfg(feature = "database")]
         if let Some(url) = &self.database {
-            use autumn_idempotency::database::DbPool;
+            use autumn_base::database::DbPool;
             let database_error = |e: &dyn std::fmt::Display| LaunchError::Database {
                 url: redact(url),
                 message: e.to_string(),
@@ -288,7 +118,7 @@ impl Startup {
             let pool = DbPool::new(url, 1, std::time::Duration::from_secs(5))
                 .map_err(|e| database_error(&e))?;
             pool.health_check().await.map_err(|e| database_error(&e))?;
-            autumn_idempotency::FRAMEWORK_MIGRATIONS
+            autumn_base::database::FRAMEWORK_MIGRATIONS
                 .run(&pool)
                 .await
                 .map_err(|e| database_error(&e))?;
@@ -387,10 +217,10 @@ impl Startup {
 /// SQLite.
 #[cfg(feature = "postgres")]
 async fn postgres_clock_offset(
-    pool: &autumn_idempotency::database::DbPool,
+    pool: &autumn_base::database::DbPool,
     clock: &SharedClock,
 ) -> Result<Option<i64>, String> {
-    use autumn_idempotency::database::DbConnection;
+    use autumn_base::database::DbConnection;
     use diesel_async::RunQueryDsl as _;
     let DbConnection::Postgres(mut connection) = pool.get().await.map_err(|e| e.to_string())?
     else {
@@ -582,7 +412,7 @@ impl AppBuilder {
             };
         }
         let health = actuator::health(&config, database.as_ref(), given);
-        crate::telemetry::log_startup(&config, &health);
+        super::startup_log::log_startup(&config, &health);
         let actuator = actuator_routes(&config, metrics.clone(), health);
         let actuator = match (actuator, config.actuator.port) {
             (Some(routes), None) => {
@@ -623,7 +453,7 @@ impl AppBuilder {
             .option_layer(cross_origin_layer(&config)?)
             .option_layer(sessions)
             .option_layer(TenancyLayer::from_config(&config, self.tenant_resolver)?)
-            .layer(scope::layer(&config)?)
+            .layer(scope::layer(&config))
             .option_layer(states)
             // Once, here: a router served as a plain `Service` would
             // otherwise turn every handler and its layers into a route
@@ -649,7 +479,7 @@ impl AppBuilder {
     }
 }
 
-type Database = actuator::Pool;
+type Database = crate::pool::Pool;
 
 /// `/actuator/*` unless `[actuator] enabled = false`; served apart from the
 /// app when `[actuator] port` is set, so it is kept off the app's listener.
@@ -689,7 +519,7 @@ fn database_pool(
     };
     #[cfg(feature = "database")]
     {
-        let pool = autumn_idempotency::database::DbPool::with_statement_cache(
+        let pool = autumn_base::database::DbPool::with_statement_cache(
             url,
             config.database.pool_size as usize,
             std::time::Duration::from_millis(config.database.connect_timeout_ms),
@@ -715,15 +545,6 @@ fn database_pool(
     }
 }
 
-/// The autumn-web feature(s) that bring `backend`, as the messages name them.
-fn backend_features(backend: &str) -> &'static str {
-    match backend {
-        "redis" => "`redis`",
-        "database" => "`postgres` or `sqlite`",
-        _ => "that provides it",
-    }
-}
-
 /// The autumn-web feature a `database.url` needs, told by its scheme.
 #[cfg_attr(feature = "database", allow(dead_code))]
 fn database_feature(url: &str) -> &'static str {
@@ -740,7 +561,7 @@ fn database_feature(url: &str) -> &'static str {
 /// taken for an unreachable server.
 #[cfg(feature = "redis")]
 fn check_redis_url(url: &str) -> Result<(), LaunchError> {
-    autumn_idempotency::RedisConnection::check_url(url).map_err(|reason| {
+    autumn_base::redis::RedisConnection::check_url(url).map_err(|reason| {
         LaunchError::RedisUrlInvalid {
             url: redact(url),
             reason,
@@ -753,7 +574,7 @@ fn build_store(
     config: &AutumnConfig,
     backend: Backend,
     database: Option<&Database>,
-    clock: &autumn_idempotency::clock::SharedClock,
+    clock: &autumn_base::clock::SharedClock,
     startup: &mut Startup,
 ) -> Result<Arc<dyn autumn_idempotency::IdempotencyStore>, LaunchError> {
     let idempotency = &config.idempotency;
@@ -825,7 +646,7 @@ fn submit_token_layer(
     config: &AutumnConfig,
     idempotency_store: Option<Arc<dyn autumn_idempotency::IdempotencyStore>>,
     database: Option<&Database>,
-    clock: &autumn_idempotency::clock::SharedClock,
+    clock: &autumn_base::clock::SharedClock,
     metrics: &mut AppMetrics,
     startup: &mut Startup,
 ) -> Result<Option<SubmitTokenLayer>, LaunchError> {
@@ -877,7 +698,7 @@ fn session_layer(
     config: &AutumnConfig,
     given: Option<Arc<dyn crate::session::SessionStore>>,
     database: Option<&Database>,
-    clock: &autumn_idempotency::clock::SharedClock,
+    clock: &autumn_base::clock::SharedClock,
     startup: &mut Startup,
 ) -> Result<Option<crate::session::SessionLayer>, LaunchError> {
     use crate::session::{MemorySessionStore, SessionLayer, SessionStore};
@@ -943,9 +764,10 @@ fn redis_sessions(
         let connection = match startup.live_redis.first() {
             Some(store) => store.connection().clone(),
             None => {
-                autumn_idempotency::RedisConnection::new(url).map_err(|e| LaunchError::Redis {
+                autumn_base::redis::RedisConnection::new(url).map_err(|e| LaunchError::Redis {
                     url: redact(url),
-                    message: e.to_string(),
+                    // Worded as the Redis idempotency store's failures are.
+                    message: autumn_idempotency::StoreError::from(e).to_string(),
                 })?
             }
         };
@@ -970,7 +792,7 @@ fn redis_sessions(
 /// replica at a time.
 fn database_sessions(
     database: Option<&Database>,
-    clock: &autumn_idempotency::clock::SharedClock,
+    clock: &autumn_base::clock::SharedClock,
 ) -> Result<Arc<dyn crate::session::SessionStore>, LaunchError> {
     let Some(pool) = database else {
         return Err(LaunchError::DatabaseMissing);
@@ -1011,7 +833,7 @@ fn cross_origin_layer(config: &AutumnConfig) -> Result<Option<CrossOriginLayer>,
 pub(crate) fn memory_store(
     config: &AutumnConfig,
     ttl: std::time::Duration,
-    clock: &autumn_idempotency::clock::SharedClock,
+    clock: &autumn_base::clock::SharedClock,
 ) -> Result<MemoryIdempotencyStore, LaunchError> {
     let limits = &config.idempotency.memory;
     let at_least_one = |key, value: usize| {

@@ -16,7 +16,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::services::ServeDir;
 
 use super::compress::CompressWhenAskedLayer;
-use super::launch::LaunchError;
+use super::error::LaunchError;
 use crate::config::AutumnConfig;
 use crate::error_pages::ErrorPagesLayer;
 use crate::telemetry::{RequestLogLayer, ResponseHeaders};

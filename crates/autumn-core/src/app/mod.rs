@@ -2,21 +2,23 @@
 //! running server out.
 
 mod compress;
+mod error;
 mod launch;
 mod middleware;
 mod serve;
 mod server;
+mod startup_log;
 mod timeout;
 
 use std::sync::Arc;
 
+use autumn_base::clock::SharedClock;
 use autumn_idempotency::IdempotencyStore;
-use autumn_idempotency::clock::SharedClock;
 use axum::Router;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 
-pub use launch::LaunchError;
+pub use error::LaunchError;
 
 use crate::config::AutumnConfig;
 use crate::route::Route;

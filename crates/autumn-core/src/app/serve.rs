@@ -5,7 +5,8 @@ use std::future::Future;
 use tokio::net::TcpListener;
 
 use super::AppBuilder;
-use super::launch::{LaunchError, Launched};
+use super::error::LaunchError;
+use super::launch::Launched;
 
 impl AppBuilder {
     /// Loads the configuration, builds the app, serves it on

@@ -105,3 +105,16 @@ fn expected_keys(expected: &[String]) -> String {
         format!("expected one of: {}", expected.join(", "))
     }
 }
+
+/// A setting whose value parses but cannot work, found where it is put to
+/// use: a layer built from the configuration (a header name that is not
+/// one, a directory that does not exist). The app turns it into
+/// `LaunchError::InvalidSetting`, with the same line.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("invalid {key}: {message}")]
+pub(crate) struct InvalidSetting {
+    /// The config key.
+    pub(crate) key: &'static str,
+    /// What is wrong with it.
+    pub(crate) message: String,
+}

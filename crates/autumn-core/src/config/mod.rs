@@ -56,12 +56,14 @@ pub(crate) use settings::redact;
 mod tests;
 
 pub use error::ConfigError;
+pub(crate) use error::InvalidSetting;
 pub use sections::{
     ActuatorConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, FingerprintMode, HEALTH_COMPONENTS,
     HeadersConfig, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, LogFormat,
-    MIN_HEADER_BYTES, MemoryConfig, REFERRER_POLICIES, RedisConfig, SecurityConfig, ServerConfig,
-    SessionConfig, StaticConfig, SubmitTokenConfig, TenancyConfig, TenantStrategy, TimeoutsConfig,
+    MIN_HEADER_BYTES, MemoryConfig, REFERRER_POLICIES, RedisConfig, SameSite, SecurityConfig,
+    ServerConfig, SessionConfig, StaticConfig, SubmitTokenConfig, TenancyConfig, TenantStrategy,
+    TimeoutsConfig,
 };
 
 use load::Layers;

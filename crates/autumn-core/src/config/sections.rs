@@ -733,7 +733,7 @@ pub struct SessionConfig {
     /// Seconds a session lives after the visitor was last seen.
     pub ttl_secs: u64,
     /// The cookie's `SameSite` attribute: `"lax"`, `"strict"` or `"none"`.
-    pub same_site: crate::session::SameSite,
+    pub same_site: SameSite,
     /// Whether the cookie is `Secure` (HTTPS only); unset means yes in production profiles.
     pub secure: Option<bool>,
     /// Allow the memory backend in a production profile (one instance only).
@@ -747,7 +747,7 @@ impl Default for SessionConfig {
             cookie_name: "autumn_session".to_owned(),
             backend: None,
             ttl_secs: 1_209_600,
-            same_site: crate::session::SameSite::Lax,
+            same_site: SameSite::Lax,
             secure: None,
             allow_memory_in_production: false,
         }
@@ -822,6 +822,32 @@ impl TenantStrategy {
             Self::Subdomain => "subdomain",
             Self::Path => "path",
             Self::Session => "session",
+        }
+    }
+}
+
+/// The `SameSite` attribute of the session cookie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum SameSite {
+    /// Sent on same-site requests and top-level cross-site navigations
+    /// (following a link): the default, and what sign-in flows expect.
+    #[default]
+    Lax,
+    /// Sent on same-site requests only.
+    Strict,
+    /// Sent on every request; browsers require `Secure` with it.
+    None,
+}
+
+impl SameSite {
+    /// The attribute's value, as written in the cookie.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Lax => "Lax",
+            Self::Strict => "Strict",
+            Self::None => "None",
         }
     }
 }

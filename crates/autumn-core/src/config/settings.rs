@@ -310,4 +310,4 @@ fn literal(value: &str) -> String {
     Value::String(redact(value)).to_string()
 }
 
-pub(crate) use autumn_idempotency::redact_passwords as redact;
+pub(crate) use autumn_base::redact_passwords as redact;

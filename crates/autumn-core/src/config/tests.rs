@@ -155,7 +155,7 @@ fn defaults_without_files_or_env() {
             cookie_name: "autumn_session".to_owned(),
             backend: None,
             ttl_secs: 1_209_600,
-            same_site: crate::session::SameSite::Lax,
+            same_site: super::SameSite::Lax,
             secure: None,
             allow_memory_in_production: false,
         },
@@ -394,7 +394,7 @@ fn env_sets_the_session_keys() {
     let session = &config.session;
     assert_eq!(session.backend, Some(Backend::Redis));
     assert_eq!(session.ttl_secs, 3600);
-    assert_eq!(session.same_site, crate::session::SameSite::Strict);
+    assert_eq!(session.same_site, super::SameSite::Strict);
     assert_eq!(session.secure, Some(true));
     assert_eq!(session.cookie_name, "sid");
     assert!(session.allow_memory_in_production);

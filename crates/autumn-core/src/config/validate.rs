@@ -136,7 +136,7 @@ impl AutumnConfig {
             ),
             (
                 "session.same_site",
-                self.session.same_site != crate::session::SameSite::None
+                self.session.same_site != super::SameSite::None
                     || self.session.secure == Some(true),
                 "\"none\" needs session.secure = true: browsers drop a SameSite=None cookie that is not Secure",
             ),

@@ -1,14 +1,13 @@
-//! [`CrossOriginLayer`]: the settings and the check.
+//! [`CrossOriginLayer`]: the settings and the check. The service it makes,
+//! and its `Layer` impl, are in `service.rs`.
 
 use std::sync::Arc;
 
-use autumn_idempotency::ExemptPaths;
+use autumn_base::ExemptPaths;
 use http::{HeaderMap, HeaderValue, Method, Request, Uri, header};
-use tower::Layer;
 
 use super::origin::TrustedOrigin;
 use super::rejection::CrossOriginRejection;
-use super::service::CrossOrigin;
 
 /// Made once: a header name given as text is parsed on every lookup.
 const SEC_FETCH_SITE: http::HeaderName = http::HeaderName::from_static("sec-fetch-site");
@@ -142,12 +141,4 @@ impl CrossOriginLayer {
 /// A header's value for a message; headers need not be UTF-8.
 fn text(value: &HeaderValue) -> String {
     String::from_utf8_lossy(value.as_bytes()).into_owned()
-}
-
-impl<S> Layer<S> for CrossOriginLayer {
-    type Service = CrossOrigin<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        CrossOrigin::new(inner, self.clone())
-    }
 }

@@ -74,6 +74,6 @@ impl CrossOriginRejection {
 
 impl IntoResponse for CrossOriginRejection {
     fn into_response(self) -> Response {
-        autumn_idempotency::problem_response(self.status(), Some(self.code()), &self.to_string())
+        autumn_base::problem_response(self.status(), Some(self.code()), &self.to_string())
     }
 }

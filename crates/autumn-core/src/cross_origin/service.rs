@@ -4,7 +4,7 @@ use std::task::{Context, Poll};
 
 use axum::response::{IntoResponse, Response};
 use http::Request;
-use tower::Service;
+use tower::{Layer, Service};
 
 use super::future::ResponseFuture;
 use super::layer::CrossOriginLayer;
@@ -63,5 +63,15 @@ where
                 ResponseFuture::refused(rejection.into_response())
             }
         }
+    }
+}
+
+/// Beside the service it makes, so that the layer, the settings and the
+/// check, needs nothing of the service.
+impl<S> Layer<S> for CrossOriginLayer {
+    type Service = CrossOrigin<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CrossOrigin::new(inner, self.clone())
     }
 }

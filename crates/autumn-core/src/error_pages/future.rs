@@ -11,8 +11,7 @@ use bytes::Bytes;
 use http::Response;
 use pin_project_lite::pin_project;
 
-use super::layer::Settings;
-use super::service::{Asked, BoxError, rewrite};
+use super::rewrite::{Asked, BoxError, Settings, rewrite};
 
 type Rewriting = Pin<Box<dyn Future<Output = Response<Body>> + Send>>;
 

@@ -5,12 +5,9 @@ use std::sync::Arc;
 use http::StatusCode;
 use tower::Layer;
 
-use super::render::{ErrorInfo, ErrorPageRenderer, Pages};
+use super::render::{ErrorInfo, ErrorPageRenderer};
+use super::rewrite::Settings;
 use super::service::ErrorPages;
-
-/// The largest error body buffered to be rewritten by default: 64 KiB.
-/// Every body Autumn and axum produce for an error is far smaller.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// Answers every error (status 400 and up) the way its client expects: a
 /// problem document for API clients, an HTML page for browsers (their
@@ -59,21 +56,6 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
 #[derive(Clone, Default)]
 pub struct ErrorPagesLayer {
     settings: Arc<Settings>,
-}
-
-#[derive(Clone)]
-pub(crate) struct Settings {
-    pub(crate) pages: Pages,
-    pub(crate) max_body_bytes: usize,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            pages: Pages::default(),
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-        }
-    }
 }
 
 impl std::fmt::Debug for ErrorPagesLayer {

@@ -20,6 +20,7 @@ pub(crate) mod connection;
 mod future;
 mod layer;
 mod render;
+mod rewrite;
 mod service;
 
 use std::any::Any;
@@ -28,8 +29,9 @@ use axum::body::Body;
 use http::{Response, StatusCode};
 
 pub use future::ResponseFuture;
-pub use layer::{DEFAULT_MAX_BODY_BYTES, ErrorPagesLayer};
+pub use layer::ErrorPagesLayer;
 pub use render::{ErrorInfo, ErrorPageRenderer};
+pub use rewrite::DEFAULT_MAX_BODY_BYTES;
 pub use service::ErrorPages;
 
 /// The answer to a handler that panicked outside the guards (which answer
@@ -41,7 +43,7 @@ pub(crate) fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response<B
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("a panic payload that is not a string");
     tracing::error!(panic = message, "handler panicked");
-    autumn_idempotency::problem_response(
+    autumn_base::problem_response(
         StatusCode::INTERNAL_SERVER_ERROR,
         Some("internal_error"),
         "the server failed while handling this request",

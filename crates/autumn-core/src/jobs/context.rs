@@ -3,12 +3,25 @@
 
 use std::sync::Arc;
 
+use autumn_base::clock::{SharedClock, SystemClock};
 use autumn_idempotency::IdempotencyContext;
-use autumn_idempotency::clock::{SharedClock, SystemClock};
 use axum::extract::FromRequestParts;
 use http::request::Parts;
+use tokio::sync::Notify;
 
-use super::worker::CommitQueue;
+/// Request extension: the clock commit-hook rows are stamped with and the
+/// worker to wake after a commit.
+#[derive(Clone)]
+pub(crate) struct CommitQueue {
+    pub(crate) clock: SharedClock,
+    pub(crate) wake: Arc<Notify>,
+}
+
+impl std::fmt::Debug for CommitQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitQueue").finish_non_exhaustive()
+    }
+}
 
 /// What a mutation knows about the request that caused it: the
 /// framework-scoped idempotency key, and the commit-hook queue to wake once

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use autumn_idempotency::database::DbPool;
+use autumn_base::database::DbPool;
 use serde::de::DeserializeOwned;
 
 /// One row of the commit-hook queue, as the worker hands it to its hook.

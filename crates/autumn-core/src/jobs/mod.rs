@@ -26,4 +26,5 @@ pub use hook::{CommitHook, CommitHooks, CommitJob, JobError, JobFuture};
 pub use queue::enqueue;
 pub use worker::{CommitJobWorker, WorkerRun};
 
-pub(crate) use worker::{CommitQueue, install};
+pub(crate) use context::CommitQueue;
+pub(crate) use worker::install;

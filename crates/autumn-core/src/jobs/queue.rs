@@ -3,12 +3,11 @@
 
 // Statement caching is a PostgreSQL setting.
 #[cfg(feature = "postgres")]
-use autumn_idempotency::database::CachedExt as _;
+use autumn_base::database::CachedExt as _;
 #[cfg(feature = "sqlite")]
-use autumn_idempotency::database::sqlite_params;
-use autumn_idempotency::database::{
-    DbConnection, DbError, DbPool, IdempotencyConnection, TxConnection,
-};
+use autumn_base::database::sqlite_params;
+use autumn_base::database::{DbConnection, DbError, DbPool};
+use autumn_idempotency::database::{IdempotencyConnection, TxConnection};
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel_async::RunQueryDsl as _;

@@ -4,27 +4,14 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use autumn_idempotency::clock::SharedClock;
-use autumn_idempotency::database::{DbError, DbPool};
+use autumn_base::clock::SharedClock;
+use autumn_base::database::{DbError, DbPool};
 use futures_util::FutureExt as _;
 use tokio::sync::Notify;
 
+use super::context::CommitQueue;
 use super::hook::{CommitHook, CommitHooks, CommitJob, JobError};
 use super::queue::{self, Claimed, Outcome};
-
-/// Request extension: the clock commit-hook rows are stamped with and the
-/// worker to wake after a commit.
-#[derive(Clone)]
-pub(crate) struct CommitQueue {
-    pub(crate) clock: SharedClock,
-    pub(crate) wake: Arc<Notify>,
-}
-
-impl std::fmt::Debug for CommitQueue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CommitQueue").finish_non_exhaustive()
-    }
-}
 
 /// What one [`CommitJobWorker::run_due`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -60,14 +47,14 @@ impl WorkerRun {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use autumn_core::jobs::{CommitHooks, CommitJob, CommitJobWorker, JobError};
-/// use autumn_idempotency::clock::SystemClock;
-/// use autumn_idempotency::database::DbPool;
+/// use autumn_base::clock::SystemClock;
+/// use autumn_base::database::DbPool;
 ///
 /// async fn notify(_job: CommitJob) -> Result<(), JobError> { Ok(()) }
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let pool = DbPool::new("postgres://postgres@127.0.0.1/app", 4, Duration::from_secs(5))?;
-/// autumn_idempotency::FRAMEWORK_MIGRATIONS.run(&pool).await?;
+/// autumn_base::database::FRAMEWORK_MIGRATIONS.run(&pool).await?;
 /// let hooks = CommitHooks::new().hook("orders.after_create_commit", notify);
 /// let worker = CommitJobWorker::new(pool, hooks, Arc::new(SystemClock));
 /// let run = worker.run_due().await?;

@@ -1,11 +1,12 @@
 //! [`RepoDb`] and [`RepoTx`]: a repository's connection, on whichever
 //! database the app runs, and the transaction its mutations share.
 
+use autumn_base::database::DbPool;
 #[cfg(feature = "postgres")]
-use autumn_idempotency::database::PgConnection;
+use autumn_base::database::PgConnection;
 #[cfg(feature = "sqlite")]
-use autumn_idempotency::database::SqliteConnection;
-use autumn_idempotency::database::{DbPool, IdempotencyConnection, TxConnection};
+use autumn_base::database::SqliteConnection;
+use autumn_idempotency::database::{IdempotencyConnection, TxConnection};
 use scoped_futures::{ScopedBoxFuture, ScopedFutureExt as _};
 
 use crate::db::Db;

@@ -16,7 +16,7 @@ use tower::util::{Either, option_layer};
 
 /// The database pool handlers extract.
 #[cfg(feature = "database")]
-pub(crate) type PoolLayer = axum::Extension<crate::actuator::Pool>;
+pub(crate) type PoolLayer = axum::Extension<crate::pool::Pool>;
 /// No database in this build.
 #[cfg(not(feature = "database"))]
 pub(crate) type PoolLayer = Identity;

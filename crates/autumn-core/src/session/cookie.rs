@@ -1,37 +1,12 @@
-//! The session cookie's attributes, and the `Set-Cookie` values made from
-//! them.
+//! The session cookie's attributes, the `Set-Cookie` values made from
+//! them, and the cookie read back from a request.
 
 use std::time::Duration;
 
-use http::HeaderValue;
+use http::{HeaderMap, HeaderValue, header};
 
 use super::id::SessionId;
-
-/// The `SameSite` attribute of the session cookie.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum SameSite {
-    /// Sent on same-site requests and top-level cross-site navigations
-    /// (following a link): the default, and what sign-in flows expect.
-    #[default]
-    Lax,
-    /// Sent on same-site requests only.
-    Strict,
-    /// Sent on every request; browsers require `Secure` with it.
-    None,
-}
-
-impl SameSite {
-    /// The attribute's value, as written in the cookie.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Lax => "Lax",
-            Self::Strict => "Strict",
-            Self::None => "None",
-        }
-    }
-}
+pub use crate::config::SameSite;
 
 /// How the session cookie is written.
 #[derive(Debug, Clone)]
@@ -76,6 +51,25 @@ impl CookieSettings {
         // The name was checked at startup and ids are visible ASCII.
         HeaderValue::try_from(cookie).ok()
     }
+}
+
+/// The value of cookie `name`, from any `Cookie` header, as bytes.
+///
+/// Parsed byte-wise: one cookie whose value is not UTF-8 (another app on the
+/// same domain can set anything) must not hide the session cookie beside it,
+/// which would move a signed-in user into the anonymous scope.
+pub(crate) fn cookie_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .flat_map(|value| value.as_bytes().split(|byte| *byte == b';'))
+        .filter_map(|pair| {
+            let pair = pair.trim_ascii();
+            let equals = pair.iter().position(|byte| *byte == b'=')?;
+            Some((&pair[..equals], &pair[equals + 1..]))
+        })
+        .find(|(key, _)| *key == name.as_bytes())
+        .map(|(_, value)| value)
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use autumn_idempotency::clock::SharedClock;
-use autumn_idempotency::database::{CachedExt as _, DbConnection, DbError, DbPool, ExpiringTable};
+use autumn_base::clock::SharedClock;
+use autumn_base::database::{CachedExt as _, DbConnection, DbError, DbPool, ExpiringTable};
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Binary, Text};
 use diesel_async::RunQueryDsl as _;
@@ -56,7 +56,7 @@ struct Row {
 /// [`SessionId::storage_key`] (a hash, never the id itself), holding the
 /// [`SessionRecord::encode`]d record and its expiry on the app clock. The
 /// table comes from the framework migrations
-/// ([`FRAMEWORK_MIGRATIONS`](autumn_idempotency::FRAMEWORK_MIGRATIONS)),
+/// ([`FRAMEWORK_MIGRATIONS`](autumn_base::database::FRAMEWORK_MIGRATIONS)),
 /// which launch runs. Every operation is one statement, prepared once per
 /// connection. Expired rows are never loaded, and are deleted by
 /// [`sweep_expired`](Self::sweep_expired), which
@@ -65,11 +65,11 @@ struct Row {
 /// ```no_run
 /// use std::time::Duration;
 /// use autumn_core::session::{DbSessionStore, SessionId, SessionRecord, SessionStore};
-/// use autumn_idempotency::database::DbPool;
+/// use autumn_base::database::DbPool;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let pool = DbPool::new("postgres://postgres@127.0.0.1/app", 8, Duration::from_secs(5))?;
-/// autumn_idempotency::FRAMEWORK_MIGRATIONS.run(&pool).await?;
+/// autumn_base::database::FRAMEWORK_MIGRATIONS.run(&pool).await?;
 /// let store = DbSessionStore::new(pool);
 /// let id = SessionId::generate();
 /// store.save(&id, &SessionRecord::new(Default::default(), 61_000), 1_000).await?;
@@ -121,8 +121,8 @@ impl DbSessionStore {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use autumn_core::session::DbSessionStore;
-    /// use autumn_idempotency::clock::SystemClock;
-    /// use autumn_idempotency::database::DbPool;
+    /// use autumn_base::clock::SystemClock;
+    /// use autumn_base::database::DbPool;
     ///
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let pool = DbPool::new("sqlite://app.db", 4, Duration::from_secs(5))?;
@@ -138,7 +138,7 @@ impl DbSessionStore {
         clock: SharedClock,
     ) -> tokio::task::JoinHandle<()> {
         let store = self.clone();
-        autumn_idempotency::database::spawn_sweeper(every, "sessions", move || {
+        autumn_base::database::spawn_sweeper(every, "sessions", move || {
             let (store, now) = (store.clone(), clock.now_millis());
             async move { store.sweep_expired(now).await }
         })
@@ -154,7 +154,7 @@ impl DbSessionStore {
 
 /// A database failure during `operation`; passwords in the message masked.
 fn failed(operation: &str, error: &DbError) -> SessionStoreError {
-    SessionStoreError::new(autumn_idempotency::redact_passwords(&format!(
+    SessionStoreError::new(autumn_base::redact_passwords(&format!(
         "the database failed to {operation} a session: {error}"
     )))
 }

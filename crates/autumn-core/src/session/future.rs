@@ -8,6 +8,7 @@ use std::task::{Context, Poll, ready};
 
 use autumn_idempotency::submit::TokenMinted;
 use axum::response::Response;
+use http::StatusCode;
 use pin_project_lite::pin_project;
 
 use super::handle::Session;
@@ -78,9 +79,7 @@ where
                         return Poll::Ready(Ok(response));
                     }
                     let saving: Boxed =
-                        Box::pin(
-                            async move { Ok(super::service::finish(session, response).await) },
-                        );
+                        Box::pin(async move { Ok(finish(session, response).await) });
                     this.state.set(State::Boxed { future: saving });
                 }
                 StateProjection::Boxed { future } => return future.as_mut().poll(cx),
@@ -93,4 +92,26 @@ impl<F> std::fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
     }
+}
+
+/// Saves what the handler left unsaved and adds the cookie: a session id
+/// in the cookie alone for a form page minted for a visitor without one.
+pub(super) async fn finish(session: Session, mut response: Response) -> Response {
+    if let Err(error) = session.save(response.headers_mut()).await {
+        return not_saved(&error);
+    }
+    if response.extensions().get::<TokenMinted>().is_some() {
+        session.issue_cookie_only(response.headers_mut());
+    }
+    response
+}
+
+/// 500: the handler ran but its session could not be saved.
+fn not_saved(error: &super::SessionError) -> Response {
+    tracing::error!(%error, "the session could not be saved after the handler ran");
+    autumn_base::problem_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Some("session_not_saved"),
+        "the request was processed but the session could not be saved; changes to the session were lost",
+    )
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use autumn_idempotency::clock::SharedClock;
+use autumn_base::clock::SharedClock;
 use axum::extract::FromRequestParts;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
@@ -451,11 +451,8 @@ impl IntoResponse for SessionError {
                 tracing::error!(%error, "a session value could not be converted");
             }
         }
-        let mut response = autumn_idempotency::problem_response(
-            self.status(),
-            Some(self.code()),
-            self.public_detail(),
-        );
+        let mut response =
+            autumn_base::problem_response(self.status(), Some(self.code()), self.public_detail());
         if matches!(self, Self::Store(_)) {
             response
                 .headers_mut()
@@ -480,7 +477,7 @@ pub enum SessionRejection {
 impl IntoResponse for SessionRejection {
     fn into_response(self) -> Response {
         tracing::error!(error = %self, "session extractor rejected");
-        autumn_idempotency::problem_response(
+        autumn_base::problem_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             Some("session_layer_missing"),
             &self.to_string(),
@@ -513,7 +510,7 @@ impl<S: Send + Sync> axum::extract::OptionalFromRequestParts<S> for Session {
 
 #[cfg(test)]
 mod tests {
-    use autumn_idempotency::clock::SystemClock;
+    use autumn_base::clock::SystemClock;
 
     use super::super::cookie::SameSite;
     use super::super::memory::MemorySessionStore;

@@ -3,11 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use autumn_idempotency::clock::{SharedClock, SystemClock};
+use autumn_base::clock::{SharedClock, SystemClock};
 use tower::Layer;
 
 use super::cookie::{CookieSettings, SameSite};
-use super::service::SessionService;
+use super::service::{SessionService, Settings};
 use super::store::SessionStore;
 
 /// The default session lifetime: 14 days since the visitor was last seen.
@@ -39,15 +39,13 @@ pub const DEFAULT_COOKIE_NAME: &str = "autumn_session";
 /// ```
 #[derive(Clone)]
 pub struct SessionLayer {
-    pub(super) store: Arc<dyn SessionStore>,
-    pub(super) clock: SharedClock,
-    pub(super) cookie: Arc<CookieSettings>,
+    settings: Settings,
 }
 
 impl std::fmt::Debug for SessionLayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionLayer")
-            .field("cookie", &self.cookie)
+            .field("cookie", &self.settings.cookie)
             .finish_non_exhaustive()
     }
 }
@@ -57,49 +55,51 @@ impl SessionLayer {
     /// `HttpOnly`, `SameSite=Lax`, `Path=/`, not `Secure`, 14 days sliding.
     pub fn new(store: Arc<dyn SessionStore>) -> Self {
         Self {
-            store,
-            clock: Arc::new(SystemClock),
-            cookie: Arc::new(CookieSettings {
-                name: DEFAULT_COOKIE_NAME.to_owned(),
-                ttl: DEFAULT_TTL,
-                same_site: SameSite::Lax,
-                secure: false,
-            }),
+            settings: Settings {
+                store,
+                clock: Arc::new(SystemClock),
+                cookie: Arc::new(CookieSettings {
+                    name: DEFAULT_COOKIE_NAME.to_owned(),
+                    ttl: DEFAULT_TTL,
+                    same_site: SameSite::Lax,
+                    secure: false,
+                }),
+            },
         }
     }
 
     /// The cookie's name.
     #[must_use]
     pub fn with_cookie_name(mut self, name: impl Into<String>) -> Self {
-        Arc::make_mut(&mut self.cookie).name = name.into();
+        Arc::make_mut(&mut self.settings.cookie).name = name.into();
         self
     }
 
     /// How long a session lives after the visitor was last seen.
     #[must_use]
     pub fn with_ttl(mut self, ttl: Duration) -> Self {
-        Arc::make_mut(&mut self.cookie).ttl = ttl;
+        Arc::make_mut(&mut self.settings.cookie).ttl = ttl;
         self
     }
 
     /// The cookie's `SameSite` attribute.
     #[must_use]
     pub fn with_same_site(mut self, same_site: SameSite) -> Self {
-        Arc::make_mut(&mut self.cookie).same_site = same_site;
+        Arc::make_mut(&mut self.settings.cookie).same_site = same_site;
         self
     }
 
     /// Whether the cookie is sent over HTTPS only (`Secure`).
     #[must_use]
     pub fn with_secure(mut self, secure: bool) -> Self {
-        Arc::make_mut(&mut self.cookie).secure = secure;
+        Arc::make_mut(&mut self.settings.cookie).secure = secure;
         self
     }
 
     /// The clock expiry is measured on (tests inject a manual one).
     #[must_use]
     pub fn with_clock(mut self, clock: SharedClock) -> Self {
-        self.clock = clock;
+        self.settings.clock = clock;
         self
     }
 }
@@ -108,6 +108,6 @@ impl<S> Layer<S> for SessionLayer {
     type Service = SessionService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        SessionService::new(inner, self.clone())
+        SessionService::new(inner, self.settings.clone())
     }
 }

@@ -22,6 +22,7 @@ mod store;
 mod sweep;
 
 pub use cookie::SameSite;
+pub(crate) use cookie::cookie_value;
 #[cfg(feature = "database")]
 pub use database::DbSessionStore;
 pub use future::ResponseFuture;

@@ -1,6 +1,6 @@
 //! [`RedisSessionStore`]: sessions in Redis, one key each.
 
-use autumn_idempotency::RedisConnection;
+use autumn_base::redis::RedisConnection;
 
 use super::id::SessionId;
 use super::store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
@@ -21,7 +21,7 @@ use super::store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError
 ///
 /// ```no_run
 /// use autumn_core::session::{RedisSessionStore, SessionId, SessionRecord, SessionStore};
-/// use autumn_idempotency::RedisConnection;
+/// use autumn_base::redis::RedisConnection;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let redis = RedisConnection::new("redis://127.0.0.1:6379")?;
@@ -64,7 +64,7 @@ impl RedisSessionStore {
     fn error(&self, operation: &str, error: &redis::RedisError) -> SessionStoreError {
         // The URL is already masked; the error's own text may quote the
         // URL it failed on, so it is masked too.
-        SessionStoreError::new(autumn_idempotency::redact_passwords(&format!(
+        SessionStoreError::new(autumn_base::redact_passwords(&format!(
             "Redis at {} failed to {operation} a session: {error}",
             self.connection.url()
         )))

@@ -14,20 +14,23 @@
 //! ```
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use autumn_base::clock::SharedClock;
 use autumn_idempotency::finalize::{Finalize, FinalizeError, FinalizeFuture, FinalizeHook};
 use autumn_idempotency::key::may_be_guarded;
-use autumn_idempotency::submit::{TokenBinding, TokenMinted};
+use autumn_idempotency::submit::TokenBinding;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, StatusCode};
+use http::HeaderMap;
 use tower::Service;
 
-use super::future::ResponseFuture;
+use super::cookie::CookieSettings;
+use super::future::{ResponseFuture, finish};
 use super::handle::Session;
 use super::id::SessionId;
-use super::layer::SessionLayer;
+use super::store::SessionStore;
 
 /// Request extension: who the session layer found the request to be, for
 /// the idempotency scope. Present only on requests a guard may look at.
@@ -38,11 +41,20 @@ pub(crate) struct SessionIdentity {
     pub(crate) known: bool,
 }
 
-/// The service made by [`SessionLayer`].
+/// What a [`SessionLayer`](super::SessionLayer) was built with: where
+/// sessions are kept, the clock expiry is measured on, and the cookie.
+#[derive(Clone)]
+pub(super) struct Settings {
+    pub(super) store: Arc<dyn SessionStore>,
+    pub(super) clock: SharedClock,
+    pub(super) cookie: Arc<CookieSettings>,
+}
+
+/// The service made by [`SessionLayer`](super::SessionLayer).
 #[derive(Clone)]
 pub struct SessionService<S> {
     inner: S,
-    layer: SessionLayer,
+    settings: Settings,
 }
 
 impl<S> std::fmt::Debug for SessionService<S> {
@@ -52,8 +64,8 @@ impl<S> std::fmt::Debug for SessionService<S> {
 }
 
 impl<S> SessionService<S> {
-    pub(super) fn new(inner: S, layer: SessionLayer) -> Self {
-        Self { inner, layer }
+    pub(super) fn new(inner: S, settings: Settings) -> Self {
+        Self { inner, settings }
     }
 }
 
@@ -71,12 +83,12 @@ where
     }
 
     fn call(&mut self, mut request: Request) -> Self::Future {
-        let sent = crate::scope::cookie(request.headers(), &self.layer.cookie.name)
+        let sent = super::cookie_value(request.headers(), &self.settings.cookie.name)
             .and_then(SessionId::from_cookie);
         let session = Session::new(
-            self.layer.store.clone(),
-            self.layer.clock.clone(),
-            self.layer.cookie.clone(),
+            self.settings.store.clone(),
+            self.settings.clock.clone(),
+            self.settings.cookie.clone(),
             sent,
         );
         // The hook and the binding are read by the guards alone, so only a
@@ -118,18 +130,6 @@ where
     }
 }
 
-/// Saves what the handler left unsaved and adds the cookie: a session id
-/// in the cookie alone for a form page minted for a visitor without one.
-pub(super) async fn finish(session: Session, mut response: Response) -> Response {
-    if let Err(error) = session.save(response.headers_mut()).await {
-        return not_saved(&error);
-    }
-    if response.extensions().get::<TokenMinted>().is_some() {
-        session.issue_cookie_only(response.headers_mut());
-    }
-    response
-}
-
 /// What a submit token posted from this session is bound to: the session
 /// the store knows, or the cookie's unknown id, apart from each other (as
 /// in the idempotency scope).
@@ -161,14 +161,4 @@ impl Finalize for SaveBeforeRecording {
             .saved_id()
             .map(|id| binding(&id, true).as_bytes().to_vec())
     }
-}
-
-/// 500: the handler ran but its session could not be saved.
-fn not_saved(error: &super::SessionError) -> Response {
-    tracing::error!(%error, "the session could not be saved after the handler ran");
-    autumn_idempotency::problem_response(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        Some("session_not_saved"),
-        "the request was processed but the session could not be saved; changes to the session were lost",
-    )
 }

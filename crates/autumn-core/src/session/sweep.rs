@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use autumn_idempotency::clock::SharedClock;
+use autumn_base::clock::SharedClock;
 
 use super::store::SessionStore;
 

@@ -16,7 +16,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{EnvFilter, registry};
 
-use crate::config::{AutumnConfig, LogConfig, LogFormat};
+use crate::config::{LogConfig, LogFormat};
 
 use buffered::{Buffered, BufferedWriter};
 pub use request_log::{REQUEST_ID_HEADER, RequestId};
@@ -206,56 +206,6 @@ impl<'a, W: MakeWriter<'a>> MakeWriter<'a> for Shared<W> {
 
     fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> Self::Writer {
         self.0.make_writer_for(meta)
-    }
-}
-
-/// One info line each: the profile, the configuration files read and the
-/// ones looked for but absent, the stores and the database in use
-/// (passwords redacted).
-pub(crate) fn log_startup(config: &AutumnConfig, health: &crate::actuator::Health) {
-    use crate::config::redact;
-    tracing::info!(profile = %config.profile, "profile: {}", config.profile);
-    let paths = |found: bool| {
-        config
-            .files()
-            .iter()
-            .filter(|file| file.found == found)
-            .map(|file| file.path.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let (read, absent) = (paths(true), paths(false));
-    match (read.is_empty(), absent.is_empty()) {
-        (true, true) => tracing::info!("configuration: given in code, no file read"),
-        (true, false) => {
-            tracing::info!(
-                "configuration: no file read (looked for {absent}); defaults and environment"
-            );
-        }
-        (false, true) => tracing::info!("configuration read from {read}"),
-        (false, false) => tracing::info!("configuration read from {read} (not found: {absent})"),
-    }
-    let redis = config
-        .idempotency
-        .redis
-        .url
-        .as_deref()
-        .map_or_else(String::new, |url| format!(" at {}", redact(url)));
-    let stores: Vec<String> = health
-        .components
-        .iter()
-        .filter(|component| component.name != "db")
-        .map(|component| match component.backend {
-            "redis" => format!("{}: redis{redis}", component.name),
-            backend => format!("{}: {backend}", component.name),
-        })
-        .collect();
-    if !stores.is_empty() {
-        tracing::info!("stores: {}", stores.join("; "));
-    }
-    match &config.database.url {
-        Some(url) => tracing::info!("database: {}", redact(url)),
-        None => tracing::info!("database: none (database.url unset)"),
     }
 }
 

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use autumn_idempotency::ExemptPaths;
+use autumn_base::ExemptPaths;
 use axum::extract::{OriginalUri, Request};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderName, header};
@@ -14,8 +14,7 @@ use tower::{Layer, Service};
 
 use super::resolver::TenantResolver;
 use super::tenant::{Tenant, TenantRejection, well_formed};
-use crate::app::LaunchError;
-use crate::config::{AutumnConfig, TenantStrategy};
+use crate::config::{AutumnConfig, InvalidSetting, TenantStrategy};
 use crate::session::Session;
 
 /// Request extension (strategy `"path"`): the first path segment, taken off
@@ -52,7 +51,7 @@ impl TenancyLayer {
     pub(crate) fn from_config(
         config: &AutumnConfig,
         resolver: Option<Arc<dyn TenantResolver>>,
-    ) -> Result<Option<Self>, LaunchError> {
+    ) -> Result<Option<Self>, InvalidSetting> {
         let tenancy = &config.tenancy;
         if !tenancy.enabled {
             return Ok(None);
@@ -60,7 +59,7 @@ impl TenancyLayer {
         let strategy = match tenancy.strategy {
             TenantStrategy::Header => {
                 Strategy::Header(HeaderName::try_from(tenancy.header.as_str()).map_err(|_| {
-                    LaunchError::InvalidSetting {
+                    InvalidSetting {
                         key: "tenancy.header",
                         message: format!("{:?} is not a valid header name", tenancy.header),
                     }
@@ -69,7 +68,7 @@ impl TenancyLayer {
             TenantStrategy::Subdomain => match &tenancy.base_domain {
                 Some(domain) => Strategy::Subdomain(format!(".{}", domain.to_ascii_lowercase())),
                 None => {
-                    return Err(LaunchError::InvalidSetting {
+                    return Err(InvalidSetting {
                         key: "tenancy.base_domain",
                         message:
                             "strategy \"subdomain\" needs the domain tenants are subdomains of"

@@ -15,14 +15,13 @@
 //!         -> well-formed, and the resolver knows it?   no -> 404 tenant_unknown
 //!                                                   error -> 503 tenant_unavailable
 //!         -> Tenant into the extensions (and, strategy "session", what the
-//!            guards need to follow a tenant switch: see `scope_after_run`)
+//!            guards need to follow a tenant switch: see `scope::scope_after_run`)
 //! ```
 
 mod layer;
 mod resolver;
 mod tenant;
 
-pub(crate) use layer::{TenancyLayer, strip_path_tenant};
+pub(crate) use layer::{TenancyLayer, TenantFromSession, strip_path_tenant};
 pub use resolver::{TenantFuture, TenantResolveError, TenantResolver};
-pub(crate) use tenant::scope_after_run;
 pub use tenant::{Tenant, TenantRejection};

@@ -1,16 +1,13 @@
 //! [`Tenant`]: the tenant the tenancy layer resolved, its extractor and its
-//! rejections; and how the guards follow a tenant switch.
+//! rejections.
 
 use std::sync::Arc;
 
-use autumn_idempotency::rescope::{Rescope, ScopeAfterRun, ScopeFuture};
 use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use http::request::Parts;
 
-use super::layer::TenantFromSession;
-use crate::scope::ScopeParts;
 use crate::session::{Session, SessionError};
 
 /// The tenant the request belongs to, as the tenancy layer resolved it (by
@@ -136,7 +133,7 @@ impl IntoResponse for TenantRejection {
         if self == Self::NotResolved {
             tracing::error!(error = %self, "tenant extractor rejected");
         }
-        autumn_idempotency::problem_response(self.status(), Some(self.code()), &self.to_string())
+        autumn_base::problem_response(self.status(), Some(self.code()), &self.to_string())
     }
 }
 
@@ -160,46 +157,6 @@ impl<S: Send + Sync> OptionalFromRequestParts<S> for Tenant {
         _state: &S,
     ) -> Result<Option<Self>, Self::Rejection> {
         Ok(parts.extensions.get::<Tenant>().cloned())
-    }
-}
-
-/// For a request whose tenant came from the session: how the guards learn
-/// the scope a retry will carry once the handler ran (the tenant it
-/// switched to, if any). See `autumn_idempotency::rescope`.
-pub(crate) fn scope_after_run(
-    parts: &ScopeParts,
-    extensions: &http::Extensions,
-) -> Option<ScopeAfterRun> {
-    let tenant = extensions.get::<Tenant>()?.clone();
-    let TenantFromSession(session) = extensions.get::<TenantFromSession>()?;
-    Some(ScopeAfterRun::new(Switched {
-        parts: parts.clone(),
-        session: session.clone(),
-        tenant,
-    }))
-}
-
-/// The scope after a possible [`Tenant::switch`].
-struct Switched {
-    parts: ScopeParts,
-    session: Session,
-    /// The tenant the request was resolved to.
-    tenant: Tenant,
-}
-
-impl Rescope for Switched {
-    fn scope_after_run(&self) -> ScopeFuture<'_> {
-        Box::pin(async move {
-            // No tenant left (signed out): the next request is refused before
-            // any guard, so there is no key to follow.
-            let now = self
-                .session
-                .get::<String>(Tenant::SESSION_KEY)
-                .await
-                .ok()
-                .flatten()?;
-            (now != self.tenant.id()).then(|| self.parts.with_tenant(Some(now.as_bytes())))
-        })
     }
 }
 

@@ -14,22 +14,21 @@ use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Binary, Bool, Nullable, Text};
 use diesel_async::RunQueryDsl as _;
 
-#[cfg(feature = "sqlite")]
-use super::SqliteConnection;
-#[cfg(feature = "sqlite")]
-use super::sql::sqlite_params as sqlite;
-use super::sql::{CachedExt as _, ExpiringTable};
-use super::{DbConnection, DbError, DbPool};
-use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
 use crate::store::{
     Claim, IdempotencyFuture, IdempotencyStore, KeyState, StoreError, StoreOperation, check_ttl,
 };
+use autumn_base::clock::{SharedClock, SystemClock, deadline};
+#[cfg(feature = "sqlite")]
+use autumn_base::database::SqliteConnection;
+#[cfg(feature = "sqlite")]
+use autumn_base::database::sqlite_params as sqlite;
+use autumn_base::database::{CachedExt as _, DbConnection, DbError, DbPool, ExpiringTable};
 
 /// An [`IdempotencyStore`] in the app database, shared by every replica that
 /// uses the same database.
 ///
-/// The table comes from [`FRAMEWORK_MIGRATIONS`](super::FRAMEWORK_MIGRATIONS).
+/// The table comes from [`FRAMEWORK_MIGRATIONS`](autumn_base::database::FRAMEWORK_MIGRATIONS).
 /// Expired rows are deleted by [`sweep_expired`](Self::sweep_expired), which
 /// [`spawn_sweeper`](Self::spawn_sweeper) runs in the background.
 #[derive(Clone)]
@@ -217,24 +216,29 @@ fn as_i64(millis: u64) -> i64 {
 /// Runs `$body` with `$conn` bound to the backend's connection and `$sql`
 /// turning a statement into the backend's dialect. On a PostgreSQL pool
 /// without a statement cache, in a transaction of its own (see
-/// [`begin_uncached`](super::begin_uncached)).
+/// [`begin_uncached`](autumn_base::database::begin_uncached)).
 macro_rules! on_backend {
     ($store:expr, $connection:expr, |$conn:ident, $sql:ident| $body:expr) => {
         match $connection {
             #[cfg(feature = "postgres")]
             DbConnection::Postgres(mut object) => {
                 let uncached = !$store.pool.statement_cache();
-                super::begin_uncached(&mut object, uncached)
-                    .await
-                    .map_err(FromDb::from_db)?;
+                // `return`, not `?`: the error type is the caller's, which
+                // `?` would have to infer through `From`.
+                if let Err(error) =
+                    autumn_base::database::begin_uncached(&mut object, uncached).await
+                {
+                    return Err(FromDb::from_db(error));
+                }
                 let value = {
                     let $conn = &mut *object;
                     let $sql = |s: &str| s.to_owned();
                     $body
                 };
-                super::end_uncached(&mut object, uncached)
-                    .await
-                    .map_err(FromDb::from_db)?;
+                if let Err(error) = autumn_base::database::end_uncached(&mut object, uncached).await
+                {
+                    return Err(FromDb::from_db(error));
+                }
                 value
             }
             #[cfg(feature = "sqlite")]
@@ -243,6 +247,8 @@ macro_rules! on_backend {
                 let $sql = sqlite;
                 $body
             }
+            #[allow(unreachable_patterns)]
+            _ => return Err(FromDb::no_driver()),
         }
     };
 }
@@ -251,7 +257,7 @@ impl DbIdempotencyStore {
     /// Rows deleted per statement by [`sweep_expired`](Self::sweep_expired).
     pub const SWEEP_BATCH: usize = 1000;
 
-    /// A store on `pool`. Run [`FRAMEWORK_MIGRATIONS`](super::FRAMEWORK_MIGRATIONS)
+    /// A store on `pool`. Run [`FRAMEWORK_MIGRATIONS`](autumn_base::database::FRAMEWORK_MIGRATIONS)
     /// first.
     pub fn new(pool: DbPool) -> Self {
         Self {
@@ -320,7 +326,7 @@ impl DbIdempotencyStore {
     /// as the runtime lives. Call it from within a tokio runtime.
     pub fn spawn_sweeper(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let store = self.clone();
-        super::sql::spawn_sweeper(every, "idempotency rows", move || {
+        autumn_base::database::spawn_sweeper(every, "idempotency rows", move || {
             let store = store.clone();
             async move { store.sweep_expired().await.map(|swept| swept as u64) }
         })
@@ -415,14 +421,21 @@ fn query_error(error: diesel::result::Error) -> StoreError {
 /// The error an operation reports when its transaction (on a pool without
 /// a statement cache) cannot begin or commit. Only PostgreSQL pools go
 /// without one.
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 trait FromDb {
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     fn from_db(error: diesel::result::Error) -> Self;
+
+    /// The pool's backend is one this crate was built without.
+    fn no_driver() -> Self;
 }
 
 impl FromDb for StoreError {
     fn from_db(error: diesel::result::Error) -> Self {
         query_error(error)
+    }
+
+    fn no_driver() -> Self {
+        StoreError::new(super::no_driver())
     }
 }
 
@@ -436,6 +449,12 @@ impl FromDb for Failed {
         Self {
             error,
             connection_lost,
+        }
+    }
+    fn no_driver() -> Self {
+        Self {
+            error: diesel::result::Error::QueryBuilderError(super::no_driver().into()),
+            connection_lost: false,
         }
     }
 }
@@ -659,7 +678,7 @@ impl IdempotencyStore for DbIdempotencyStore {
                 #[cfg(feature = "postgres")]
                 DbConnection::Postgres(mut conn) => {
                     let uncached = !self.pool.statement_cache();
-                    super::begin_uncached(&mut conn, uncached)
+                    autumn_base::database::begin_uncached(&mut conn, uncached)
                         .await
                         .map_err(query_error)?;
                     let rows: Vec<ClaimRow> = diesel::sql_query(PG_CLAIM)
@@ -671,7 +690,7 @@ impl IdempotencyStore for DbIdempotencyStore {
                         .load(&mut *conn)
                         .await
                         .map_err(query_error)?;
-                    super::end_uncached(&mut conn, uncached)
+                    autumn_base::database::end_uncached(&mut conn, uncached)
                         .await
                         .map_err(query_error)?;
                     match rows.into_iter().next() {
@@ -725,6 +744,8 @@ impl IdempotencyStore for DbIdempotencyStore {
                         }
                     }
                 }
+                #[allow(unreachable_patterns)]
+                _ => return Err(StoreError::no_driver()),
             };
             if acquired {
                 return Ok(Claim::Acquired);

@@ -22,15 +22,16 @@ use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Binary, Bool, Nullable, Text};
 use diesel_async::RunQueryDsl as _;
 
+use autumn_base::body::{Capped, read_capped};
 #[cfg(feature = "postgres")]
-use super::PgConnection;
+use autumn_base::database::PgConnection;
 #[cfg(feature = "sqlite")]
-use super::SqliteConnection;
-use super::sql::CachedExt as _;
+use autumn_base::database::SqliteConnection;
 #[cfg(feature = "sqlite")]
-use super::sql::sqlite_params;
-use super::{DbError, DbIdempotencyStore};
-use crate::body::{Capped, read_capped};
+use autumn_base::database::sqlite_params;
+use autumn_base::database::{CachedExt as _, DbConnection, DbError};
+
+use super::DbIdempotencyStore;
 use crate::context::IdempotencyContext;
 use crate::record::IdempotencyRecord;
 
@@ -359,7 +360,7 @@ impl IdempotencyContext {
         let (key, owner) = (self.storage_key(), self.owner());
         let copied = match store.pool().get().await? {
             #[cfg(feature = "postgres")]
-            super::DbConnection::Postgres(mut conn) => {
+            DbConnection::Postgres(mut conn) => {
                 diesel::sql_query(ADOPT_RECOVERY)
                     .bind::<Text, _>(key)
                     .bind::<Text, _>(owner)
@@ -370,7 +371,7 @@ impl IdempotencyContext {
                     .await?
             }
             #[cfg(feature = "sqlite")]
-            super::DbConnection::Sqlite(mut conn) => {
+            DbConnection::Sqlite(mut conn) => {
                 diesel::sql_query(sqlite_params(ADOPT_RECOVERY))
                     .bind::<Text, _>(key)
                     .bind::<Text, _>(owner)
@@ -380,6 +381,8 @@ impl IdempotencyContext {
                     .execute(&mut *conn)
                     .await?
             }
+            #[allow(unreachable_patterns)]
+            _ => return Err(super::no_driver().into()),
         };
         Ok(copied == 1)
     }

@@ -5,9 +5,9 @@ use tower::Layer;
 
 use super::policy::{IdempotencyPolicy, KeyRequirement, PolicyError, Resolved};
 use super::service::Idempotency;
-use crate::clock::{SharedClock, SystemClock};
 use crate::metrics::IdempotencyMetrics;
 use crate::store::IdempotencyStore;
+use autumn_base::clock::{SharedClock, SystemClock};
 
 /// Where a retry's recorded response is answered from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,7 +219,7 @@ impl IdempotencyLayer {
     /// The clock used to decide when the lock needs renewing before the
     /// handler starts, and when a duplicate's
     /// [in-flight wait](Self::with_in_flight_wait) is over (a test ends it by
-    /// moving a [`ManualClock`](crate::clock::ManualClock)).
+    /// moving a [`ManualClock`](autumn_base::clock::ManualClock)).
     #[must_use]
     pub fn with_clock(self, clock: SharedClock) -> Self {
         self.map(|s| s.clock = clock)

@@ -47,7 +47,6 @@ use tower::Service;
 
 use super::future::ResponseFuture;
 use super::layer::{ReplayMode, Settings};
-use crate::body::{ReadError, read_whole};
 use crate::context::{
     ForwardedReplay, IdempotencyContext, IdempotencyScope, OpaqueCaller,
     OptedIntoReplayThroughInner, PassedReplayLayer, PendingReplay, ReplayRefused, Replayed,
@@ -69,6 +68,7 @@ use crate::record::IdempotencyRecord;
 use crate::rescope::ScopeAfterRun;
 use crate::store::{Claim, StoreError, StoreErrorKind, StoreOperation};
 use crate::wait::{Claimed, claim_or_wait};
+use autumn_base::body::{ReadError, read_whole};
 
 /// Middleware that runs a mutating request at most once per `Idempotency-Key`.
 /// See the [module docs](crate::layer).
@@ -395,9 +395,8 @@ async fn read_body(
     match read_whole(body, limit).await {
         Ok(body) => Ok(body),
         Err(ReadError::TooLarge) => Err(IdempotencyRejection::BodyTooLarge { limit }),
-        Err(ReadError::Failed(error)) => {
-            Err(IdempotencyRejection::UnreadableBody(error.to_string()))
-        }
+        // `Failed` displays as the body's own error (transparent).
+        Err(error) => Err(IdempotencyRejection::UnreadableBody(error.to_string())),
     }
 }
 

@@ -14,9 +14,9 @@ use bytes::Bytes;
 
 use self::keys::{MapKey, MapKeys, owner_tag};
 use super::{Claim, IdempotencyFuture, IdempotencyStore, KeyState, StoreError, StoreOperation};
-use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::metrics::StoreSize;
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
+use autumn_base::clock::{SharedClock, SystemClock, deadline};
 
 const SHARDS: usize = 16;
 /// A shard drops its expired entries on its first write after a sweep
@@ -271,14 +271,14 @@ impl MemoryIdempotencyStore {
     }
 
     /// The same store reading time from `clock`: tests pass a
-    /// [`ManualClock`](crate::clock::ManualClock) to expire entries without
+    /// [`ManualClock`](autumn_base::clock::ManualClock) to expire entries without
     /// sleeping. A consuming builder, as on the other stores and the layers.
     ///
     /// ```
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
     /// use autumn_idempotency::MemoryIdempotencyStore;
-    /// use autumn_idempotency::clock::ManualClock;
+    /// use autumn_base::clock::ManualClock;
     ///
     /// let store = MemoryIdempotencyStore::new(Duration::from_secs(60))
     ///     .with_clock(Arc::new(ManualClock::new()));

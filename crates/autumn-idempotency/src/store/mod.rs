@@ -8,20 +8,19 @@
 
 mod memory;
 #[cfg(feature = "redis")]
-mod redis_connection;
-#[cfg(feature = "redis")]
 mod redis_store;
-#[cfg(feature = "redis")]
-mod redis_url;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 pub use crate::wait::backoff;
-pub use memory::MemoryIdempotencyStore;
+/// Deprecated: moved to `autumn_base::redis`.
 #[cfg(feature = "redis")]
-pub use redis_connection::{RedisConnection, RedisLink};
+#[deprecated(note = "moved to autumn_base::redis")]
+#[doc(no_inline)]
+pub use autumn_base::redis::{RedisConnection, RedisLink};
+pub use memory::MemoryIdempotencyStore;
 #[cfg(feature = "redis")]
 pub use redis_store::RedisIdempotencyStore;
 
@@ -344,6 +343,16 @@ impl StoreError {
 #[derive(Debug, thiserror::Error)]
 #[error("a TTL of {0:?} expires at once and would let a duplicate run; use at least 1 ms")]
 struct ZeroTtl(Duration);
+
+/// The Redis connection's failures (an invalid URL, no answer to the launch
+/// or health check) as a store's: the message is the connection's, under
+/// the store's `idempotency store failed: ` prefix.
+#[cfg(feature = "redis")]
+impl From<autumn_base::redis::RedisError> for StoreError {
+    fn from(error: autumn_base::redis::RedisError) -> Self {
+        Self::new(error)
+    }
+}
 
 /// Rejects a TTL that would expire at once; every store checks the TTL of a
 /// lock or a record before writing it.

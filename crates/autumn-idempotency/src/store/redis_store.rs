@@ -26,10 +26,10 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 
-use super::redis_connection::RedisConnection;
 use super::{Claim, IdempotencyFuture, IdempotencyStore, KeyState, StoreError, StoreOperation};
-use crate::clock::{SharedClock, SystemClock, deadline};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
+use autumn_base::clock::{SharedClock, SystemClock, deadline};
+use autumn_base::redis::RedisConnection;
 /// No lock or record outlives this (100 years): it keeps every deadline
 /// exactly representable in Lua's doubles.
 const MAX_TTL_MILLIS: u64 = 100 * 365 * 24 * 3600 * 1000;
@@ -164,7 +164,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
 /// every operation is one command (a Lua script touching only that key, so
 /// it works on Redis Cluster too), and a first-time request costs two
 /// commands, a replay one. Lock and record expiry follow the app's
-/// [`Clock`](crate::clock::Clock); Redis also expires each key by itself once
+/// [`Clock`](autumn_base::clock::Clock); Redis also expires each key by itself once
 /// nothing in it is live, so memory stays bounded.
 ///
 /// Building the store does not connect: the connection is made on first use
@@ -223,7 +223,8 @@ impl RedisIdempotencyStore {
     /// connect.
     ///
     /// ```
-    /// use autumn_idempotency::{RedisConnection, RedisIdempotencyStore};
+    /// use autumn_base::redis::RedisConnection;
+    /// use autumn_idempotency::RedisIdempotencyStore;
     ///
     /// # fn main() -> Result<(), autumn_idempotency::StoreError> {
     /// let redis = RedisConnection::new("redis://127.0.0.1:6379")?;
@@ -247,13 +248,13 @@ impl RedisIdempotencyStore {
     }
 
     /// The same store reading time from `clock`: tests pass a
-    /// [`ManualClock`](crate::clock::ManualClock) to expire locks and records
+    /// [`ManualClock`](autumn_base::clock::ManualClock) to expire locks and records
     /// without sleeping. Every replica must use the same kind of clock.
     ///
     /// ```
     /// use std::sync::Arc;
     /// use autumn_idempotency::RedisIdempotencyStore;
-    /// use autumn_idempotency::clock::ManualClock;
+    /// use autumn_base::clock::ManualClock;
     ///
     /// # fn main() -> Result<(), autumn_idempotency::StoreError> {
     /// let store = RedisIdempotencyStore::new("redis://127.0.0.1:6379", "test")?
@@ -287,7 +288,7 @@ impl RedisIdempotencyStore {
     ///
     /// A [`StoreError`] when Redis cannot be reached or does not answer.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        self.connection.ping().await
+        Ok(self.connection.ping().await?)
     }
 
     /// How far this store's clock (the app clock, see
@@ -663,7 +664,7 @@ impl RedisIdempotencyStore {
 
 #[cfg(test)]
 mod tests {
-    use crate::redact::redact_passwords as redact;
+    use autumn_base::redact_passwords as redact;
 
     #[test]
     fn passwords_never_reach_an_error_message() {

@@ -7,11 +7,11 @@ use tower::Layer;
 
 use super::DEFAULT_FIELD_NAME;
 use super::service::SubmitTokenService;
-use crate::clock::{SharedClock, SystemClock};
 use crate::layer::DEFAULT_MAX_RECORD_BYTES;
 use crate::metrics::IdempotencyMetrics;
-use crate::paths::ExemptPaths;
 use crate::store::IdempotencyStore;
+use autumn_base::ExemptPaths;
+use autumn_base::clock::{SharedClock, SystemClock};
 
 /// Mints submit tokens and guards the form posts that carry one. See the
 /// [module docs](crate::submit).
@@ -190,7 +190,7 @@ impl SubmitTokenLayer {
 
     /// The clock a duplicate's [in-flight wait](Self::with_in_flight_wait)
     /// is measured on, so a test can end the wait by moving a
-    /// [`ManualClock`](crate::clock::ManualClock) instead of sleeping.
+    /// [`ManualClock`](autumn_base::clock::ManualClock) instead of sleeping.
     #[must_use]
     pub fn with_clock(self, clock: SharedClock) -> Self {
         self.map(|s| s.clock = clock)

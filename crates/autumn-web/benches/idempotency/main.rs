@@ -67,9 +67,7 @@ mod postgres;
 mod redis;
 /// The tests' Redis fixtures, for their MONITOR reader.
 #[cfg(feature = "redis")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../../autumn-idempotency/tests/support/redis.rs"]
-mod redis_support;
+use autumn_testkit::redis as redis_support;
 mod sessions;
 mod submit_mint;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use autumn_web::idempotency::clock::ManualClock;
+use autumn_web::clock::ManualClock;
 use autumn_web::idempotency::key::storage_key;
 use autumn_web::idempotency::{
     Claim, IdempotencyFuture, IdempotencyRecord, IdempotencyStore as _, MemoryIdempotencyStore,

@@ -11,8 +11,9 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use autumn_web::base::redact_passwords as redact;
 use autumn_web::db::{DbPool, FRAMEWORK_MIGRATIONS};
-use autumn_web::idempotency::{DbIdempotencyStore, IdempotencyLayer, redact_passwords as redact};
+use autumn_web::idempotency::{DbIdempotencyStore, IdempotencyLayer};
 use autumn_web::reexports::diesel_async::{
     AsyncConnection as _, AsyncPgConnection, SimpleAsyncConnection as _,
 };

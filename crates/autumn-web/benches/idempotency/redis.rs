@@ -8,9 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use autumn_web::idempotency::{
-    IdempotencyLayer, RedisIdempotencyStore, redact_passwords as redact,
-};
+use autumn_web::base::redact_passwords as redact;
+use autumn_web::idempotency::{IdempotencyLayer, RedisIdempotencyStore};
 
 use crate::harness::{HttpClient, orders_uri, router, send_key, serve};
 use crate::redis_support::{Monitor, command_name, source};

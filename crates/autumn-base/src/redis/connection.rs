@@ -13,8 +13,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use tokio::sync::OnceCell;
 
-use super::StoreError;
-use super::redis_url::{RedisTarget, parse as parse_url};
+use super::error::RedisError as ConnectionError;
+use super::url::{RedisTarget, parse as parse_url};
 use crate::redact::redact_passwords as redact;
 
 /// How long connecting to Redis may take before the attempt gives up.
@@ -113,13 +113,14 @@ enum Client {
 /// cluster it follows slots to their new master after a failover.
 ///
 /// ```no_run
-/// use autumn_idempotency::{RedisConnection, RedisIdempotencyStore};
+/// use autumn_base::redis::{RedisConnection, RedisError};
 ///
-/// # async fn launch() -> Result<(), autumn_idempotency::StoreError> {
+/// # async fn launch() -> Result<(), RedisError> {
 /// let redis = RedisConnection::new("redis://127.0.0.1:6379")?;
 /// redis.ping().await?; // fail at launch, not on the first request
-/// let store = RedisIdempotencyStore::from_connection(redis.clone(), "myapp:idem");
-/// # let _ = store;
+/// // Hand clones to the stores: they share the one connection.
+/// let for_sessions = redis.clone();
+/// # let _ = for_sessions;
 /// # Ok(())
 /// # }
 /// ```
@@ -151,7 +152,7 @@ impl RedisConnection {
     /// client learns the others from them). Does not connect.
     ///
     /// ```
-    /// use autumn_idempotency::RedisConnection;
+    /// use autumn_base::redis::RedisConnection;
     ///
     /// // Nothing listens there: building the connection still succeeds.
     /// assert!(RedisConnection::new("redis://127.0.0.1:1").is_ok());
@@ -163,12 +164,14 @@ impl RedisConnection {
     ///
     /// # Errors
     ///
-    /// A [`StoreError`] naming the URL (its password masked) when it is not a
-    /// Redis URL.
-    pub fn new(url: &str) -> Result<Self, StoreError> {
+    /// [`RedisError::InvalidUrl`](ConnectionError::InvalidUrl) naming the
+    /// URL (its password masked) when it is not a Redis URL.
+    pub fn new(url: &str) -> Result<Self, ConnectionError> {
         let redacted = redact(url);
-        let client = open(url)
-            .map_err(|error| StoreError::new(format!("invalid Redis URL {redacted:?}: {error}")))?;
+        let client = open(url).map_err(|reason| ConnectionError::InvalidUrl {
+            url: redacted.clone(),
+            reason,
+        })?;
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
@@ -191,7 +194,7 @@ impl RedisConnection {
     /// error says why, and never contains the password.
     ///
     /// ```
-    /// use autumn_idempotency::RedisConnection;
+    /// use autumn_base::redis::RedisConnection;
     ///
     /// assert!(RedisConnection::check_url("redis+cluster://10.0.0.1:7000,10.0.0.2:7000").is_ok());
     /// let error = RedisConnection::check_url("redis+cluster://:secret@").unwrap_err();
@@ -331,7 +334,7 @@ impl RedisConnection {
     ///
     /// ```no_run
     /// # async fn get() -> Result<(), Box<dyn std::error::Error>> {
-    /// use autumn_idempotency::RedisConnection;
+    /// use autumn_base::redis::RedisConnection;
     ///
     /// let redis = RedisConnection::new("redis://127.0.0.1:6379")?;
     /// let value: Option<Vec<u8>> = redis
@@ -364,8 +367,8 @@ impl RedisConnection {
     /// the URL, with any password masked.
     ///
     /// ```no_run
-    /// # async fn check() -> Result<(), autumn_idempotency::StoreError> {
-    /// use autumn_idempotency::RedisConnection;
+    /// # async fn check() -> Result<(), autumn_base::redis::RedisError> {
+    /// use autumn_base::redis::RedisConnection;
     ///
     /// RedisConnection::new("redis://127.0.0.1:6379")?.ping().await?;
     /// # Ok(())
@@ -374,26 +377,28 @@ impl RedisConnection {
     ///
     /// # Errors
     ///
-    /// A [`StoreError`] when Redis cannot be reached or does not answer.
-    pub async fn ping(&self) -> Result<(), StoreError> {
+    /// [`RedisError::NoAnswer`](ConnectionError::NoAnswer) when Redis
+    /// cannot be reached or does not answer,
+    /// [`RedisError::UnexpectedPong`](ConnectionError::UnexpectedPong) when
+    /// it answers something else.
+    pub async fn ping(&self) -> Result<(), ConnectionError> {
         let pong: String =
             self.run(|mut connection| async move {
                 redis::cmd("PING").query_async(&mut connection).await
             })
             .await
-            .map_err(|error| {
-                StoreError::new(format!(
-                    "Redis at {} did not answer PING: {error}",
-                    self.url()
-                ))
+            .map_err(|error| ConnectionError::NoAnswer {
+                url: self.url().to_owned(),
+                command: "PING",
+                error,
             })?;
         if pong == "PONG" {
             Ok(())
         } else {
-            Err(StoreError::new(format!(
-                "Redis at {} answered PING with {pong:?}",
-                self.url()
-            )))
+            Err(ConnectionError::UnexpectedPong {
+                url: self.url().to_owned(),
+                answer: pong,
+            })
         }
     }
 
@@ -413,8 +418,8 @@ impl RedisConnection {
     /// takes over. The error names the URL (password masked) and the state.
     ///
     /// ```no_run
-    /// # async fn check() -> Result<(), autumn_idempotency::StoreError> {
-    /// use autumn_idempotency::RedisConnection;
+    /// # async fn check() -> Result<(), autumn_base::redis::RedisError> {
+    /// use autumn_base::redis::RedisConnection;
     ///
     /// RedisConnection::new("redis+cluster://10.0.0.1:7000,10.0.0.2:7000")?
     ///     .health_check()
@@ -425,18 +430,18 @@ impl RedisConnection {
     ///
     /// # Errors
     ///
-    /// A [`StoreError`] when Redis cannot be reached or does not answer, or
-    /// when a cluster reports that it is not serving every slot.
-    pub async fn health_check(&self) -> Result<(), StoreError> {
+    /// A [`RedisError`](ConnectionError) when Redis cannot be reached or
+    /// does not answer, or when a cluster reports that it is not serving
+    /// every slot.
+    pub async fn health_check(&self) -> Result<(), ConnectionError> {
         self.ping().await?;
         if !self.is_cluster() {
             return Ok(());
         }
-        let did_not_answer = |command: &str, error: RedisError| {
-            StoreError::new(format!(
-                "Redis at {} did not answer {command}: {error}",
-                self.url()
-            ))
+        let did_not_answer = |command: &'static str, error: RedisError| ConnectionError::NoAnswer {
+            url: self.url().to_owned(),
+            command,
+            error,
         };
         let slots = self
             .run(|mut connection| async move {
@@ -504,7 +509,10 @@ fn one_slot_per_master(slots: &redis::Value) -> Vec<u16> {
 /// The health of a cluster from its masters' `CLUSTER INFO` answers: down
 /// when any master that answered reports a state other than `ok`, or when
 /// none answered.
-fn cluster_verdict(url: &str, answers: Vec<Result<String, RedisError>>) -> Result<(), StoreError> {
+fn cluster_verdict(
+    url: &str,
+    answers: Vec<Result<String, RedisError>>,
+) -> Result<(), ConnectionError> {
     let asked = answers.len();
     let mut states: Vec<String> = Vec::new();
     let mut not_ok = 0;
@@ -528,25 +536,23 @@ fn cluster_verdict(url: &str, answers: Vec<Result<String, RedisError>>) -> Resul
         }
     }
     if not_ok > 0 {
-        let answered = asked - silent.len();
-        let message = format!(
-            "Redis Cluster at {url} reports {} (in {not_ok} of {answered} answers to CLUSTER INFO, \
-             asked once per master{}): keys in slots without a serving master get no answer",
-            states.join(", "),
-            if silent.is_empty() {
-                String::new()
-            } else {
-                format!("; {} unanswered", silent.len())
-            }
-        );
-        return Err(StoreError::new(message));
+        return Err(ConnectionError::ClusterDown {
+            url: url.to_owned(),
+            states,
+            not_ok,
+            answered: asked - silent.len(),
+            unanswered: silent.len(),
+        });
     }
-    match silent.first() {
-        Some(error) if silent.len() == asked => Err(StoreError::new(format!(
-            "no master of the Redis Cluster at {url} answered CLUSTER INFO: {error}"
-        ))),
-        _ => Ok(()),
+    if !silent.is_empty() && silent.len() == asked {
+        let mut silent = silent;
+        let error = silent.swap_remove(0);
+        return Err(ConnectionError::ClusterSilent {
+            url: url.to_owned(),
+            error,
+        });
     }
+    Ok(())
 }
 
 impl std::fmt::Debug for RedisConnection {

@@ -6,7 +6,7 @@
 /// only what is below it.
 ///
 /// ```
-/// use autumn_idempotency::ExemptPaths;
+/// use autumn_base::ExemptPaths;
 ///
 /// let exempt = ExemptPaths::new(["/api", "/webhooks/"]);
 /// assert!(exempt.covers("/api"));

@@ -1,5 +1,19 @@
 //! Reading a whole body into one buffer, as the guards must (to fingerprint a
 //! request, to record a response).
+//!
+//! ```
+//! use autumn_base::body::{Capped, read_capped};
+//! use axum::body::Body;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().map_err(|e| e.to_string())?.block_on(async {
+//! match read_capped(Body::from("a small body"), 1024).await? {
+//!     Capped::Whole(data) => assert_eq!(data, "a small body"),
+//!     Capped::Over(_body) => unreachable!("within the limit"),
+//! }
+//! # Ok::<(), axum::Error>(())
+//! # }).map_err(|e| e.to_string())?;
+//! # Ok::<(), String>(())
+//! ```
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
@@ -8,7 +22,8 @@ use http_body_util::BodyExt as _;
 
 /// Why a body could not be read whole.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ReadError {
+#[non_exhaustive]
+pub enum ReadError {
     /// More than the limit arrived.
     #[error("the body is larger than the limit")]
     TooLarge,
@@ -22,7 +37,12 @@ pub(crate) enum ReadError {
 /// A body that arrives in one frame (a small request or response) is
 /// returned as that frame, with no copy and no buffer list; only a body in
 /// several frames is copied into one buffer.
-pub(crate) async fn read_whole(body: Body, limit: usize) -> Result<Bytes, ReadError> {
+///
+/// # Errors
+///
+/// [`ReadError::TooLarge`] past `limit`, [`ReadError::Failed`] when the body
+/// fails while streaming.
+pub async fn read_whole(body: Body, limit: usize) -> Result<Bytes, ReadError> {
     match read_capped(body, limit).await {
         Ok(Capped::Whole(data)) => Ok(data),
         Ok(Capped::Over(_)) => Err(ReadError::TooLarge),
@@ -31,7 +51,7 @@ pub(crate) async fn read_whole(body: Body, limit: usize) -> Result<Bytes, ReadEr
 }
 
 /// A body read up to a limit.
-pub(crate) enum Capped {
+pub enum Capped {
     /// All of it, no more than the limit.
     Whole(Bytes),
     /// More than the limit: the same body again, from its first byte (what
@@ -42,7 +62,11 @@ pub(crate) enum Capped {
 /// Reads `body` whole when it holds at most `limit` bytes; past that, stops
 /// reading and hands the body back unread from where it stopped, so the
 /// caller can still send all of it.
-pub(crate) async fn read_capped(mut body: Body, limit: usize) -> Result<Capped, axum::Error> {
+///
+/// # Errors
+///
+/// The body's error when it fails while streaming.
+pub async fn read_capped(mut body: Body, limit: usize) -> Result<Capped, axum::Error> {
     let mut first: Option<Bytes> = None;
     let mut joined: Option<BytesMut> = None;
     let mut total = 0usize;

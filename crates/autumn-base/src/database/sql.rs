@@ -53,7 +53,7 @@ impl<Q: diesel::query_builder::Query> diesel::query_builder::Query for Cacheable
 /// `.cached()` on a bound raw statement whose text never changes.
 ///
 /// ```
-/// use autumn_idempotency::database::CachedExt as _;
+/// use autumn_base::database::CachedExt as _;
 /// use diesel::sql_types::Text;
 ///
 /// let statement = diesel::sql_query("SELECT record FROM my_table WHERE key = $1")
@@ -114,7 +114,7 @@ pub async fn end_uncached(
 /// A statement written with PostgreSQL's `$N` parameters, in SQLite's `?N`.
 ///
 /// ```
-/// use autumn_idempotency::database::sqlite_params;
+/// use autumn_base::database::sqlite_params;
 ///
 /// assert_eq!(sqlite_params("DELETE FROM t WHERE a = $1"), "DELETE FROM t WHERE a = ?1");
 /// ```
@@ -132,7 +132,7 @@ pub fn sqlite_params(sql: &str) -> String {
 /// a request that holds a row.
 ///
 /// ```
-/// use autumn_idempotency::database::ExpiringTable;
+/// use autumn_base::database::ExpiringTable;
 ///
 /// const MY_TABLE: ExpiringTable = ExpiringTable {
 ///     table: "my_table",
@@ -334,7 +334,7 @@ impl ExpiringTable {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use autumn_idempotency::database::{DbPool, ExpiringTable, spawn_sweeper};
+/// use autumn_base::database::{DbPool, ExpiringTable, spawn_sweeper};
 ///
 /// # const MY_TABLE: ExpiringTable = ExpiringTable {
 /// #     table: "t", delete_batch: "", delete_batch_sqlite: None };

@@ -5,7 +5,7 @@
 /// password-like query parameters (`?password=secret` becomes `?password=***`).
 ///
 /// ```
-/// use autumn_idempotency::redact_passwords;
+/// use autumn_base::redact_passwords;
 ///
 /// assert_eq!(
 ///     redact_passwords("cannot reach redis://app:s3cret@cache:6379/0"),

@@ -36,7 +36,7 @@ impl Clock for SystemClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use autumn_idempotency::clock::{Clock, ManualClock};
+/// use autumn_base::clock::{Clock, ManualClock};
 ///
 /// let clock = ManualClock::new();
 /// let before = clock.now_millis();
@@ -84,6 +84,14 @@ impl Clock for ManualClock {
 pub type SharedClock = Arc<dyn Clock>;
 
 /// `now + ttl` in milliseconds, saturating instead of overflowing.
-pub(crate) fn deadline(now: u64, ttl: Duration) -> u64 {
+///
+/// ```
+/// use std::time::Duration;
+/// use autumn_base::clock::deadline;
+///
+/// assert_eq!(deadline(1_000, Duration::from_secs(2)), 3_000);
+/// assert_eq!(deadline(u64::MAX, Duration::from_secs(1)), u64::MAX);
+/// ```
+pub fn deadline(now: u64, ttl: Duration) -> u64 {
     now.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
 }

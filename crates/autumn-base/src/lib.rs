@@ -1,0 +1,37 @@
+//! Autumn's foundation: what every other Autumn crate builds on, and knows
+//! nothing of idempotency keys, sessions or apps.
+//!
+//! - [`clock`]: the [`Clock`](clock::Clock) that decides when things
+//!   expire, and [`ManualClock`](clock::ManualClock) for tests;
+//! - [`problem`]: RFC 7807 problem documents ([`problem_response`],
+//!   [`Problem`]), the one shape every error Autumn sends takes;
+//! - [`redact`]: [`redact_passwords`], keeping secrets out of logs and
+//!   error messages;
+//! - [`body`]: reading a request or response body whole, up to a limit;
+//! - [`paths`]: [`ExemptPaths`], the path prefixes a guard skips;
+//! - `database` (features `postgres`, `sqlite`): the app's connection pool
+//!   (`DbPool`), its connections, the SQL helpers every framework table
+//!   uses, and the framework's migrations (`FRAMEWORK_MIGRATIONS`);
+//! - `redis` (feature `redis`): the `RedisConnection` every Redis store of an
+//!   app shares, on one server or a Redis Cluster, and its `RedisError`.
+//!
+//! Apps reach all of it through `autumn_web`; this crate depends on no other
+//! Autumn crate.
+
+pub mod body;
+pub mod clock;
+#[cfg(feature = "database")]
+pub mod database;
+pub mod paths;
+pub mod problem;
+pub mod redact;
+#[cfg(feature = "redis")]
+pub mod redis;
+
+#[cfg(feature = "database")]
+pub use self::database::{DbPool, FRAMEWORK_MIGRATIONS};
+pub use self::paths::ExemptPaths;
+pub use self::problem::{Problem, problem_response};
+pub use self::redact::redact_passwords;
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisConnection, RedisError, RedisLink};

@@ -1,0 +1,193 @@
+//! [`LaunchError`]: why an app could not start.
+
+use crate::config::{ConfigError, InvalidSetting};
+
+/// Why an app could not start. Each message is one line naming what to fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The configuration could not be loaded.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The memory store was chosen for a production profile.
+    #[error(
+        "idempotency.backend = \"memory\" is refused in production profile `{profile}`: a memory store cannot protect several replicas; set idempotency.backend = \"redis\" or \"database\" (AUTUMN_IDEMPOTENCY__BACKEND), or idempotency.allow_memory_in_production = true for a single instance"
+    )]
+    MemoryInProduction {
+        /// The active profile.
+        profile: String,
+    },
+    /// The memory store was chosen explicitly for submit tokens in a
+    /// production profile.
+    #[error(
+        "security.submit_token.backend = \"memory\" is refused in production profile `{profile}`: a memory store cannot protect several replicas; remove the key to inherit idempotency.backend, or set it to \"redis\" or \"database\""
+    )]
+    SubmitTokenMemoryInProduction {
+        /// The active profile.
+        profile: String,
+    },
+    /// The memory backend was chosen for sessions in a production profile.
+    #[error(
+        "session.backend = \"memory\" is refused in production profile `{profile}`: every replica would have its own sessions; set session.backend (or idempotency.backend) to \"redis\" or \"database\" (AUTUMN_SESSION__BACKEND), or session.allow_memory_in_production = true for a single instance"
+    )]
+    SessionMemoryInProduction {
+        /// The active profile.
+        profile: String,
+    },
+    /// The session backend is not part of this build.
+    #[error(
+        "session.backend = \"{backend}\" is not available in this build of autumn-web; enable the autumn-web feature {feature}, or set session.backend = \"memory\"",
+        feature = backend_features(.backend)
+    )]
+    SessionBackendUnavailable {
+        /// The backend that was asked for.
+        backend: String,
+    },
+    /// The Redis backend was chosen without a URL.
+    #[error(
+        "idempotency.backend = \"redis\" needs idempotency.redis.url (or AUTUMN_IDEMPOTENCY__REDIS__URL)"
+    )]
+    RedisUrlMissing,
+    /// The database backend was chosen without a database.
+    #[error("idempotency.backend = \"database\" needs database.url (or AUTUMN_DATABASE__URL)")]
+    DatabaseMissing,
+    /// The chosen backend is not part of this build.
+    #[error(
+        "idempotency.backend = \"{backend}\" is not available in this build of autumn-web; enable the autumn-web feature {feature}, or use idempotency.backend = \"memory\"",
+        feature = backend_features(.backend)
+    )]
+    BackendUnavailable {
+        /// The backend that was asked for.
+        backend: String,
+    },
+    /// `idempotency.redis.url` is not a Redis URL.
+    #[error(
+        "idempotency.redis.url is an invalid URL ({url}): {reason}; expected redis://[user:password@]host[:port][/db], redis+unix:///path/to/socket, or redis+cluster://[user:password@]host1:port1,host2:port2 for a Redis Cluster"
+    )]
+    RedisUrlInvalid {
+        /// The URL, password redacted.
+        url: String,
+        /// Why it does not parse.
+        reason: String,
+    },
+    /// Redis could not be reached at startup.
+    #[error("cannot reach Redis for idempotency.redis.url ({url}): {message}")]
+    Redis {
+        /// The URL, password redacted.
+        url: String,
+        /// What failed.
+        message: String,
+    },
+    /// The database could not be used at startup.
+    #[error("cannot use the database at database.url ({url}): {message}")]
+    Database {
+        /// The URL, password redacted.
+        url: String,
+        /// What failed.
+        message: String,
+    },
+    /// The startup checks of the services the configuration names (Redis,
+    /// the database) could not run at all: their runtime could not be built,
+    /// or a check panicked. A check that ran and failed is
+    /// [`Redis`](Self::Redis) or [`Database`](Self::Database).
+    #[error("cannot run the startup check of {keys}: {source}")]
+    StartupCheck {
+        /// The config keys naming the services to check, e.g.
+        /// `idempotency.redis.url, database.url`.
+        keys: String,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// A setting has a value that parses but cannot work.
+    #[error("invalid {key}: {message}")]
+    InvalidSetting {
+        /// The config key.
+        key: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Two routes answer the same method and path.
+    #[error("two routes answer {method} {path} (`{first}` and `{second}`); remove or rename one")]
+    DuplicateRoute {
+        /// The method.
+        method: String,
+        /// The path.
+        path: String,
+        /// The first route's name.
+        first: String,
+        /// The second route's name.
+        second: String,
+    },
+    /// A route's idempotency policy (or `[idempotency]`'s) cannot work.
+    #[error("{name} has an invalid idempotency policy: {error}")]
+    InvalidIdempotencyPolicy {
+        /// The route (name, method and path), or `[idempotency]`.
+        name: String,
+        /// What is wrong.
+        error: autumn_idempotency::layer::PolicyError,
+    },
+    /// A route requires an `Idempotency-Key`, but no idempotency layer
+    /// guards it: the requirement would be silently skipped.
+    #[error(
+        "route `{name}` ({method} {path}) requires an Idempotency-Key, but no idempotency layer guards it; set idempotency.enabled = true and call .idempotent() on the app, or drop the requirement"
+    )]
+    KeyRequiredWithoutLayer {
+        /// The route's name.
+        name: String,
+        /// Its method.
+        method: String,
+        /// Its path.
+        path: String,
+    },
+    /// A route's path cannot be served.
+    #[error("route `{name}` has an invalid path {path:?}: {reason}")]
+    InvalidRoutePath {
+        /// The route's name.
+        name: String,
+        /// The path.
+        path: String,
+        /// Why it is invalid.
+        reason: &'static str,
+    },
+    /// The server could not listen on its address.
+    #[error("cannot listen on {address} (server.host / server.port): {source}")]
+    Bind {
+        /// The address.
+        address: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The actuator could not listen on its own port.
+    #[error("cannot listen on {address} for the actuator (server.host / actuator.port): {source}")]
+    ActuatorBind {
+        /// The address.
+        address: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The server failed while running.
+    #[error("server error: {0}")]
+    Serve(std::io::Error),
+    /// An `idempotency inspect|evict` command could not run.
+    #[error("idempotency command: {0}")]
+    KeyAdmin(String),
+}
+
+/// A layer's refusal of its setting, as the launch reports it.
+impl From<InvalidSetting> for LaunchError {
+    fn from(setting: InvalidSetting) -> Self {
+        Self::InvalidSetting {
+            key: setting.key,
+            message: setting.message,
+        }
+    }
+}
+
+/// The autumn-web feature(s) that bring `backend`, as the messages name them.
+fn backend_features(backend: &str) -> &'static str {
+    match backend {
+        "redis" => "`redis`",
+        "database" => "`postgres` or `sqlite`",
+        _ => "that provides it",
+    }
+}
