@@ -3,9 +3,11 @@
 //! Time is a `ManualClock`: nothing sleeps for a token to expire.
 #![cfg(all(feature = "postgres", feature = "sqlite"))]
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
+#[macro_use]
+mod support;
+
+use support::database;
+use support::database::FreshDatabase as _;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,7 +77,9 @@ fn table(url: &str) -> Subject {
 }
 
 fn postgres() -> Subject {
-    table(&database::fresh_postgres_schema())
+    // The store outlives this function: the schema stays, for a later run
+    // to drop.
+    table(&database::fresh_postgres_schema().keep())
 }
 
 /// The table through a real PgBouncer in transaction pooling mode, with

@@ -5,10 +5,10 @@
 //! clock: nothing sleeps for a backoff or a lease to pass.
 #![cfg(all(feature = "postgres", feature = "sqlite"))]
 
-#[allow(dead_code, unreachable_pub)]
 #[macro_use]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
+mod support;
+
+use support::database;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -3,9 +3,11 @@
 //! `Db::tx`.
 #![cfg(feature = "postgres")]
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
+#[macro_use]
+mod support;
+
+use support::database;
+use support::database::FreshDatabase as _;
 
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -4,13 +4,11 @@
 //! sleeps for a record to expire.
 #![cfg(all(feature = "redis", feature = "postgres", feature = "sqlite"))]
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
+#[macro_use]
+mod support;
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/redis.rs"]
-mod redis_support;
+use support::database::FreshDatabase as _;
+use support::{database, redis_support};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,7 +121,9 @@ fn table(url: &str) -> Subject {
 }
 
 fn postgres() -> Subject {
-    table(&database::fresh_postgres_schema())
+    // The store outlives this function: the schema stays, for a later run
+    // to drop.
+    table(&database::fresh_postgres_schema().keep())
 }
 
 /// The table through a real PgBouncer in transaction pooling mode, with
@@ -515,10 +515,7 @@ async fn the_session_store_shares_the_idempotency_stores_redis_connection() {
 
 #[tokio::test]
 async fn an_unreachable_redis_fails_fast_naming_it_without_its_password() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-        listener.local_addr().expect("its address").port()
-    }; // closed again: nothing listens there
+    let port = autumn_testkit::free_port(); // closed again: nothing listens there
     let store = redis_store(&format!("redis://:hunter2@127.0.0.1:{port}"), "p");
     let id = SessionId::generate();
     let record = SessionRecord::new(Map::new(), 61_000);

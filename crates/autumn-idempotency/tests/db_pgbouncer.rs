@@ -13,7 +13,7 @@ use autumn_idempotency::clock::ManualClock;
 use autumn_idempotency::database::{DbIdempotencyStore, DbPool};
 use http::StatusCode;
 use support::app::Fixture;
-use support::database::{PgBouncer, RoundTrips};
+use support::database::{FreshDatabase as _, PgBouncer, RoundTrips};
 
 /// The PgBouncer this binary's tests share (each on a database of its own).
 fn bouncer() -> &'static PgBouncer {

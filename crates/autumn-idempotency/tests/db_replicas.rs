@@ -12,8 +12,9 @@ use http::StatusCode;
 use support::app::{Fixture, LOCK_TTL};
 use support::database;
 
-/// Two replicas on one fresh schema, each with its own pool and router.
-fn replicas() -> (Fixture, Fixture, ManualClock) {
+/// Two replicas on one fresh schema, each with its own pool and router;
+/// the schema goes when the test drops the last value.
+fn replicas() -> (Fixture, Fixture, ManualClock, database::PgSchema) {
     let url = database::fresh_postgres_schema();
     let clock = ManualClock::new();
     let a = Fixture::with_store(
@@ -26,12 +27,12 @@ fn replicas() -> (Fixture, Fixture, ManualClock) {
         clock.clone(),
         |l| l,
     );
-    (a, b, clock)
+    (a, b, clock, url)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_on_the_other_replica_replays() {
-    let (a, b, _) = replicas();
+    let (a, b, _, _schema) = replicas();
     let first = a.post("/orders").key("k").body("x").send().await;
     assert_eq!(first.status, StatusCode::CREATED);
     let retry = b.post("/orders").key("k").body("x").send().await;
@@ -45,13 +46,13 @@ async fn a_retry_on_the_other_replica_replays() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_duplicates_over_two_replicas_run_once() {
-    let (a, b, _) = replicas();
+    let (a, b, _, _schema) = replicas();
     support::app::burst(&[&a, &b], 200).await;
 }
 
 #[test]
 fn a_replica_killed_mid_handler_leaves_the_key_locked_until_the_ttl() {
-    let (a, b, clock) = replicas();
+    let (a, b, clock, _schema) = replicas();
     let doomed = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

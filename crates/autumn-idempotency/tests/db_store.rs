@@ -16,7 +16,9 @@ use support::database;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_passes_the_conformance_suite() {
     support::conformance::run_all_shared(|clocks| {
-        let url = database::fresh_postgres_schema();
+        // The stores outlive this factory: the schema stays, for a later
+        // run to drop.
+        let url = database::fresh_postgres_schema().keep();
         clocks
             .into_iter()
             .map(|clock| Arc::new(database::store(&url, clock)) as Arc<dyn IdempotencyStore>)
@@ -470,7 +472,8 @@ async fn a_sqlite_replay_does_not_wait_for_the_writer() {
 async fn postgres_round_trips_first_time_two_replay_one() {
     use autumn_idempotency::Claim;
     use autumn_idempotency::database::{DbIdempotencyStore, DbPool};
-    let proxy = database::RoundTrips::proxy(&database::fresh_postgres_schema()).await;
+    let schema = database::fresh_postgres_schema();
+    let proxy = database::RoundTrips::proxy(&schema).await;
     let pool = DbPool::new(proxy.url(), 1, Duration::from_secs(5)).expect("pool");
     let store = DbIdempotencyStore::new(pool).with_clock(Arc::new(ManualClock::new()));
     let ttl = Duration::from_secs(60);

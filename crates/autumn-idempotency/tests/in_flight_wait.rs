@@ -201,7 +201,9 @@ mod postgres {
     use support::database::fresh_postgres_schema;
 
     fn store(clock: &ManualClock) -> DbIdempotencyStore {
-        support::database::store(&fresh_postgres_schema(), clock.clone())
+        // The store outlives this function: the schema stays, for a later
+        // run to drop.
+        support::database::store(&fresh_postgres_schema().keep(), clock.clone())
     }
 
     /// PostgreSQL waiters back off as Redis ones do.

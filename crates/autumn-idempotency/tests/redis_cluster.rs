@@ -137,21 +137,17 @@ fn wait_until_replicated(port: u16, pattern: &str) {
     let () = ::redis::cmd("READONLY")
         .query(&mut connection)
         .expect("READONLY");
-    let start = std::time::Instant::now();
-    loop {
-        let keys: Vec<String> = ::redis::cmd("KEYS")
-            .arg(pattern)
-            .query(&mut connection)
-            .expect("KEYS");
-        if !keys.is_empty() {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "{pattern} never reached the replica on port {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    autumn_testkit::eventually(
+        &format!("{pattern} to reach the replica on port {port}"),
+        Duration::from_secs(10),
+        || {
+            let keys: Vec<String> = ::redis::cmd("KEYS")
+                .arg(pattern)
+                .query(&mut connection)
+                .expect("KEYS");
+            !keys.is_empty()
+        },
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -101,10 +101,7 @@ async fn ping_answers_and_an_unreachable_redis_fails_fast() {
     let store = RedisIdempotencyStore::new(&url, &unique_prefix()).expect("valid URL");
     store.ping().await.expect("PONG");
 
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-        listener.local_addr().expect("addr").port()
-    }; // closed again: nothing listens there
+    let port = autumn_testkit::free_port(); // closed again: nothing listens there
     let down =
         RedisIdempotencyStore::new(&format!("redis://127.0.0.1:{port}"), "p").expect("valid URL");
     let error = fast("ping", down.ping())

@@ -11,22 +11,67 @@ use tower::ServiceExt as _;
 use crate::cookies::CookieJar;
 use crate::response::TestResponse;
 
+/// The hyper client a [`TestClient`] of a running server sends through.
+type HttpClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    http_body_util::Full<Bytes>,
+>;
+
 /// The `Host` a request carries unless it sets one: the app is reached as
 /// `http://localhost`, and a page of its own sends `Origin: http://localhost`.
 pub const DEFAULT_HOST: &str = "localhost";
 
-/// A client for an app built by [`TestApp`](crate::TestApp). Clones share the
-/// app and the cookie jar, so concurrent requests can be sent from tasks.
+/// A client for an app built by [`TestApp`](crate::TestApp), or for a
+/// server running on a socket ([`ServerProcess::client`](crate::ServerProcess::client)).
+/// Clones share the app and the cookie jar, so concurrent requests can be
+/// sent from tasks.
 #[derive(Debug, Clone)]
 pub struct TestClient {
-    router: Router,
+    transport: Transport,
     cookies: Arc<Mutex<CookieJar>>,
+}
+
+/// Where requests go.
+#[derive(Clone)]
+enum Transport {
+    /// Straight into the app's router, in the test process.
+    InProcess(Router),
+    /// Over a real connection to `base` (`http://host:port`).
+    Http {
+        base: String,
+        client: Box<HttpClient>,
+    },
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::InProcess(router) => f.debug_tuple("InProcess").field(router).finish(),
+            Self::Http { base, .. } => f.debug_struct("Http").field("base", base).finish(),
+        }
+    }
 }
 
 impl TestClient {
     pub(crate) fn new(router: Router) -> Self {
+        Self::with_transport(Transport::InProcess(router))
+    }
+
+    /// A client of the server at `base` (`http://127.0.0.1:PORT`): each
+    /// request goes over a real socket (HTTP/1.1, connections kept alive).
+    pub(crate) fn over_http(base: &str) -> Self {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http();
+        Self::with_transport(Transport::Http {
+            base: base.trim_end_matches('/').to_owned(),
+            client: Box::new(client),
+        })
+    }
+
+    fn with_transport(transport: Transport) -> Self {
         Self {
-            router,
+            transport,
             cookies: Arc::default(),
         }
     }
@@ -71,7 +116,7 @@ impl TestClient {
     /// Another client of the same app with a cookie jar of its own: a second
     /// browser, with no session until the app gives it one.
     pub fn new_browser(&self) -> TestClient {
-        Self::new(self.router.clone())
+        Self::with_transport(self.transport.clone())
     }
 
     /// The value of a cookie the client holds.
@@ -80,8 +125,19 @@ impl TestClient {
     }
 
     /// The app's router, for sending hand-made requests.
+    ///
+    /// # Panics
+    ///
+    /// For a client of a server on a socket
+    /// ([`ServerProcess::client`](crate::ServerProcess::client)), which has
+    /// no router in the test process.
     pub fn router(&self) -> &Router {
-        &self.router
+        match &self.transport {
+            Transport::InProcess(router) => router,
+            Transport::Http { base, .. } => {
+                panic!("the client of the server at {base} has no router in the test process")
+            }
+        }
     }
 
     fn jar(&self) -> std::sync::MutexGuard<'_, CookieJar> {
@@ -149,22 +205,29 @@ impl TestRequest {
         self.body(body)
     }
 
-    /// Sends the request through the app and reads the whole response.
+    /// Sends the request through the app (or, for a client of a running
+    /// server, over a socket to it) and reads the whole response.
     ///
-    /// A request without a `Host` header gets `Host: localhost`
-    /// ([`DEFAULT_HOST`]), like a request to `run()` on a socket has one.
+    /// A request to an in-process app without a `Host` header gets
+    /// `Host: localhost` ([`DEFAULT_HOST`]), like a request to `run()` on a
+    /// socket has one; a request over a socket carries the server's address.
     ///
     /// # Panics
     ///
-    /// When the request was built with an invalid header, path or body.
+    /// When the request was built with an invalid header, path or body, or
+    /// a server on a socket does not answer.
     pub async fn send(self) -> TestResponse {
         if let Some(error) = self.error {
             panic!("{error}");
         }
+        let uri = match &self.client.transport {
+            Transport::InProcess(_) => self.path.clone(),
+            Transport::Http { base, .. } => format!("{base}{}", self.path),
+        };
         let mut request = match Request::builder()
             .method(self.method)
-            .uri(&self.path)
-            .body(Body::from(self.body))
+            .uri(&uri)
+            .body(self.body)
         {
             Ok(request) => request,
             Err(error) => panic!("invalid request to {}: {error}", self.path),
@@ -173,27 +236,47 @@ impl TestRequest {
         for (name, value) in self.headers {
             headers.append(name, value);
         }
-        // What a client on a socket always sends, so that an `Origin` of
-        // `http://localhost` is this app's own, as it is behind `run()`.
-        if !headers.contains_key(HOST) {
-            headers.insert(HOST, HeaderValue::from_static(DEFAULT_HOST));
-        }
         if !headers.contains_key(COOKIE)
             && let Some(cookies) = self.client.jar().header()
             && let Ok(value) = HeaderValue::try_from(cookies)
         {
             headers.insert(COOKIE, value);
         }
-        let response = match self.client.router.clone().oneshot(request).await {
-            Ok(response) => response,
-            Err(never) => match never {},
+        let (parts, body) = match &self.client.transport {
+            Transport::InProcess(router) => {
+                // What a client on a socket always sends, so that an `Origin`
+                // of `http://localhost` is this app's own, as it is behind
+                // `run()`.
+                if !request.headers().contains_key(HOST) {
+                    request
+                        .headers_mut()
+                        .insert(HOST, HeaderValue::from_static(DEFAULT_HOST));
+                }
+                let response = match router.clone().oneshot(request.map(Body::from)).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                };
+                let (parts, body) = response.into_parts();
+                let body = match body.collect().await {
+                    Ok(collected) => collected.to_bytes(),
+                    Err(error) => panic!("the response body failed: {error}"),
+                };
+                (parts, body)
+            }
+            Transport::Http { client, .. } => {
+                let response = match client.request(request.map(http_body_util::Full::new)).await {
+                    Ok(response) => response,
+                    Err(error) => panic!("the server at {uri} did not answer: {error}"),
+                };
+                let (parts, body) = response.into_parts();
+                let body = match body.collect().await {
+                    Ok(collected) => collected.to_bytes(),
+                    Err(error) => panic!("the response body from {uri} failed: {error}"),
+                };
+                (parts, body)
+            }
         };
-        let (parts, body) = response.into_parts();
         self.client.jar().store(&parts.headers);
-        let body = match body.collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(error) => panic!("the response body failed: {error}"),
-        };
         TestResponse::new(parts.status, parts.headers, body)
     }
 }

@@ -1,5 +1,7 @@
 //! `TestApp`: build an Autumn app in-process and talk to it like a browser
-//! would (cookies kept), without opening a socket.
+//! would (cookies kept), without opening a socket. `ServerProcess` runs the
+//! app's real binary, with the same client over a socket, and
+//! `TestDatabase` gives each test a database of its own.
 //!
 //! It runs the same launch path as `run()`: the same configuration checks,
 //! the same stores, the same middleware, in the `test` profile.
@@ -23,10 +25,12 @@
 mod app;
 mod client;
 mod cookies;
+mod database;
 mod process;
 mod response;
 
 pub use app::TestApp;
 pub use client::{DEFAULT_HOST, TestClient, TestRequest};
+pub use database::TestDatabase;
 pub use process::ServerProcess;
 pub use response::TestResponse;

@@ -4,6 +4,8 @@
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
 
+use crate::client::TestClient;
+
 /// How many of the last standard-error lines a failed start reports.
 const STDERR_KEPT: usize = 50;
 
@@ -100,6 +102,35 @@ impl ServerProcess {
     /// The URL of `path` on this server.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// A client that sends its requests to this server over a real socket,
+    /// with the same API as [`TestApp`](crate::TestApp)'s: paths are
+    /// relative to the server, cookies the server sets are kept and sent
+    /// back, [`new_browser`](TestClient::new_browser) starts an empty
+    /// cookie jar. Requests need a tokio runtime (an async test).
+    ///
+    /// ```no_run
+    /// use std::process::Command;
+    /// use autumn_test::ServerProcess;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // In an integration test of package `orders`:
+    /// // let server = ServerProcess::start(Command::new(env!("CARGO_BIN_EXE_orders")));
+    /// let server = ServerProcess::start(Command::new("target/debug/orders"));
+    /// let client = server.client();
+    /// let created = client
+    ///     .post("/orders")
+    ///     .header("idempotency-key", "k1")
+    ///     .json(&serde_json::json!({"item": "widget", "qty": 2}))
+    ///     .send()
+    ///     .await;
+    /// created.assert_status(201);
+    /// # }
+    /// ```
+    pub fn client(&self) -> TestClient {
+        TestClient::over_http(&self.base)
     }
 }
 

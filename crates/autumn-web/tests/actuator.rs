@@ -3,12 +3,10 @@
 //! PostgreSQL servers of the test's own, stopped under the app), liveness
 //! and readiness, the Prometheus text format, and the `[actuator]` switches.
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/redis.rs"]
-mod redis;
+#[macro_use]
+mod support;
+
+use support::{database, redis_support as redis};
 
 use std::io::{Read as _, Write as _};
 use std::time::Duration;
@@ -254,16 +252,9 @@ fn get(port: u16, path: &str) -> (u16, String) {
     (status, body)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 #[test]
 fn the_actuator_can_move_to_a_port_of_its_own() {
-    let actuator_port = free_port();
+    let actuator_port = autumn_testkit::free_port();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
     listener.set_nonblocking(true).expect("non-blocking");
     let app_port = listener.local_addr().expect("address").port();

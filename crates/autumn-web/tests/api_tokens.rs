@@ -3,20 +3,10 @@
 //! clients" section, then the isolation cases on memory, Redis and
 //! PostgreSQL (keys and tokens both on the backend under test).
 
-#[cfg(feature = "postgres")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
-
-#[cfg(feature = "redis")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/redis.rs"]
-mod redis_support;
-
 #[macro_use]
-#[allow(dead_code, unreachable_pub)]
-#[path = "support/backend.rs"]
-mod backend;
+mod support;
+
+use support::backend;
 
 use std::sync::Arc;
 
@@ -94,7 +84,9 @@ fn tokens_on(storage: &backend::Storage) -> ApiTokens {
 /// An app on `backend` with `RequireApiToken` mounted by `AppBuilder::layer`
 /// (browsers without a token let through), and its tokens.
 fn app_on(backend: Backend) -> (TestClient, ApiTokens) {
-    let storage = backend.storage();
+    let mut storage = backend.storage();
+    // The app outlives this function: its schema stays.
+    storage.keep_schema();
     let (config, tokens) = (storage.config(""), tokens_on(&storage));
     let builder = autumn_web::app()
         .routes(routes![create_note, login])

@@ -16,9 +16,9 @@ use autumn_web::test::{TestApp, TestClient};
 use axum::middleware::{self, Next};
 use axum::routing::post as axum_post;
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/logs.rs"]
-mod logs;
+mod support;
+
+use support::logs;
 
 static MACRO_RUNS: AtomicUsize = AtomicUsize::new(0);
 static OPT_OUT_RUNS: AtomicUsize = AtomicUsize::new(0);

@@ -3,15 +3,10 @@
 //! PostgreSQL and SQLite.
 #![cfg(any(feature = "redis", feature = "postgres", feature = "sqlite"))]
 
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
+#[macro_use]
+mod support;
 
-#[cfg(feature = "redis")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/redis.rs"]
-mod redis_support;
+use support::{database, redis_support};
 
 use autumn_web::config::AutumnConfig;
 use autumn_web::prelude::*;
@@ -103,10 +98,7 @@ mod redis {
     async fn run_connects_the_redis_store_before_it_serves() {
         // A Redis of the test's own: its command counts are this test's.
         let server = super::redis_support::RedisServer::new();
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-            listener.local_addr().expect("its address").port()
-        };
+        let port = autumn_testkit::free_port();
         let config = config(&format!(
             "[server]\nhost = \"127.0.0.1\"\nport = {port}\n[idempotency]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{}\"\n",
             server.url()

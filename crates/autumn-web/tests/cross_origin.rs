@@ -10,14 +10,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/counting.rs"]
-mod counting;
+mod support;
+
+use support::stores::CountingStore;
 
 use autumn_web::config::AutumnConfig;
 use autumn_web::prelude::*;
 use autumn_web::test::{TestApp, TestClient, TestResponse};
-use counting::CountingStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Handler runs per transfer memo (tests run in parallel: each uses its own

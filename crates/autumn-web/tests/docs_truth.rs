@@ -815,7 +815,7 @@ fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
 }
 
 /// Every message the code can print: each string literal of the library
-/// sources of autumn-web, autumn-core and autumn-idempotency (outside test
+/// sources of autumn-web, autumn-core, autumn-idempotency and autumn-base (outside test
 /// modules) read as a format string, plus the startup errors this test
 /// provokes, whose wording past Autumn's own (the operating system's, a
 /// driver's) no format string holds.
@@ -823,7 +823,12 @@ fn templates() -> &'static [Template] {
     static TEMPLATES: OnceLock<Vec<Template>> = OnceLock::new();
     TEMPLATES.get_or_init(|| {
         let mut files = Vec::new();
-        for krate in ["autumn-web", "autumn-core", "autumn-idempotency"] {
+        for krate in [
+            "autumn-web",
+            "autumn-core",
+            "autumn-idempotency",
+            "autumn-base",
+        ] {
             rust_files(&root().join("crates").join(krate).join("src"), &mut files);
         }
         let mut formats: BTreeSet<String> = files

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use autumn_web::config::AutumnConfig;
 use autumn_web::error_pages::{ErrorInfo, ErrorPageRenderer};
-use autumn_web::idempotency::{IdempotencyStore, MemoryIdempotencyStore};
+use autumn_web::idempotency::IdempotencyStore;
 use autumn_web::prelude::*;
 use autumn_web::test::{TestApp, TestClient, TestResponse};
 use axum::extract::DefaultBodyLimit;
@@ -20,9 +20,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/faulty.rs"]
-mod faulty;
+mod support;
+
+use support::stores::DownStore;
 
 /// `Accept` of an API client.
 const API: &str = "application/json";
@@ -364,15 +364,7 @@ async fn a_key_in_flight_and_a_reused_key_are_problems_or_pages() {
 
 #[tokio::test]
 async fn a_failing_store_is_a_problem_or_a_page() {
-    let faults = Arc::new(faulty::Faults::default());
-    faults.try_lock.store(true, Ordering::SeqCst);
-    faults.get.store(true, Ordering::SeqCst);
-    let store: Arc<dyn IdempotencyStore> = Arc::new(faulty::FaultyStore {
-        inner: Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(60))),
-        faults,
-        on_lock: Box::new(|| {}),
-        renew_gate: None,
-    });
+    let store: Arc<dyn IdempotencyStore> = Arc::new(DownStore);
     let client = TestApp::from_builder(
         autumn_web::app()
             .routes(routes![create_order])

@@ -1,20 +1,10 @@
 //! Forms: a rejected post rendered again (422) with its field errors and a
 //! fresh submit token, and flash messages across a redirect and a replay.
 
-#[cfg(feature = "postgres")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
-
-#[cfg(feature = "redis")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/redis.rs"]
-mod redis_support;
-
 #[macro_use]
-#[allow(dead_code, unreachable_pub)]
-#[path = "support/backend.rs"]
-mod backend;
+mod support;
+
+use support::backend;
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};

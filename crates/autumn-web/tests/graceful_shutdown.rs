@@ -5,8 +5,9 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use autumn_testkit::eventually;
 use autumn_web::config::AutumnConfig;
 use autumn_web::idempotency::{IdempotencyStore, MemoryIdempotencyStore, detached_runs};
 use autumn_web::prelude::*;
@@ -35,18 +36,6 @@ fn app(store: Arc<dyn IdempotencyStore>) -> autumn_web::AppBuilder {
         .idempotent()
         .with_idempotency_store(store)
         .with_config(config())
-}
-
-/// Polls `done` every 10 ms until it holds or `limit` passes.
-fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    done()
 }
 
 #[test]
@@ -88,15 +77,15 @@ fn shutdown_waits_for_a_detached_run_which_records_its_response() {
               content-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
         )
         .expect("send");
-    assert!(
-        eventually(Duration::from_secs(5), || RUNS.load(Ordering::SeqCst) == 1),
-        "the handler starts"
-    );
+    eventually("the handler starts", Duration::from_secs(5), || {
+        RUNS.load(Ordering::SeqCst) == 1
+    });
     // The client hangs up: the run goes on without it.
     drop(client);
-    assert!(
-        eventually(Duration::from_secs(5), || detached_runs() == 1),
-        "the run is detached once the client is gone"
+    eventually(
+        "the run is detached once the client is gone",
+        Duration::from_secs(5),
+        || detached_runs() == 1,
     );
 
     // Shutdown: the server stops accepting but waits for the run.
@@ -112,9 +101,10 @@ fn shutdown_waits_for_a_detached_run_which_records_its_response() {
     );
 
     GATE.add_permits(1);
-    assert!(
-        eventually(Duration::from_secs(5), || served.is_finished()),
-        "the server returns once the run has finished"
+    eventually(
+        "the server returns once the run has finished",
+        Duration::from_secs(5),
+        || served.is_finished(),
     );
     served
         .join()

@@ -4,20 +4,10 @@
 //! made with the byte fingerprint), outcome headers, and the machine-readable
 //! members of the 409 and 422 problems.
 
-#[cfg(feature = "postgres")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
-
-#[cfg(feature = "redis")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/redis.rs"]
-mod redis_support;
-
 #[macro_use]
-#[allow(dead_code, unreachable_pub)]
-#[path = "support/backend.rs"]
-mod backend;
+mod support;
+
+use support::backend;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -136,7 +126,10 @@ fn app_on(
     routes: Vec<Route>,
     change: impl FnOnce(&mut IdempotencyConfig),
 ) -> TestApp {
-    let mut config = backend.storage().config("");
+    let mut storage = backend.storage();
+    // The app outlives this function: its schema stays.
+    storage.keep_schema();
+    let mut config = storage.config("");
     change(&mut config.idempotency);
     TestApp::from_builder(autumn_web::app().routes(routes).idempotent()).with_config(config)
 }
@@ -258,7 +251,8 @@ async fn a_route_ttl_overrides_the_app_ttl(backend: Backend) {
 
 async fn json_fingerprints_ignore_volatile_fields_and_name_the_difference(backend: Backend) {
     // The dev profile, which TestApp turns into `test`: the router itself.
-    let config = backend.storage().config("");
+    let storage = backend.storage();
+    let config = storage.config("");
     assert_eq!(config.profile.name(), "dev");
     let router = autumn_web::app()
         .routes(routes![transfer])
@@ -314,9 +308,8 @@ async fn json_fingerprints_ignore_volatile_fields_and_name_the_difference(backen
 }
 
 async fn a_production_422_says_nothing_more_than_before(backend: Backend) {
-    let mut config = backend
-        .storage()
-        .config("[session]\nallow_memory_in_production = true\n");
+    let storage = backend.storage();
+    let mut config = storage.config("[session]\nallow_memory_in_production = true\n");
     config.idempotency.allow_memory_in_production = true;
     config.profile = Profile::new("prod");
     let client = TestApp::from_builder(autumn_web::app().routes(routes![transfer]).idempotent())

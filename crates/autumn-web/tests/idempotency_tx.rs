@@ -9,9 +9,10 @@
 //! app's `ManualClock` past `in_flight_ttl_secs` mid-handler.
 #![cfg(any(feature = "postgres", feature = "sqlite"))]
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
+#[macro_use]
+mod support;
+
+use support::database;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -348,10 +349,13 @@ macro_rules! suite {
                 client: TestClient,
                 clock: ManualClock,
                 url: String,
+                /// What keeps the database (a schema is dropped with it).
+                _database: Box<dyn std::any::Any + Send + Sync>,
             }
 
             async fn app_on(backend: &str) -> App {
-                let url: String = $url;
+                let database = $url;
+                let url = database.to_string();
                 exec(
                     &url,
                     &format!(
@@ -371,7 +375,12 @@ macro_rules! suite {
                 .with_config(database_config(&url, backend))
                 .with_clock(shared)
                 .build();
-                App { client, clock, url }
+                App {
+                    client,
+                    clock,
+                    url,
+                    _database: Box::new(database),
+                }
             }
 
             async fn app() -> App {

@@ -2,20 +2,10 @@
 //! actuator's `/actuator/idempotency/keys/{storage_key}` on memory, Redis and
 //! PostgreSQL, how it is protected, and `[idempotency] in_flight_wait_ms`.
 
-#[cfg(feature = "postgres")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
-
-#[cfg(feature = "redis")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/redis.rs"]
-mod redis_support;
-
 #[macro_use]
-#[allow(dead_code, unreachable_pub)]
-#[path = "support/backend.rs"]
-mod backend;
+mod support;
+
+use support::backend;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -47,7 +37,8 @@ fn admin_path(key: &str) -> String {
 }
 
 async fn the_actuator_inspects_and_evicts_a_key(backend: Backend) {
-    let client = app(backend.storage().config(""));
+    let storage = backend.storage();
+    let client = app(storage.config(""));
     let key = format!("admin-{backend:?}");
     let first = client
         .post("/orders")

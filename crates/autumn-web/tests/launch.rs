@@ -4,9 +4,9 @@ use autumn_web::config::{AutumnConfig, Profile};
 use autumn_web::prelude::*;
 use autumn_web::test::TestApp;
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/logs.rs"]
-mod logs;
+mod support;
+
+use support::logs;
 
 #[post("/orders")]
 async fn create() -> &'static str {

@@ -3,10 +3,10 @@
 //! timeouts and about clocks far from Redis's or PostgreSQL's, and the debug
 //! events of the idempotency layer.
 
-#[cfg(feature = "postgres")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
+#[macro_use]
+mod support;
+
+use support::database;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

@@ -6,10 +6,10 @@
 //! worker the builder starts.
 #![cfg(all(feature = "postgres", feature = "sqlite"))]
 
-#[allow(dead_code, unreachable_pub)]
 #[macro_use]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
+mod support;
+
+use support::database;
 
 use std::time::Duration;
 
@@ -198,18 +198,15 @@ async fn count(pool: &DbPool, sql: &str) -> i64 {
 /// Waits (up to 20 s) until `sql` counts `n`: the worker runs on its own
 /// task, woken by the commit.
 async fn eventually(pool: &DbPool, sql: &str, n: i64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    autumn_testkit::eventually_async(sql, Duration::from_secs(20), || async move {
         let now = count(pool, sql).await;
         if now == n {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{now}, expected {n}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{sql}: {now}, expected {n}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
 }
 
 fn app(url: &str) -> autumn_web::test::TestClient {

@@ -2,20 +2,10 @@
 //! from a forged cookie, saved before a guard records, and binding submit
 //! tokens to the session that consumed them.
 
-#[cfg(feature = "postgres")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
-
-#[cfg(feature = "redis")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/redis.rs"]
-mod redis_support;
-
 #[macro_use]
-#[allow(dead_code, unreachable_pub)]
-#[path = "support/backend.rs"]
-mod backend;
+mod support;
+
+use support::{backend, redis_support};
 
 use std::collections::HashMap;
 
@@ -190,7 +180,9 @@ impl SessionStore for Watched {
 /// An app on `backend` (keys, tokens and sessions all there, the session
 /// store watched), and its watched session store.
 fn app_on(backend: Backend) -> (TestClient, Arc<Watched>) {
-    let storage = backend.storage();
+    let mut storage = backend.storage();
+    // The app outlives this function: its schema stays.
+    storage.keep_schema();
     let store = Watched::over(storage.session_store());
     let client = TestApp::from_builder(builder(store.clone()))
         .with_config(storage.config(""))

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use autumn_testkit::eventually;
 use autumn_web::config::AutumnConfig;
 use autumn_web::idempotency::detached_runs;
 use autumn_web::prelude::*;
@@ -17,17 +18,6 @@ async fn stuck() -> &'static str {
     RUNS.fetch_add(1, Ordering::SeqCst);
     std::future::pending::<()>().await;
     "never"
-}
-
-fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    done()
 }
 
 #[test]
@@ -64,17 +54,20 @@ fn a_run_that_never_finishes_is_abandoned_after_the_grace() {
               content-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
         )
         .expect("send");
-    assert!(eventually(Duration::from_secs(5), || RUNS
-        .load(Ordering::SeqCst)
-        == 1));
+    eventually("the handler to start", Duration::from_secs(5), || {
+        RUNS.load(Ordering::SeqCst) == 1
+    });
     drop(client);
-    assert!(eventually(Duration::from_secs(5), || detached_runs() == 1));
+    eventually("the run to be detached", Duration::from_secs(5), || {
+        detached_runs() == 1
+    });
 
     let stopping = Instant::now();
     stop.send(()).expect("the server is listening for shutdown");
-    assert!(
-        eventually(Duration::from_secs(5), || served.is_finished()),
-        "the server returns after the grace even though the run never finishes"
+    eventually(
+        "the server returns after the grace even though the run never finishes",
+        Duration::from_secs(5),
+        || served.is_finished(),
     );
     let took = stopping.elapsed();
     assert!(

@@ -4,20 +4,10 @@
 //! that switches tenants is never run twice, even by a duplicate arriving
 //! while the session is saved.
 
-#[cfg(feature = "postgres")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/database.rs"]
-mod database;
-
-#[cfg(feature = "redis")]
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../autumn-idempotency/tests/support/redis.rs"]
-mod redis_support;
-
 #[macro_use]
-#[allow(dead_code, unreachable_pub)]
-#[path = "support/backend.rs"]
-mod backend;
+mod support;
+
+use support::backend;
 
 use std::collections::HashMap;
 
@@ -283,7 +273,9 @@ async fn a_tenant_extractor_without_tenancy_is_a_readable_500() {
 /// An app on `backend` resolving tenants by `strategy`, its sessions in
 /// `sessions` (wrapped by the caller when it must watch them).
 fn app_on(backend: Backend, tenancy: &str, sessions: Option<Arc<dyn SessionStore>>) -> TestClient {
-    let storage = backend.storage();
+    let mut storage = backend.storage();
+    // The app outlives this function: its schema stays.
+    storage.keep_schema();
     let config = storage.config(&format!("[tenancy]\nenabled = true\n{tenancy}"));
     let sessions = sessions.unwrap_or_else(|| storage.session_store());
     TestApp::from_builder(builder().with_session_store(sessions))
@@ -392,7 +384,8 @@ impl SessionStore for HeldSaves {
 }
 
 async fn switching_tenants_locks_the_retry_key_before_the_session_is_saved(backend: Backend) {
-    let store = backend.storage().session_store();
+    let storage = backend.storage();
+    let store = storage.session_store();
     let sessions = Arc::new(HeldSaves {
         inner: store,
         hold: AtomicBool::new(false),

@@ -3,7 +3,7 @@
 use std::process::Command;
 
 use autumn_web::config::AutumnConfig;
-use autumn_web::test::{ServerProcess, TestApp, TestClient};
+use autumn_web::test::{ServerProcess, TestApp, TestClient, TestDatabase};
 use orders::{Order, Orders};
 use serde_json::json;
 
@@ -68,29 +68,12 @@ async fn on_the_memory_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_sqlite_for_orders_and_keys() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("sqlite://{}", dir.path().join("orders.db").display());
+    let database = TestDatabase::sqlite();
     create_list_reject_and_retry(&client(&format!(
-        "[database]\nurl = \"{url}\"\n[idempotency]\nbackend = \"database\"\n"
+        "{}[idempotency]\nbackend = \"database\"\n",
+        database.config_toml()
     )))
     .await;
-}
-
-/// A fresh PostgreSQL schema, as a URL whose connections use it.
-async fn postgres_schema() -> String {
-    use autumn_web::reexports::diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
-    let base = std::env::var("TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-    let schema = format!("orders_test_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = autumn_web::db::PgConnection::establish(&base)
-        .await
-        .unwrap_or_else(|e| {
-            panic!("PostgreSQL is not reachable at {base} ({e}); start it or set TEST_DATABASE_URL")
-        });
-    conn.batch_execute(&format!("CREATE SCHEMA {schema}"))
-        .await
-        .expect("create schema");
-    format!("{base}?options=-c%20search_path%3D{schema}")
 }
 
 fn redis_url() -> String {
@@ -99,10 +82,11 @@ fn redis_url() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_with_keys_in_redis_over_two_replicas() {
+    let database = TestDatabase::postgres();
     let config = format!(
         "[database]\nurl = \"{}\"\n[idempotency]\nbackend = \"redis\"\n\
          [idempotency.redis]\nurl = \"{}\"\nkey_prefix = \"orders-test:{}\"\n",
-        postgres_schema().await,
+        database.url(),
         redis_url(),
         uuid::Uuid::new_v4().simple()
     );
@@ -162,22 +146,33 @@ async fn http(method: &str, url: &str, key: Option<&str>, body: &str) -> (u16, S
 #[tokio::test]
 async fn the_binary_serves_on_the_configured_port() {
     let server = start_binary();
-    let orders = server.url("/orders");
-    let order = r#"{"item":"widget","qty":2}"#;
+    // The same client as TestApp's, over a real socket to the process.
+    let client = server.client();
+    let order = json!({"item": "widget", "qty": 2});
+    let post = |key: Option<&str>, body: &serde_json::Value| {
+        let request = client.post("/orders").json(body);
+        match key {
+            Some(key) => request.header("idempotency-key", key),
+            None => request,
+        }
+    };
 
-    let (status, first) = http("POST", &orders, Some("k1"), order).await;
-    assert_eq!(status, 201, "{first}");
-    let (status, replay) = http("POST", &orders, Some("k1"), order).await;
-    assert_eq!((status, &replay), (201, &first));
-    let (status, _) = http("POST", &orders, Some("k1"), r#"{"item":"gadget","qty":1}"#).await;
-    assert_eq!(status, 422);
-    let (status, _) = http("POST", &orders, None, r#"{"item":"","qty":1}"#).await;
-    assert_eq!(status, 422);
+    let first = post(Some("k1"), &order).send().await;
+    first.assert_status(201);
+    let replay = post(Some("k1"), &order).send().await;
+    replay.assert_status(201);
+    replay.assert_header("x-idempotent-replayed", "true");
+    assert_eq!(replay.text(), first.text());
+    post(Some("k1"), &json!({"item": "gadget", "qty": 1}))
+        .send()
+        .await
+        .assert_status(422);
+    post(None, &json!({"item": "", "qty": 1}))
+        .send()
+        .await
+        .assert_status(422);
 
-    let (status, listed) = http("GET", &orders, None, "").await;
-    assert_eq!(status, 200);
-    let listed: Vec<Order> = serde_json::from_str(&listed).expect("JSON list");
-    assert_eq!(listed.len(), 1);
+    assert_eq!(listed(&client).await.len(), 1);
 }
 
 /// Runs the binary with only `env`, expecting it to refuse to start; returns
@@ -369,12 +364,13 @@ async fn the_binary_inspects_and_evicts_a_key_of_a_running_replica() {
             format!("orders-cli:{}", uuid::Uuid::new_v4().simple()),
         ),
     ];
+    let schema = TestDatabase::postgres();
     let database = vec![
         (
             "AUTUMN_IDEMPOTENCY__BACKEND".to_owned(),
             "database".to_owned(),
         ),
-        ("AUTUMN_DATABASE__URL".to_owned(), postgres_schema().await),
+        ("AUTUMN_DATABASE__URL".to_owned(), schema.url().to_owned()),
     ];
     for env in [redis, database] {
         let server = ServerProcess::start({

@@ -10,7 +10,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use autumn_web::test::ServerProcess;
+use autumn_web::test::{ServerProcess, TestDatabase};
 use payments::{Charge, PAUSE_AFTER_COMMIT_ENV, PAUSE_BEFORE_COMMIT_ENV, Payment};
 
 /// The lock of a killed process lapses this long after its last renewal.
@@ -29,35 +29,27 @@ const BODY: &str = r#"{"account": "acct-1", "amount": 1500}"#;
 struct Database {
     url: String,
     dir: tempfile::TempDir,
+    /// The PostgreSQL schema, dropped with this.
+    _schema: Option<TestDatabase>,
 }
 
 impl Database {
     fn sqlite() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("payments.db").display());
-        Self { url, dir }
+        Self {
+            url,
+            dir,
+            _schema: None,
+        }
     }
 
-    async fn postgres() -> Self {
-        use autumn_web::reexports::diesel_async::{
-            AsyncConnection as _, SimpleAsyncConnection as _,
-        };
-        let base = std::env::var("TEST_DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-        let schema = format!("payments_test_{}", uuid::Uuid::new_v4().simple());
-        let mut conn = autumn_web::db::PgConnection::establish(&base)
-            .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "PostgreSQL is not reachable at {base} ({e}); start it or set TEST_DATABASE_URL"
-                )
-            });
-        conn.batch_execute(&format!("CREATE SCHEMA {schema}"))
-            .await
-            .expect("create schema");
+    fn postgres() -> Self {
+        let schema = TestDatabase::postgres();
         Self {
-            url: format!("{base}?options=-c%20search_path%3D{schema}"),
+            url: schema.url().to_owned(),
             dir: tempfile::tempdir().expect("temp dir"),
+            _schema: Some(schema),
         }
     }
 
@@ -163,16 +155,12 @@ async fn charges(client: &Client, server: &ServerProcess) -> Vec<Charge> {
 }
 
 /// Polls `check` until it holds, within [`DEADLINE`].
-async fn until<F, Fut>(what: &str, mut check: F)
+async fn until<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < DEADLINE, "gave up waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    autumn_testkit::eventually_async(what, DEADLINE, check).await;
 }
 
 /// Retries `key` on `base` while it gets 409, within [`DEADLINE`]; returns
@@ -346,7 +334,7 @@ async fn sqlite_kill_after_commit_then_409_then_the_replay() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_kill_after_commit_then_409_then_the_replay() {
-    kill_after_commit(Database::postgres().await).await;
+    kill_after_commit(Database::postgres()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,7 +344,7 @@ async fn sqlite_kill_before_commit_commits_nothing_and_the_retry_runs_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_kill_before_commit_commits_nothing_and_the_retry_runs_once() {
-    kill_before_commit(Database::postgres().await).await;
+    kill_before_commit(Database::postgres()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -366,5 +354,5 @@ async fn sqlite_200_concurrent_retries_over_two_replicas_pay_once_per_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_200_concurrent_retries_over_two_replicas_pay_once_per_key() {
-    concurrent_retries_over_two_replicas(Database::postgres().await).await;
+    concurrent_retries_over_two_replicas(Database::postgres()).await;
 }

@@ -48,9 +48,9 @@
 //! two-core machine, parallel browsers make the 50 ms and 400 ms timings
 //! meaningless.
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "support/chromium.rs"]
-mod chromium;
+mod support;
+
+use support::chromium;
 
 use std::net::SocketAddr;
 use std::process::Command;

@@ -8,11 +8,11 @@
 //! `submit_token_in_flight` at once; the browser shows that answer, and
 //! because the browser's `Accept` prefers HTML it is a page with the detail.
 //!
-//! The browser comes from `support/chromium.rs`, shared with `forms.rs`.
+//! The browser comes from `support/` (autumn-testkit's Chromium), shared with `forms.rs`.
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "support/chromium.rs"]
-mod chromium;
+mod support;
+
+use support::chromium;
 
 use std::time::Duration;
 

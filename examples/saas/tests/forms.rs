@@ -6,11 +6,11 @@
 //!
 //! The app is the example's own, served in-process on a loopback port over
 //! a SQLite file of the test's own. The browser comes from
-//! `support/chromium.rs`, shared with `error_pages.rs`.
+//! `support/` (autumn-testkit's Chromium), shared with `error_pages.rs`.
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "support/chromium.rs"]
-mod chromium;
+mod support;
+
+use support::chromium;
 
 use std::time::Duration;
 

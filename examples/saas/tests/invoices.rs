@@ -7,11 +7,11 @@
 //! after the commit). The same invoice sent twice over the JSON API with one
 //! `Idempotency-Key` is created once and emailed once.
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "support/chromium.rs"]
-mod chromium;
+mod support;
 
-use std::time::{Duration, Instant};
+use support::chromium;
+
+use std::time::Duration;
 
 use autumn_web::config::AutumnConfig;
 use chromium::{Chromedriver, Served, browser};
@@ -81,18 +81,16 @@ async fn send(
 /// Polls the stats until `check` holds, within [`WAIT`]: the hook runs on
 /// the worker's task after the commit.
 async fn until(base: &str, what: &str, check: impl Fn(&InvoiceStats) -> bool) -> InvoiceStats {
-    let start = Instant::now();
-    loop {
+    let check = &check;
+    autumn_testkit::eventually_async(what, WAIT, move || async move {
         let now = stats(base).await;
         if check(&now) {
-            return now;
+            Ok(now)
+        } else {
+            Err(format!("{now:?}"))
         }
-        assert!(
-            start.elapsed() < WAIT,
-            "gave up waiting until {what}: {now:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

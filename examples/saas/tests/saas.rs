@@ -8,7 +8,7 @@ use std::time::Duration;
 use autumn_web::AppBuilder;
 use autumn_web::config::AutumnConfig;
 use autumn_web::security::SUBMIT_TOKEN_REPLAYED;
-use autumn_web::test::{ServerProcess, TestApp, TestClient, TestResponse};
+use autumn_web::test::{ServerProcess, TestApp, TestClient, TestDatabase, TestResponse};
 use saas::{SignupGate, Stats, User};
 use tokio::sync::watch;
 
@@ -361,32 +361,16 @@ async fn concurrent_posts_of_one_token_create_one_user_the_duplicate_refused() {
     assert_eq!(listed(&client).await.len(), 1);
 }
 
-/// A fresh PostgreSQL schema, as a URL whose connections use it.
-async fn postgres_schema() -> String {
-    use autumn_web::reexports::diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
-    let base = std::env::var("TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-    let schema = format!("saas_test_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = autumn_web::db::PgConnection::establish(&base)
-        .await
-        .unwrap_or_else(|e| {
-            panic!("PostgreSQL is not reachable at {base} ({e}); start it or set TEST_DATABASE_URL")
-        });
-    conn.batch_execute(&format!("CREATE SCHEMA {schema}"))
-        .await
-        .expect("create schema");
-    format!("{base}?options=-c%20search_path%3D{schema}")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_with_tokens_in_redis_over_two_replicas() {
+    let database = TestDatabase::postgres();
     let redis =
         std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let config = format!(
         "[database]\nurl = \"{}\"\n[idempotency]\nbackend = \"redis\"\n\
          [idempotency.redis]\nurl = \"{redis}\"\nkey_prefix = \"saas-test:{}\"\n\
          [security.submit_token]\nin_flight_wait_ms = 5000\n",
-        postgres_schema().await,
+        database.url(),
         uuid::Uuid::new_v4().simple()
     );
     let gate = SignupGate::default();
@@ -587,24 +571,27 @@ enum Backends {
 
 const BACKENDS: [Backends; 2] = [Backends::Sqlite, Backends::PostgresRedis];
 
-/// The plain app on `backends`, with a duplicate waiting for the first post.
-async fn client_on(backends: Backends, dir: &Path) -> TestClient {
+/// The plain app on `backends`, with a duplicate waiting for the first post;
+/// and its PostgreSQL database, if it has one, to keep while the test runs.
+async fn client_on(backends: Backends, dir: &Path) -> (TestClient, Option<TestDatabase>) {
     let wait = "[security.submit_token]\nin_flight_wait_ms = 5000\n";
     match backends {
-        Backends::Sqlite => client_in(dir, plain(), wait),
+        Backends::Sqlite => (client_in(dir, plain(), wait), None),
         Backends::PostgresRedis => {
+            let database = TestDatabase::postgres();
             let redis = std::env::var("TEST_REDIS_URL")
                 .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
             let config = format!(
                 "[database]\nurl = \"{}\"\n[idempotency]\nbackend = \"redis\"\n\
                  [idempotency.redis]\nurl = \"{redis}\"\nkey_prefix = \"saas-test:{}\"\n\
                  {wait}",
-                postgres_schema().await,
+                database.url(),
                 uuid::Uuid::new_v4().simple()
             );
-            TestApp::from_builder(plain())
+            let client = TestApp::from_builder(plain())
                 .with_config(AutumnConfig::from_toml_str(&config).expect("config"))
-                .build()
+                .build();
+            (client, Some(database))
         }
     }
 }
@@ -852,7 +839,7 @@ async fn a_short_password_is_refused_and_never_shown_back() {
 async fn the_same_profile_form_posted_twice_stores_one_avatar() {
     for backends in BACKENDS {
         let dir = tempfile::tempdir().expect("temp dir");
-        let client = client_on(backends, dir.path()).await;
+        let (client, _database) = client_on(backends, dir.path()).await;
         signed_up(&client).await;
         let token = token_of(&client, "/account").await;
         let file = Some(("me.png", "image/png", PNG));
@@ -969,7 +956,7 @@ async fn a_bad_profile_form_gets_the_page_again_and_stores_nothing() {
 async fn a_token_posted_from_another_session_is_refused_and_changes_nothing() {
     for backends in BACKENDS {
         let dir = tempfile::tempdir().expect("temp dir");
-        let client = client_on(backends, dir.path()).await;
+        let (client, _database) = client_on(backends, dir.path()).await;
         signed_up(&client).await;
         let token = token_of(&client, "/account").await;
         let file = Some(("me.png", "image/png", PNG));

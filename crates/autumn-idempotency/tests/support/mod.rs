@@ -1,5 +1,7 @@
-//! Shared fixtures for the idempotency tests.
-#![allow(dead_code, unreachable_pub)]
+//! Shared fixtures for the idempotency tests: the store fakes and the app
+//! fixture built on this crate's types; the generic helpers (logs, Redis)
+//! are `autumn_testkit`'s, re-exported here under their old names.
+#![allow(dead_code, unreachable_pub, unused_imports)]
 
 pub mod app;
 pub mod conformance;
@@ -7,6 +9,6 @@ pub mod counting;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub mod database;
 pub mod faulty;
-pub mod logs;
+pub use autumn_testkit::logs;
 #[cfg(feature = "redis")]
-pub mod redis;
+pub use autumn_testkit::redis;

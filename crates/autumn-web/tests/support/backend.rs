@@ -2,9 +2,9 @@
 //! runs a case once on each. Every run gets storage of its own (a Redis key
 //! prefix, a PostgreSQL schema), so the runs go in parallel.
 //!
-//! A test file includes it with `#[macro_use] #[path = "support/backend.rs"]
-//! mod backend;`, next to the `database` and `redis_support` modules of
-//! autumn-idempotency's test support, which it uses.
+//! A test file says `#[macro_use] mod support;` and `use support::backend;`.
+//! A run's PostgreSQL schema is dropped with its [`Storage`]: keep the
+//! storage for as long as the app runs.
 
 use std::sync::Arc;
 #[cfg(feature = "postgres")]
@@ -34,6 +34,9 @@ pub struct Storage {
     /// The URL of this run's PostgreSQL schema.
     #[cfg(feature = "postgres")]
     pub database_url: Option<String>,
+    /// This run's PostgreSQL schema, dropped with the storage.
+    #[cfg(feature = "postgres")]
+    schema: Option<super::database::PgSchema>,
 }
 
 impl Backend {
@@ -46,6 +49,8 @@ impl Backend {
             redis: None,
             #[cfg(feature = "postgres")]
             database_url: None,
+            #[cfg(feature = "postgres")]
+            schema: None,
         };
         match self {
             Self::Memory => {}
@@ -60,10 +65,12 @@ impl Backend {
             }
             #[cfg(feature = "postgres")]
             Self::Postgres => {
-                let url = super::database::fresh_postgres_schema();
+                let schema = super::database::fresh_postgres_schema();
+                let url = schema.url().to_owned();
                 storage.toml =
                     format!("[idempotency]\nbackend = \"database\"\n[database]\nurl = \"{url}\"\n");
                 storage.database_url = Some(url);
+                storage.schema = Some(schema);
             }
         }
         storage
@@ -71,6 +78,16 @@ impl Backend {
 }
 
 impl Storage {
+    /// Leaves this run's PostgreSQL schema in place past the storage, for a
+    /// helper that hands out an app but not the storage: a later run drops
+    /// it an hour on.
+    pub fn keep_schema(&mut self) {
+        #[cfg(feature = "postgres")]
+        if let Some(schema) = self.schema.take() {
+            schema.keep();
+        }
+    }
+
     /// The app's configuration: `extra` (other sections), then this storage.
     pub fn config(&self, extra: &str) -> AutumnConfig {
         AutumnConfig::from_toml_str(&format!("{extra}\n{}", self.toml)).expect("a valid config")

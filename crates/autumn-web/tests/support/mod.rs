@@ -1,0 +1,16 @@
+//! What this crate's test files share: the backends a case runs on
+//! ([`backend`], [`on_every_backend!`]), databases with the framework tables
+//! ([`database`], `on_databases!`), and two small stores built on
+//! autumn-idempotency's trait ([`stores`]). Redis and log capture are
+//! `autumn_testkit`'s, under the names the files use. A test file says
+//! `#[macro_use] mod support;` and `use support::{...};`.
+#![allow(dead_code, unreachable_pub, unused_imports, unused_macros)]
+
+#[macro_use]
+pub mod backend;
+#[macro_use]
+pub mod database;
+pub mod stores;
+
+pub use autumn_testkit::logs;
+pub use autumn_testkit::redis as redis_support;
