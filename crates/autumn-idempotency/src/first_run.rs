@@ -19,13 +19,13 @@ use bytes::Bytes;
 use futures_util::FutureExt as _;
 use tower::Service;
 
-use crate::context::IdempotencyScope;
 use crate::finalize::FinalizeHook;
 use crate::key::{hash_parts, storage_key};
 use crate::metrics::IdempotencyMetrics;
 use crate::problem::{IdempotencyRejection, SubmitTokenRejection};
 use crate::record::IdempotencyRecord;
 use crate::rescope::ScopeAfterRun;
+use crate::scope::IdempotencyScope;
 use crate::store::{Claim, IdempotencyFuture, IdempotencyStore};
 use autumn_base::body::{Capped, read_capped};
 

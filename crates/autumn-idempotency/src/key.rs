@@ -40,7 +40,7 @@ pub fn may_be_guarded(method: &http::Method, headers: &HeaderMap) -> bool {
         && headers.iter().any(|(name, value)| {
             *name == IDEMPOTENCY_KEY
                 || (*name == http::header::CONTENT_TYPE
-                    && crate::submit::scan::may_be_form(value.as_bytes()))
+                    && crate::form_type::may_be_form(value.as_bytes()))
         })
 }
 

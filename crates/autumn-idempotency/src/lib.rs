@@ -25,6 +25,7 @@ mod detach;
 pub mod finalize;
 pub mod fingerprint;
 mod first_run;
+mod form_type;
 pub mod key;
 pub mod layer;
 mod metrics;
@@ -32,11 +33,12 @@ mod problem;
 mod record;
 pub mod replay;
 pub mod rescope;
+mod scope;
 pub mod store;
 pub mod submit;
 mod wait;
 
-pub use context::{IdempotencyContext, IdempotencyScope, OpaqueCaller};
+pub use context::IdempotencyContext;
 #[cfg(feature = "database")]
 pub use database::DbIdempotencyStore;
 pub use detach::{detached_runs, wait_for_detached_runs};
@@ -47,6 +49,7 @@ pub use metrics::{IdempotencyMetrics, MetricsSnapshot, StoreSize};
 pub use problem::{IdempotencyContextRejection, IdempotencyRejection, KEY_MISSING_TYPE};
 pub use record::{IdempotencyEntry, IdempotencyRecord, RecordDecodeError};
 pub use replay::{IdempotencyReplayLayer, ReplayGuardLayer};
+pub use scope::{IdempotencyScope, OpaqueCaller};
 #[cfg(feature = "redis")]
 pub use store::RedisIdempotencyStore;
 pub use store::{

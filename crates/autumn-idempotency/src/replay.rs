@@ -39,18 +39,20 @@ use std::task::{Context, Poll};
 
 use axum::extract::Request;
 use axum::response::Response;
+use http::HeaderValue;
 use tower::{Layer, Service};
 
 use axum::response::IntoResponse as _;
 use pin_project_lite::pin_project;
 
 use crate::context::{
-    PassedReplayLayer, PendingReplay, ReplayRefused, carries_forwarded, consume_forwarded,
-    take_forwarded,
+    PassedReplayLayer, PendingReplay, ReplayRefused, Replayed, carries_forwarded,
+    consume_forwarded, take_forwarded,
 };
 use crate::detach::is_mutating;
-use crate::layer::service_replay_response;
+use crate::key::IDEMPOTENT_REPLAYED;
 use crate::problem::IdempotencyRejection;
+use crate::record::IdempotencyRecord;
 
 /// Answers replays inside a route, after its own checks. See the
 /// [module docs](crate::replay).
@@ -113,12 +115,12 @@ where
     fn call(&mut self, mut request: Request) -> Self::Future {
         if let Some(PendingReplay(record)) = request.extensions_mut().remove::<PendingReplay>() {
             consume_forwarded();
-            return Box::pin(std::future::ready(Ok(service_replay_response(&record))));
+            return Box::pin(std::future::ready(Ok(replay_response(&record))));
         }
         // A middleware above rebuilt the request and dropped the marker: the
         // replay is still on the task.
         if let Some(record) = take_forwarded() {
-            return Box::pin(std::future::ready(Ok(service_replay_response(&record))));
+            return Box::pin(std::future::ready(Ok(replay_response(&record))));
         }
         let future = self.inner.call(request);
         Box::pin(async move {
@@ -343,5 +345,15 @@ pub(crate) fn refuse_unanswered_replay() -> Response {
     );
     let mut response = IdempotencyRejection::ReplayUnavailable.into_response();
     response.extensions_mut().insert(ReplayRefused);
+    response
+}
+
+/// The recorded response, marked as a replay.
+pub(crate) fn replay_response(record: &IdempotencyRecord) -> Response {
+    let mut response = record.to_response();
+    response
+        .headers_mut()
+        .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    response.extensions_mut().insert(Replayed);
     response
 }

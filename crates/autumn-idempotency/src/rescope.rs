@@ -28,7 +28,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::context::IdempotencyScope;
+use crate::scope::IdempotencyScope;
 
 /// The boxed future [`Rescope::scope_after_run`] returns.
 pub type ScopeFuture<'a> = Pin<Box<dyn Future<Output = Option<IdempotencyScope>> + Send + 'a>>;

@@ -8,40 +8,15 @@
 //! failed and released it, so this one runs), or its wait runs out (409).
 //! How long each wait lasts is the store's business: the memory store wakes
 //! its waiters when a lock goes, shared stores back off exponentially (see
-//! [`backoff`]), so a waiter costs a handful of claims, not a poll every few
+//! [`backoff`](crate::store::backoff)), so a waiter costs a handful of claims, not a poll every few
 //! milliseconds.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::detach::PendingClaim;
-use crate::store::{Claim, IdempotencyStore, StoreError};
+use crate::store::{Claim, IdempotencyStore, StoreError, backoff};
 use autumn_base::clock::{SharedClock, deadline};
-
-/// The first pause of a waiting duplicate.
-const FIRST_PAUSE: Duration = Duration::from_millis(10);
-/// The longest pause between two claims of a waiting duplicate: it bounds
-/// how late a waiter learns of a release the store does not announce.
-const LONGEST_PAUSE: Duration = Duration::from_millis(250);
-
-/// The pause before claim number `attempt + 1` of a waiting duplicate:
-/// 10 ms, doubling each time, at most 250 ms. A waiter for a run that takes
-/// `t` makes about `log2(t / 10 ms) + t / 250 ms` claims: 4 for a 100 ms
-/// run, 8 for one second, 24 for five.
-///
-/// ```
-/// use std::time::Duration;
-/// use autumn_idempotency::store::backoff;
-///
-/// assert_eq!(backoff(0), Duration::from_millis(10));
-/// assert_eq!(backoff(2), Duration::from_millis(40));
-/// assert_eq!(backoff(30), Duration::from_millis(250));
-/// ```
-pub fn backoff(attempt: u32) -> Duration {
-    FIRST_PAUSE
-        .saturating_mul(1u32.checked_shl(attempt).unwrap_or(u32::MAX))
-        .min(LONGEST_PAUSE)
-}
 
 /// How a key's claim came out after any wait.
 pub(crate) struct Claimed {

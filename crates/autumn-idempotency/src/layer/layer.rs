@@ -3,49 +3,16 @@ use std::time::Duration;
 
 use tower::Layer;
 
-use super::policy::{IdempotencyPolicy, KeyRequirement, PolicyError, Resolved};
-use super::service::Idempotency;
+use super::policy::{IdempotencyPolicy, KeyRequirement, MIN_TTL, PolicyError, Resolved};
+use super::service::{Idempotency, ReplayMode, Settings};
 use crate::metrics::IdempotencyMetrics;
 use crate::store::IdempotencyStore;
 use autumn_base::clock::{SharedClock, SystemClock};
-
-/// Where a retry's recorded response is answered from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ReplayMode {
-    /// The layer answers the replay itself: right when nothing between the
-    /// layer and the handler must run again (the default).
-    Direct,
-    /// The layer forwards the retry into the route, where an
-    /// [`IdempotencyReplayLayer`](crate::IdempotencyReplayLayer) placed after
-    /// the route's own checks (auth, tenant, audit) answers it.
-    ThroughInner,
-    /// The layer records first successes but answers a retry with 409: for
-    /// routes whose middleware Autumn cannot see, where replaying in front of
-    /// it could skip a check.
-    FailClosed,
-}
 
 /// Applies [`Idempotency`] to a service. See the [module docs](crate::layer).
 #[derive(Clone)]
 pub struct IdempotencyLayer {
     pub(crate) settings: Arc<Settings>,
-}
-
-#[derive(Clone)]
-pub(crate) struct Settings {
-    pub(crate) store: Arc<dyn IdempotencyStore>,
-    pub(crate) ttl: Duration,
-    pub(crate) in_flight_ttl: Duration,
-    pub(crate) in_flight_wait: Duration,
-    pub(crate) max_body_bytes: usize,
-    pub(crate) max_record_bytes: usize,
-    pub(crate) mode: ReplayMode,
-    pub(crate) metrics: Arc<IdempotencyMetrics>,
-    pub(crate) clock: SharedClock,
-    /// The route's policy, resolved: required keys, JSON fingerprints, the
-    /// in-flight wait, outcome headers.
-    pub(crate) policy: Resolved,
 }
 
 impl std::fmt::Debug for IdempotencyLayer {
@@ -66,15 +33,6 @@ impl std::fmt::Debug for IdempotencyLayer {
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// A lock lapses 60 seconds after a crash unless told otherwise.
 pub const DEFAULT_IN_FLIGHT_TTL: Duration = Duration::from_secs(60);
-/// The shortest record or lock TTL a layer accepts.
-///
-/// A zero TTL disables the guarantee: a record that expires at once replays
-/// nothing, and a lock that lapses at once lets an overlapping duplicate run
-/// the handler a second time. Stores count TTLs in whole seconds or
-/// milliseconds; one second is the smallest that still means something
-/// across replicas.
-pub const MIN_TTL: Duration = Duration::from_secs(1);
-
 /// Panics naming `method` when `ttl` is below [`MIN_TTL`].
 #[track_caller]
 pub(crate) fn check_ttl(method: &str, ttl: Duration) {
@@ -310,17 +268,6 @@ impl IdempotencyLayer {
     /// The counters this layer counts into.
     pub fn metrics(&self) -> &Arc<IdempotencyMetrics> {
         &self.settings.metrics
-    }
-}
-
-impl Settings {
-    /// How long a duplicate of this request waits for the first run: read per
-    /// request, so a route's own policy in the extensions can override the
-    /// layer's setting here.
-    pub(crate) fn in_flight_wait_for(&self, _extensions: &http::Extensions) -> Duration {
-        // The route's policy, app-wide one included, is already folded in
-        // by `with_policy`.
-        self.in_flight_wait
     }
 }
 

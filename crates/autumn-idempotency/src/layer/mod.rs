@@ -59,8 +59,8 @@ pub use future::ResponseFuture;
 pub(crate) use layer::check_ttl;
 pub use layer::{
     DEFAULT_IN_FLIGHT_TTL, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL,
-    IdempotencyLayer, MIN_TTL, ReplayMode,
+    IdempotencyLayer,
 };
-pub use policy::{FingerprintPolicy, IdempotencyPolicy, KeyRequirement, PolicyError};
-pub use service::Idempotency;
-pub(crate) use service::{new_owner, replay_response as service_replay_response};
+pub use policy::{FingerprintPolicy, IdempotencyPolicy, KeyRequirement, MIN_TTL, PolicyError};
+pub(crate) use service::new_owner;
+pub use service::{Idempotency, ReplayMode};

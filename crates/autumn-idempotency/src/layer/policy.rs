@@ -5,8 +5,16 @@ use std::time::Duration;
 
 use http::HeaderValue;
 
-use super::layer::MIN_TTL;
 use crate::fingerprint::{JsonRule, Pointer, PointerError};
+
+/// The shortest record or lock TTL a layer accepts.
+///
+/// A zero TTL disables the guarantee: a record that expires at once replays
+/// nothing, and a lock that lapses at once lets an overlapping duplicate run
+/// the handler a second time. Stores count TTLs in whole seconds or
+/// milliseconds; one second is the smallest that still means something
+/// across replicas.
+pub const MIN_TTL: Duration = Duration::from_secs(1);
 
 /// Whether a mutating request must carry an `Idempotency-Key`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -46,11 +46,10 @@ use http::{HeaderValue, header};
 use tower::Service;
 
 use super::future::ResponseFuture;
-use super::layer::{ReplayMode, Settings};
+use super::policy::Resolved;
 use crate::context::{
-    ForwardedReplay, IdempotencyContext, IdempotencyScope, OpaqueCaller,
-    OptedIntoReplayThroughInner, PassedReplayLayer, PendingReplay, ReplayRefused, Replayed,
-    carries_forwarded,
+    ForwardedReplay, IdempotencyContext, OptedIntoReplayThroughInner, PassedReplayLayer,
+    PendingReplay, ReplayRefused, Replayed, carries_forwarded,
 };
 use crate::detach::{Guarded, Step, is_mutating, settle};
 use crate::finalize::FinalizeHook;
@@ -59,16 +58,63 @@ use crate::first_run::{
     AfterRun, Guard, Held, HoldsLock as _, Recorded, Retarget, RouteLabel, call_boxed,
     run_and_record,
 };
-use crate::key::{
-    IDEMPOTENT_EXPIRES, IDEMPOTENT_HONOURED, IDEMPOTENT_REPLAYED, key_str, parse_key_value,
-    storage_key,
-};
+use crate::key::{IDEMPOTENT_EXPIRES, IDEMPOTENT_HONOURED, key_str, parse_key_value, storage_key};
+use crate::metrics::IdempotencyMetrics;
 use crate::problem::IdempotencyRejection;
 use crate::record::IdempotencyRecord;
+use crate::replay::replay_response;
 use crate::rescope::ScopeAfterRun;
+use crate::scope::{IdempotencyScope, OpaqueCaller};
+use crate::store::IdempotencyStore;
 use crate::store::{Claim, StoreError, StoreErrorKind, StoreOperation};
 use crate::wait::{Claimed, claim_or_wait};
 use autumn_base::body::{ReadError, read_whole};
+use autumn_base::clock::SharedClock;
+
+/// Where a retry's recorded response is answered from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplayMode {
+    /// The layer answers the replay itself: right when nothing between the
+    /// layer and the handler must run again (the default).
+    Direct,
+    /// The layer forwards the retry into the route, where an
+    /// [`IdempotencyReplayLayer`](crate::IdempotencyReplayLayer) placed after
+    /// the route's own checks (auth, tenant, audit) answers it.
+    ThroughInner,
+    /// The layer records first successes but answers a retry with 409: for
+    /// routes whose middleware Autumn cannot see, where replaying in front of
+    /// it could skip a check.
+    FailClosed,
+}
+
+/// What an [`IdempotencyLayer`](super::IdempotencyLayer) was built with.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) store: Arc<dyn IdempotencyStore>,
+    pub(crate) ttl: Duration,
+    pub(crate) in_flight_ttl: Duration,
+    pub(crate) in_flight_wait: Duration,
+    pub(crate) max_body_bytes: usize,
+    pub(crate) max_record_bytes: usize,
+    pub(crate) mode: ReplayMode,
+    pub(crate) metrics: Arc<IdempotencyMetrics>,
+    pub(crate) clock: SharedClock,
+    /// The route's policy, resolved: required keys, JSON fingerprints, the
+    /// in-flight wait, outcome headers.
+    pub(crate) policy: Resolved,
+}
+
+impl Settings {
+    /// How long a duplicate of this request waits for the first run: read per
+    /// request, so a route's own policy in the extensions can override the
+    /// layer's setting here.
+    pub(crate) fn in_flight_wait_for(&self, _extensions: &http::Extensions) -> Duration {
+        // The route's policy, app-wide one included, is already folded in
+        // by `with_policy`.
+        self.in_flight_wait
+    }
+}
 
 /// Middleware that runs a mutating request at most once per `Idempotency-Key`.
 /// See the [module docs](crate::layer).
@@ -476,16 +522,6 @@ where
             Step::Respond(IdempotencyRejection::ReplayUnavailable.into_response())
         }
     }
-}
-
-/// The recorded response, marked as a replay.
-pub(crate) fn replay_response(record: &IdempotencyRecord) -> Response {
-    let mut response = record.to_response();
-    response
-        .headers_mut()
-        .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
-    response.extensions_mut().insert(Replayed);
-    response
 }
 
 /// Whether the work between taking the lock and starting the handler ate more

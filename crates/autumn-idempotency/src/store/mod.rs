@@ -6,6 +6,8 @@
 //! [`IdempotencyStore::finish`] are provided on top of them so that a backend
 //! which can do better (one round trip instead of two) overrides them.
 
+mod backoff;
+mod key_state;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis_store;
@@ -14,19 +16,19 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-pub use crate::wait::backoff;
 /// Deprecated: moved to `autumn_base::redis`.
 #[cfg(feature = "redis")]
 #[deprecated(note = "moved to autumn_base::redis")]
 #[doc(no_inline)]
 pub use autumn_base::redis::{RedisConnection, RedisLink};
+pub use backoff::backoff;
 pub use memory::MemoryIdempotencyStore;
 #[cfg(feature = "redis")]
 pub use redis_store::RedisIdempotencyStore;
 
-pub use crate::admin::KeyState;
 use crate::metrics::StoreSize;
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
+pub use key_state::KeyState;
 
 /// The boxed future every store method returns.
 pub type IdempotencyFuture<'a, T> =

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tower::Layer;
 
 use super::DEFAULT_FIELD_NAME;
-use super::service::SubmitTokenService;
+use super::service::{Settings, SubmitTokenService};
 use crate::layer::DEFAULT_MAX_RECORD_BYTES;
 use crate::metrics::IdempotencyMetrics;
 use crate::store::IdempotencyStore;
@@ -30,20 +30,6 @@ use autumn_base::clock::{SharedClock, SystemClock};
 #[derive(Clone)]
 pub struct SubmitTokenLayer {
     pub(crate) settings: Arc<Settings>,
-}
-
-#[derive(Clone)]
-pub(crate) struct Settings {
-    pub(crate) store: Arc<dyn IdempotencyStore>,
-    pub(crate) field_name: Arc<str>,
-    pub(crate) ttl: Duration,
-    pub(crate) in_flight_ttl: Duration,
-    pub(crate) exempt_paths: ExemptPaths,
-    pub(crate) max_form_bytes: usize,
-    pub(crate) max_record_bytes: usize,
-    pub(crate) in_flight_wait: Duration,
-    pub(crate) metrics: Arc<IdempotencyMetrics>,
-    pub(crate) clock: SharedClock,
 }
 
 /// A consumed token's first response is replayed for 10 minutes unless told

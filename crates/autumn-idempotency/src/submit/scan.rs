@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use memchr::memmem;
 
+use crate::form_type::{MULTIPART, URLENCODED};
 use crate::problem::SubmitTokenRejection;
 
 /// Why a form body was refused.
@@ -54,31 +55,10 @@ pub(crate) enum FormKind {
     },
 }
 
-const URLENCODED: &str = "application/x-www-form-urlencoded";
-const MULTIPART: &str = "multipart/";
-
 /// Whether `text` starts with `prefix`, in any case.
 fn starts_with(text: &str, prefix: &str) -> bool {
     text.get(..prefix.len())
         .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
-}
-
-/// Whether `content_type` may announce a form [`form_kind`] reads: every
-/// type it reads, and more (any multipart type), without a parse.
-/// Bytes, not text: a type that is not UTF-8 is no form the layer reads,
-/// and none that this would miss.
-pub(crate) fn may_be_form(content_type: &[u8]) -> bool {
-    let start = content_type
-        .iter()
-        .position(|byte| !byte.is_ascii_whitespace())
-        .unwrap_or(content_type.len());
-    let trimmed = &content_type[start..];
-    let starts_with = |prefix: &str| {
-        trimmed
-            .get(..prefix.len())
-            .is_some_and(|head| head.eq_ignore_ascii_case(prefix.as_bytes()))
-    };
-    starts_with(URLENCODED) || starts_with(MULTIPART)
 }
 
 /// The kind of form `content_type` announces, if it is one the layer reads.
@@ -728,6 +708,7 @@ pub(crate) fn multipart(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::form_type::may_be_form;
 
     #[test]
     fn urlencoded_forms_are_read_strictly() {
@@ -1026,6 +1007,7 @@ mod tests {
         use proptest::prelude::*;
 
         use super::super::*;
+        use crate::form_type::may_be_form;
 
         const FIELD: &str = "_submit_token";
 

@@ -34,6 +34,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -46,7 +47,6 @@ use tower::Service;
 
 use super::extract::{Mint, MintSlot};
 use super::future::ResponseFuture;
-use super::layer::Settings;
 use super::scan::{self, FieldSearch, FormKind, MultipartScanner, ScanError, UrlencodedNames};
 use super::{SUBMIT_TOKEN_REPLAYED, TokenBinding};
 use crate::IdempotencyScope;
@@ -57,10 +57,28 @@ use crate::first_run::{
 };
 use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
+use crate::metrics::IdempotencyMetrics;
 use crate::problem::SubmitTokenRejection;
 use crate::rescope::ScopeAfterRun;
-use crate::store::{Claim, StoreErrorKind, StoreOperation};
+use crate::store::{Claim, IdempotencyStore, StoreErrorKind, StoreOperation};
 use crate::wait::claim_or_wait;
+use autumn_base::ExemptPaths;
+use autumn_base::clock::SharedClock;
+
+/// What a [`SubmitTokenLayer`](super::SubmitTokenLayer) was built with.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) store: Arc<dyn IdempotencyStore>,
+    pub(crate) field_name: Arc<str>,
+    pub(crate) ttl: Duration,
+    pub(crate) in_flight_ttl: Duration,
+    pub(crate) exempt_paths: ExemptPaths,
+    pub(crate) max_form_bytes: usize,
+    pub(crate) max_record_bytes: usize,
+    pub(crate) in_flight_wait: Duration,
+    pub(crate) metrics: Arc<IdempotencyMetrics>,
+    pub(crate) clock: SharedClock,
+}
 
 /// The service made by [`SubmitTokenLayer`](super::SubmitTokenLayer).
 #[derive(Clone)]

@@ -1,0 +1,157 @@
+//! Who is asking, as the app tells the guards through request extensions:
+//! the [`IdempotencyScope`] a storage key is made with, and [`OpaqueCaller`]
+//! when the app cannot show how it decided.
+
+/// Who is asking: the parts of the request that keep one caller's records
+/// apart from another's (session, tenant, principal, bearer credential).
+///
+/// Autumn's app builder puts one in the request extensions before the
+/// idempotency layer runs. Without one, the layer scopes by the raw
+/// `Authorization` header alone.
+///
+/// ```
+/// use autumn_idempotency::IdempotencyScope;
+///
+/// let scope = IdempotencyScope::default().with_part("tenant", "acme");
+/// assert_ne!(scope, IdempotencyScope::default());
+/// ```
+///
+/// Its `Debug` output names the parts but never shows their values (session
+/// ids and bearer tokens are secrets):
+///
+/// ```
+/// use autumn_idempotency::IdempotencyScope;
+///
+/// let scope = IdempotencyScope::default().with_part("bearer", "s3cret-token");
+/// let shown = format!("{scope:?}");
+/// assert!(shown.contains("bearer") && !shown.contains("s3cret-token"));
+/// ```
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct IdempotencyScope {
+    encoded: Vec<u8>,
+}
+
+impl IdempotencyScope {
+    /// Adds a named part (e.g. `"session"`, `"tenant"`, `"principal"`,
+    /// `"bearer"`). Parts are length-prefixed, so no two different lists of
+    /// parts encode the same.
+    #[must_use]
+    pub fn with_part(mut self, kind: &str, value: impl AsRef<[u8]>) -> Self {
+        for part in [kind.as_bytes(), value.as_ref()] {
+            self.encoded
+                .extend_from_slice(&(part.len() as u64).to_be_bytes());
+            self.encoded.extend_from_slice(part);
+        }
+        self
+    }
+
+    /// The same scope without its parts named `kind`: a layer that resolves
+    /// the caller better than a raw header did (the principal behind a
+    /// bearer token) drops the raw part before adding its own.
+    ///
+    /// ```
+    /// use autumn_idempotency::IdempotencyScope;
+    ///
+    /// let raw = IdempotencyScope::default()
+    ///     .with_part("session", "abc")
+    ///     .with_part("authorization", "Bearer one");
+    /// let resolved = raw.without_part("authorization").with_part("principal", "agent-7");
+    /// let refreshed = IdempotencyScope::default()
+    ///     .with_part("session", "abc")
+    ///     .with_part("authorization", "Bearer two")
+    ///     .without_part("authorization")
+    ///     .with_part("principal", "agent-7");
+    /// assert_eq!(resolved, refreshed);
+    /// ```
+    #[must_use]
+    pub fn without_part(self, kind: &str) -> Self {
+        let mut kept = Self::default();
+        let mut rest = self.encoded.as_slice();
+        while let Some((name, after)) = split_part(rest) {
+            let Some((value, after)) = split_part(after) else {
+                break;
+            };
+            if name != kind.as_bytes() {
+                kept = kept.with_part(&String::from_utf8_lossy(name), value);
+            }
+            rest = after;
+        }
+        kept
+    }
+
+    /// The canonical bytes folded into the storage key.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.encoded
+    }
+
+    /// Whether no part was added.
+    pub fn is_empty(&self) -> bool {
+        self.encoded.is_empty()
+    }
+}
+
+impl std::fmt::Debug for IdempotencyScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        struct Redacted(usize);
+        impl std::fmt::Debug for Redacted {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "<redacted, {} bytes>", self.0)
+            }
+        }
+        let mut map = f.debug_map();
+        let mut rest = self.encoded.as_slice();
+        // Walks the length-prefixed (kind, value) pairs `with_part` wrote.
+        while let Some((kind, after)) = split_part(rest) {
+            let Some((value, after)) = split_part(after) else {
+                break;
+            };
+            map.entry(&String::from_utf8_lossy(kind), &Redacted(value.len()));
+            rest = after;
+        }
+        map.finish()
+    }
+}
+
+/// One length-prefixed part and what follows it.
+fn split_part(encoded: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (length, rest) = encoded.split_first_chunk::<8>()?;
+    let length = usize::try_from(u64::from_be_bytes(*length)).ok()?;
+    (length <= rest.len()).then(|| rest.split_at(length))
+}
+
+/// Put in a request's extensions by a layer that decided who the caller is
+/// where the idempotency layer cannot see it (an authentication layer
+/// wrapped in a `ServiceBuilder` stack, say): the scope still keeps callers
+/// apart, but nothing proves a retry passed the same checks, so a hit on a
+/// record answers 409 `idempotency_replay_unavailable` instead of a replay.
+/// The first run is recorded as usual.
+///
+/// ```
+/// use autumn_idempotency::OpaqueCaller;
+///
+/// let mut request = http::Request::new(());
+/// request.extensions_mut().insert(OpaqueCaller);
+/// assert!(request.extensions().get::<OpaqueCaller>().is_some());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpaqueCaller;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_names_the_parts_and_hides_their_values() {
+        let scope = IdempotencyScope::default()
+            .with_part("session", "sess-4f1c9e")
+            .with_part("bearer", "Bearer tok_live_secret");
+        let shown = format!("{scope:?}");
+        assert!(!shown.contains("sess-4f1c9e"), "{shown}");
+        assert!(!shown.contains("tok_live_secret"), "{shown}");
+        assert!(
+            shown.contains("\"session\"") && shown.contains("\"bearer\""),
+            "{shown}"
+        );
+        assert_eq!(format!("{:?}", IdempotencyScope::default()), "{}");
+    }
+}
