@@ -8,7 +8,7 @@
 #[macro_use]
 mod support;
 
-use support::database;
+use autumn_testkit::on_databases;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -25,6 +25,8 @@
 
 #[cfg(feature = "chromium")]
 pub mod chromium;
+#[cfg(feature = "framework")]
+pub mod framework;
 pub mod logs;
 #[cfg(feature = "postgres")]
 pub mod postgres;

@@ -9,7 +9,7 @@
 #[macro_use]
 mod support;
 
-use support::database;
+use autumn_testkit::on_databases;
 
 use std::time::Duration;
 
