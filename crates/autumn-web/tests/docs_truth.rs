@@ -1051,3 +1051,119 @@ autumn: not output, not checked
         .collect();
     assert_eq!(lines, ["5", "6", "7"], "{problems:#?}");
 }
+
+// ---------------------------------------------------------------------------
+// ARCHITECTURE.md names paths that exist.
+
+/// Every file or folder ARCHITECTURE.md names in backticks (`launch.rs`,
+/// `app/`, `crates/autumn-core/src/scope.rs`), with its line: a path from
+/// the repository's root must exist there; a shorter one must end some
+/// path in the crate whose section (`### \`crates/...\``) names it, or
+/// anywhere in the repository outside those sections.
+fn architecture_path_problems(
+    markdown: &str,
+    exists: &dyn Fn(&str, Option<&str>) -> bool,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut section_crate: Option<String> = None;
+    for (index, line) in markdown.lines().enumerate() {
+        if let Some(heading) = line.strip_prefix("### ") {
+            section_crate = heading
+                .trim_matches('`')
+                .strip_prefix("crates/")
+                .map(str::to_owned);
+        } else if line.starts_with("## ") {
+            section_crate = None;
+        }
+        for (at, token) in line.split('`').enumerate() {
+            // Odd pieces are inside backticks.
+            if at % 2 == 0 || !looks_like_path(token) {
+                continue;
+            }
+            if !exists(token, section_crate.as_deref()) {
+                problems.push(format!(
+                    "ARCHITECTURE.md:{}: `{token}` names no file or folder{}",
+                    index + 1,
+                    section_crate
+                        .as_deref()
+                        .map(|krate| format!(" of crates/{krate}"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// A token such as `layer.rs`, `store/`, `docs/middleware.md`: no spaces,
+/// no `:` (paths in code, URLs), and a file ending or a closing slash.
+fn looks_like_path(token: &str) -> bool {
+    !token.is_empty()
+        && !token.contains(char::is_whitespace)
+        && !token.contains(':')
+        && !token.contains(['*', '{', '<', '(', '='])
+        && (token.ends_with('/')
+            || [".rs", ".md", ".toml", ".json"]
+                .iter()
+                .any(|ending| token.ends_with(ending)))
+}
+
+/// Whether `token` names something in the working tree, as
+/// [`architecture_path_problems`] reads it.
+fn exists_in_tree(token: &str, krate: Option<&str>) -> bool {
+    let root = root();
+    let token = token.trim_end_matches('/');
+    if root.join(token).exists() {
+        return true;
+    }
+    let base = match krate {
+        Some(krate) => root.join("crates").join(krate),
+        None => root.clone(),
+    };
+    let mut found = false;
+    walk(&base, &mut |path| {
+        found |= path.ends_with(token);
+    });
+    found
+}
+
+/// Calls `visit` on every file and folder under `dir`, build output and
+/// hidden folders left out.
+fn walk(dir: &Path, visit: &mut dyn FnMut(&Path)) {
+    for path in sorted_entries(dir) {
+        let name = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or("");
+        if name == "target" || name.starts_with('.') {
+            continue;
+        }
+        visit(&path);
+        if path.is_dir() {
+            walk(&path, visit);
+        }
+    }
+}
+
+#[test]
+fn every_path_architecture_md_names_exists() {
+    let markdown = read(&root().join("ARCHITECTURE.md"));
+    report(
+        "paths named in ARCHITECTURE.md do not exist",
+        &architecture_path_problems(&markdown, &exists_in_tree),
+    );
+}
+
+#[test]
+fn the_architecture_path_check_refuses_a_file_that_is_gone() {
+    let markdown = "### `crates/autumn-core`\n\n- `app/`: `launch.rs` and `gone.rs`.\n\n## Words\n\n`nowhere/` and `README.md`\n";
+    let problems = architecture_path_problems(markdown, &exists_in_tree);
+    assert_eq!(
+        problems,
+        [
+            "ARCHITECTURE.md:3: `gone.rs` names no file or folder of crates/autumn-core",
+            "ARCHITECTURE.md:7: `nowhere/` names no file or folder",
+        ],
+        "{problems:#?}"
+    );
+}
