@@ -1,9 +1,9 @@
 use std::sync::Arc;
 
+use autumn_base::clock::SharedClock;
 use autumn_core::config::{AutumnConfig, Profile};
 use autumn_core::{AppBuilder, LaunchError, Route};
 use autumn_idempotency::MemoryIdempotencyStore;
-use autumn_idempotency::clock::SharedClock;
 use axum::Router;
 
 use crate::client::TestClient;
@@ -130,7 +130,7 @@ impl TestApp {
         if self.idempotent {
             let clock = self
                 .clock
-                .unwrap_or_else(|| Arc::new(autumn_idempotency::clock::SystemClock));
+                .unwrap_or_else(|| Arc::new(autumn_base::clock::SystemClock));
             let limits = &config.idempotency.memory;
             let store = MemoryIdempotencyStore::new(config.idempotency.ttl())
                 .with_clock(clock)

@@ -331,7 +331,7 @@ async fn create_note_raw(
 
 #[tokio::test]
 async fn missing_bad_expired_and_revoked_tokens_get_401_problems_with_a_bearer_challenge() {
-    let clock = Arc::new(autumn_web::idempotency::clock::ManualClock::new());
+    let clock = Arc::new(autumn_web::clock::ManualClock::new());
     let tokens = memory_tokens().with_clock(clock.clone());
     let client = app_with(
         autumn_web::app()

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use autumn_web::config::AutumnConfig;
+// The old path, deprecated for one release, still resolves.
 use autumn_web::idempotency::clock::ManualClock;
 use autumn_web::idempotency::{
     IdempotencyLayer, IdempotencyReplayLayer, IdempotencyStore, MemoryIdempotencyStore,

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use backend::Backend;
 
+use autumn_web::clock::{Clock as _, ManualClock};
 use autumn_web::config::{IdempotencyConfig, Profile};
-use autumn_web::idempotency::clock::{Clock as _, ManualClock};
 use autumn_web::idempotency::{
     IdempotencyPolicy, IdempotencyStore, KeyRequirement, MemoryIdempotencyStore,
 };

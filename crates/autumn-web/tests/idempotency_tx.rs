@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
+use autumn_web::clock::ManualClock;
 use autumn_web::config::AutumnConfig;
 use autumn_web::db::{DbConnection, DbPool};
-use autumn_web::idempotency::clock::ManualClock;
 use autumn_web::test::TestClient;
 
 /// In-flight TTL of every app here (seconds).
@@ -142,7 +142,7 @@ macro_rules! suite {
             use super::*;
             use autumn_web::db::{Db, ShardedDb};
             use autumn_web::idempotency::IdempotencyTx;
-            use autumn_web::idempotency::clock::SharedClock;
+            use autumn_web::clock::SharedClock;
             use autumn_web::prelude::*;
             use autumn_web::reexports::diesel;
             use autumn_web::reexports::diesel_async::RunQueryDsl as _;

@@ -195,7 +195,7 @@ fn the_layer_emits_debug_events_with_the_key_and_whether_it_replayed() {
 /// The boot log of an app on the store `toml` names, reading time from
 /// `clock`.
 #[cfg(any(feature = "redis", feature = "postgres"))]
-fn boot_log_with_clock(toml: &str, clock: autumn_web::idempotency::clock::ManualClock) -> String {
+fn boot_log_with_clock(toml: &str, clock: autumn_web::clock::ManualClock) -> String {
     let (captured, subscriber) = capturing(tracing::Level::INFO);
     tracing::subscriber::with_default(subscriber, || {
         TestApp::from_builder(autumn_web::app().routes(routes![create]).idempotent())
@@ -208,13 +208,13 @@ fn boot_log_with_clock(toml: &str, clock: autumn_web::idempotency::clock::Manual
 
 /// A clock `offset_ms` from the system's (negative: behind).
 #[cfg(any(feature = "redis", feature = "postgres"))]
-fn clock_off_by(offset_ms: i64) -> autumn_web::idempotency::clock::ManualClock {
+fn clock_off_by(offset_ms: i64) -> autumn_web::clock::ManualClock {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock after 1970")
         .as_millis();
     let now = i64::try_from(now).expect("millis fit i64");
-    autumn_web::idempotency::clock::ManualClock::starting_at(
+    autumn_web::clock::ManualClock::starting_at(
         u64::try_from(now + offset_ms).expect("a time after 1970"),
     )
 }

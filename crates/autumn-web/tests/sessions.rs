@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
+use autumn_web::clock::ManualClock;
 use autumn_web::config::{AutumnConfig, Profile};
-use autumn_web::idempotency::clock::ManualClock;
 use autumn_web::idempotency::{IdempotencyLayer, MemoryIdempotencyStore};
 use autumn_web::prelude::*;
 use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
