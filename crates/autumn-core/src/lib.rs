@@ -6,12 +6,14 @@
 mod actuator;
 pub mod api_token;
 pub mod app;
+mod catch_panic;
 pub mod config;
 pub mod cross_origin;
 #[cfg(feature = "database")]
 pub mod db;
 mod error;
 pub mod error_pages;
+mod extract;
 #[cfg(feature = "database")]
 pub mod idempotency_tx;
 #[cfg(feature = "database")]
@@ -22,14 +24,16 @@ mod pool;
 pub mod repository;
 mod route;
 mod scope;
+mod security_headers;
 pub mod session;
 #[cfg(feature = "database")]
 mod sql;
 pub mod state;
 pub mod telemetry;
 pub mod tenancy;
+mod timeout;
 
-pub use app::{AppBuilder, LaunchError, app};
+pub use app::{AppBuilder, CommandError, LaunchError, app};
 pub use config::AutumnConfig;
 pub use error::{AutumnError, AutumnResult, ErrorKind};
 pub use route::{Route, RouteIdempotency};

@@ -104,6 +104,10 @@ fn request_scope(
 /// A retry whose session expired or was deleted runs under a new storage
 /// key; `IdempotencyTx` copies the recovery point from the key of this
 /// scope, so the retry still skips the steps that are done.
+///
+/// Inserted by the scope layer beside the `IdempotencyScope`, only when
+/// the session layer found the cookie's id unknown; read by
+/// `IdempotencyTx` alone.
 #[derive(Debug, Clone)]
 #[cfg(feature = "database")]
 pub(crate) struct GoneSessionScope(pub(crate) IdempotencyScope);

@@ -47,6 +47,11 @@ pub struct State<S>(pub S);
 
 /// How a state value travels in the request's extensions: wrapped, so an
 /// app's `String` state never meets another layer's `String` extension.
+///
+/// Put in the app's one shared map by `AppBuilder::with_state`; that map
+/// reaches each request as one `Shared` extension, which the state layer
+/// (`States::layer`, outside the app's own layers) inserts. Read by the
+/// [`State`] extractor alone.
 #[derive(Clone)]
 pub(crate) struct Registered<S>(pub(crate) S);
 
@@ -101,6 +106,11 @@ pub(crate) struct States(http::Extensions);
 /// How the registered values reach a request: one shared map in one
 /// extension, so a request costs one reference count, not a copy of the
 /// map and of every value in it.
+///
+/// Inserted by the state layer ([`States::layer`]), mounted only when the
+/// app registered a value, inside the scope layer and outside the app's own
+/// layers (so their middleware reads state too); read by the [`State`]
+/// extractor.
 #[derive(Clone)]
 struct Shared(std::sync::Arc<http::Extensions>);
 

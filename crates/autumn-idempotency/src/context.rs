@@ -21,6 +21,13 @@ use crate::store::IdempotencyStore;
 ///
 /// Handlers take it as an extractor (`Option<IdempotencyContext>` when the
 /// route may be called without a key).
+///
+/// Inserted by the [`IdempotencyLayer`](crate::IdempotencyLayer) after its
+/// claim returned `Acquired`, just before it calls the inner service. Read
+/// by this extractor, by Autumn's `IdempotencyTx` and `MutationContext` (the
+/// storage key, without a second store lookup), and by an idempotency layer
+/// nested inside, which then passes the request through: the outer layer
+/// owns the lock and the record.
 #[derive(Clone)]
 pub struct IdempotencyContext {
     // One allocation per request, however often the context is cloned.
@@ -142,8 +149,15 @@ impl<S: Send + Sync> OptionalFromRequestParts<S> for IdempotencyContext {
     }
 }
 
-/// Set on a request whose hit the outer layer forwards to the route's
-/// [`IdempotencyReplayLayer`](crate::IdempotencyReplayLayer).
+/// Request extension: the record of a hit the outer layer forwards to the
+/// route's [`IdempotencyReplayLayer`](crate::IdempotencyReplayLayer).
+///
+/// Inserted by the idempotency layer in `ThroughInner` mode, with the same
+/// record in the task-local `FORWARDED`. Read (and removed) by the
+/// `IdempotencyReplayLayer`, which answers it; the
+/// [`ReplayGuardLayer`](crate::ReplayGuardLayer) and a nested idempotency
+/// layer refuse a request that still carries it (409), so it never reaches a
+/// handler.
 #[derive(Debug, Clone)]
 pub(crate) struct PendingReplay(pub(crate) Arc<crate::IdempotencyRecord>);
 
@@ -151,6 +165,12 @@ tokio::task_local! {
     /// The replay the key layer forwarded, visible to everything its inner
     /// call runs on this task: a route-local middleware may rebuild the request
     /// and drop [`PendingReplay`] on the way.
+    ///
+    /// Set by the idempotency layer (`ForwardedReplay::scope`) around the
+    /// inner call; read by the replay layer, the replay guard and a nested
+    /// idempotency layer, as [`PendingReplay`] is. The extension survives a
+    /// layer that moves the call to another task, this survives one that
+    /// rebuilds the request: each covers the other's gap.
     static FORWARDED: Arc<ForwardedReplay>;
 }
 
@@ -212,18 +232,43 @@ pub(crate) fn carries_forwarded(extensions: &http::Extensions) -> bool {
     extensions.get::<PendingReplay>().is_some() || forwarded_pending()
 }
 
-/// Response markers that travel back out to the recording layer.
+// Response markers that travel back out to the recording layer.
+
+/// Response extension: the response went through an
+/// `IdempotencyReplayLayer` on its way out of the handler.
+///
+/// Inserted by the `IdempotencyReplayLayer` on every response it did not
+/// answer itself. Read by the idempotency layer's run, which marks the record
+/// as one a retry is forwarded for only when this is there; removed by a
+/// `ReplayGuardLayer` above it, which warns that the replay layer sits where
+/// it cannot be protected.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PassedReplayLayer;
 
-/// Set by an inner `replay_through_inner()` layer nested in an outer one.
+/// Response extension: an inner idempotency layer in `ThroughInner` mode
+/// (`replay_through_inner()`) passed this request through because an outer
+/// one holds the lock.
+///
+/// Inserted by the inner layer's pass-through future; read by the outer
+/// layer's run, which then records as the inner layer would (forwarding
+/// retries into the route).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct OptedIntoReplayThroughInner;
 
-/// Set on the 409 answered to a forwarded replay that nothing answered.
+/// Response extension: the 409 answered to a forwarded replay that nothing
+/// answered.
+///
+/// Inserted by `refuse_unanswered_replay`, which the `ReplayGuardLayer` and a
+/// nested idempotency layer not in `ThroughInner` mode call. Read by the
+/// idempotency layer that forwarded the replay, to count a conflict rather
+/// than log a route that lost its replay layer.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReplayRefused;
 
-/// Set on a response the replay layer answered from a record.
+/// Response extension: the response was answered from a record.
+///
+/// Inserted by `replay_response` (the idempotency layer's direct replay and
+/// the `IdempotencyReplayLayer`'s). Read by the idempotency layer that
+/// forwarded a replay, to count a hit and log it as one.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Replayed;

@@ -72,6 +72,11 @@ pub trait Finalize: Send + Sync + 'static {
 }
 
 /// Request extension: the [`Finalize`] work of an outer layer.
+///
+/// Inserted by Autumn's session service on every request a guard may act
+/// on (its work: save the session, add the `Set-Cookie`). Read by both
+/// guards as they set up a run, and run by `run_and_record` just before a
+/// 2xx/3xx response is recorded.
 #[derive(Clone)]
 pub struct FinalizeHook(Arc<dyn Finalize>);
 

@@ -56,7 +56,14 @@ pub(crate) struct Held {
     pub(crate) after_run: Option<AfterRun>,
 }
 
-/// Marks a response [`run_and_record`] recorded, for the guard to say so.
+/// Response extension: marks a response [`run_and_record`] recorded, for
+/// the guard to say so.
+///
+/// Inserted by `run_and_record` once `finish` wrote the record, for either
+/// guard. Read (and removed) by the idempotency layer's `run_first`, which
+/// then adds `X-Idempotent-Expires` when the policy asks. The submit-token
+/// guard neither reads nor removes it: on a token's run it travels out
+/// unread.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Recorded;
 

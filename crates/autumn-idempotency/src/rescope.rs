@@ -60,6 +60,12 @@ pub trait Rescope: Send + Sync + 'static {
 }
 
 /// Request extension: the [`Rescope`] of an outer layer.
+///
+/// Inserted by Autumn's scope layer, beside the
+/// [`IdempotencyScope`], when the tenancy layer took the tenant from the
+/// session (a handler may switch it). Read by both guards as they set up a
+/// run: about to record, they ask it for the scope a retry will carry and
+/// lock or bind the record under that one too.
 #[derive(Clone)]
 pub struct ScopeAfterRun(Arc<dyn Rescope>);
 

@@ -5,8 +5,14 @@
 /// Who is asking: the parts of the request that keep one caller's records
 /// apart from another's (session, tenant, principal, bearer credential).
 ///
-/// Autumn's app builder puts one in the request extensions before the
-/// idempotency layer runs. Without one, the layer scopes by the raw
+/// Request extension. Inserted by Autumn's scope layer (outside the app's
+/// own layers, on a request a guard may act on) unless one is there already;
+/// Autumn's `RequireApiToken`, added with `AppBuilder::layer`, then swaps its
+/// `authorization` part for the principal. Read by both guards: the
+/// [`IdempotencyLayer`](crate::IdempotencyLayer) folds it into every storage
+/// key, the [`SubmitTokenLayer`](crate::submit::SubmitTokenLayer) binds a
+/// token to it when no [`TokenBinding`](crate::submit::TokenBinding) is
+/// there. Without one, the idempotency layer scopes by the raw
 /// `Authorization` header alone.
 ///
 /// ```
@@ -125,6 +131,11 @@ fn split_part(encoded: &[u8]) -> Option<(&[u8], &[u8])> {
 /// apart, but nothing proves a retry passed the same checks, so a hit on a
 /// record answers 409 `idempotency_replay_unavailable` instead of a replay.
 /// The first run is recorded as usual.
+///
+/// Inserted by Autumn's `RequireApiToken` when it is mounted anywhere but
+/// with `AppBuilder::layer` itself (or by an app's own authentication
+/// layer); read by the [`IdempotencyLayer`](crate::IdempotencyLayer) when a
+/// claim finds a completed record.
 ///
 /// ```
 /// use autumn_idempotency::OpaqueCaller;

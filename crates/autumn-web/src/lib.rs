@@ -33,8 +33,8 @@
 
 pub use autumn_core::state::State;
 pub use autumn_core::{
-    AppBuilder, AutumnConfig, AutumnError, AutumnResult, ErrorKind, LaunchError, RequestId, Route,
-    RouteIdempotency, app,
+    AppBuilder, AutumnConfig, AutumnError, AutumnResult, CommandError, ErrorKind, LaunchError,
+    RequestId, Route, RouteIdempotency, app,
 };
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use autumn_macros::repository;

@@ -14,7 +14,9 @@ use backend::Backend;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use autumn_web::api_token::{ApiTokens, MemoryApiTokenStore, RequireApiToken};
+use autumn_web::api_token::{
+    ApiTokens, MemoryApiTokenStore, RequireApiToken, RequireApiTokenLayer,
+};
 use autumn_web::prelude::*;
 use autumn_web::test::{TestApp, TestClient, TestResponse};
 use axum::Extension;
@@ -81,7 +83,7 @@ fn tokens_on(storage: &backend::Storage) -> ApiTokens {
     ApiTokens::new(Arc::new(MemoryApiTokenStore::new()))
 }
 
-/// An app on `backend` with `RequireApiToken` mounted by `AppBuilder::layer`
+/// An app on `backend` with its tokens mounted by `AppBuilder::api_tokens`
 /// (browsers without a token let through), and its tokens.
 fn app_on(backend: Backend) -> (TestClient, ApiTokens) {
     let mut storage = backend.storage();
@@ -90,7 +92,7 @@ fn app_on(backend: Backend) -> (TestClient, ApiTokens) {
     let (config, tokens) = (storage.config(""), tokens_on(&storage));
     let builder = autumn_web::app()
         .routes(routes![create_note, login])
-        .layer(RequireApiToken::new(tokens.clone()).allow_anonymous());
+        .api_tokens(RequireApiTokenLayer::new(tokens.clone()).allow_anonymous());
     let client = TestApp::from_builder(builder)
         .with_config(config)
         .idempotent()
@@ -182,20 +184,61 @@ async fn mounted_with_app_layer_an_agent_that_refreshes_its_token_between_attemp
     backend: Backend,
 ) {
     let (client, tokens) = app_on(backend);
+    assert_a_refreshed_token_replays(&client, &tokens).await;
+}
+
+/// The same sentence, the layer given itself to `AppBuilder::layer` (the way
+/// before `api_tokens`): registered just the same.
+#[tokio::test]
+async fn given_itself_to_app_layer_an_agent_that_refreshes_its_token_still_replays() {
+    let tokens = memory_tokens();
+    let client = app_with(
+        autumn_web::app()
+            .routes(routes![create_note])
+            .layer(RequireApiToken::new(tokens.clone())),
+    );
+    assert_a_refreshed_token_replays(&client, &tokens).await;
+}
+
+/// Wrapped, the token layer is not registered: the refreshed token is
+/// another caller, and its retry runs again (this keeps the two tests above
+/// able to fail).
+#[tokio::test]
+async fn wrapped_the_token_layer_is_not_registered_so_a_refreshed_token_runs_again() {
+    let tokens = memory_tokens();
+    let client = app_with(
+        autumn_web::app()
+            .routes(routes![create_note])
+            .layer(tower::ServiceBuilder::new().layer(RequireApiToken::new(tokens.clone()))),
+    );
     let agent = unique("agent");
     let old = token_for(&tokens, &agent).await;
+    let first = post_as(&client, "/notes", Some(&old), "refresh-key", "n").await;
+    first.assert_status(201);
+    let refreshed = token_for(&tokens, &agent).await;
+    let retry = post_as(&client, "/notes", Some(&refreshed), "refresh-key", "n").await;
+    retry.assert_status(201);
+    assert!(!replayed(&retry), "a new caller to the cache runs again");
+    assert_ne!(run_of(&retry), run_of(&first));
+}
+
+/// A token client's first post, its token revoked and replaced, then the
+/// retry with the new token: replayed, not run again.
+async fn assert_a_refreshed_token_replays(client: &TestClient, tokens: &ApiTokens) {
+    let agent = unique("agent");
+    let old = token_for(tokens, &agent).await;
     let key = unique("key");
-    let first = post_as(&client, "/notes", Some(&old), &key, "refresh").await;
+    let first = post_as(client, "/notes", Some(&old), &key, "refresh").await;
     first.assert_status(201);
 
     let created = tokens.list(&agent).await.expect("list");
     tokens.revoke(&created[0].prefix).await.expect("revoke");
-    let refreshed = token_for(&tokens, &agent).await;
-    post_as(&client, "/notes", Some(&old), &key, "refresh")
+    let refreshed = token_for(tokens, &agent).await;
+    post_as(client, "/notes", Some(&old), &key, "refresh")
         .await
         .assert_status(401);
 
-    let retry = post_as(&client, "/notes", Some(&refreshed), &key, "refresh").await;
+    let retry = post_as(client, "/notes", Some(&refreshed), &key, "refresh").await;
     retry.assert_status(201);
     assert!(replayed(&retry), "the refreshed token's retry replays");
     assert_eq!(run_of(&retry), run_of(&first));

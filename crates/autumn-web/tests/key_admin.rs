@@ -143,3 +143,69 @@ async fn production_serves_it_only_when_enabled_with_a_token() {
     ));
     client.get(&admin_path("k")).send().await.assert_status(401);
 }
+
+// --- The command line: `AppBuilder::run_command` ---------------------------
+
+/// The builder of the app above, on `config`, for a command line.
+fn command_app(config: AutumnConfig) -> autumn_web::AppBuilder {
+    autumn_web::app()
+        .routes(routes![create])
+        .idempotent()
+        .with_config(config)
+}
+
+fn key_admin_message(outcome: Result<(), autumn_web::CommandError>) -> String {
+    match outcome {
+        Err(autumn_web::CommandError::KeyAdmin(message)) => message,
+        other => panic!("expected a key administration error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_idempotency_command_answers_with_its_usage_and_serves_nothing() {
+    let outcome = command_app(AutumnConfig::default())
+        .run_command(["idempotency", "forget", "k"])
+        .await;
+    let message = key_admin_message(outcome);
+    assert!(
+        message.starts_with("usage: idempotency inspect|evict"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn the_idempotency_command_is_off_in_production_unless_enabled() {
+    let outcome = command_app(production(""))
+        .run_command(["idempotency", "inspect", "k", "--path", "/orders"])
+        .await;
+    let message = key_admin_message(outcome);
+    assert!(
+        message.contains("key administration is off under profile `prod`"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn the_idempotency_command_inspects_a_key_in_the_apps_store() {
+    let outcome = command_app(AutumnConfig::default())
+        .run_command(["idempotency", "inspect", "k", "--path", "/orders"])
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+}
+
+/// Any other command line is the app's own: it serves, so a launch failure
+/// comes back as a launch error, not as a command's.
+#[tokio::test]
+async fn any_other_command_line_serves_the_app() {
+    let mut config = AutumnConfig::default();
+    config.profile = Profile::new("prod");
+    let outcome = command_app(config)
+        .run_command(["--my-own-flag", "idempotency"])
+        .await;
+    match outcome {
+        Err(autumn_web::CommandError::Launch(autumn_web::LaunchError::MemoryInProduction {
+            ..
+        })) => {}
+        other => panic!("expected the launch's refusal, got {other:?}"),
+    }
+}

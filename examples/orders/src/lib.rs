@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use autumn_web::AppBuilder;
-use autumn_web::api_token::{ApiTokens, DbApiTokenStore, NewApiToken, RequireApiToken};
+use autumn_web::api_token::{ApiTokens, DbApiTokenStore, NewApiToken, RequireApiTokenLayer};
 use autumn_web::config::AutumnConfig;
 use autumn_web::db::{DbPool, FRAMEWORK_MIGRATIONS};
 use autumn_web::prelude::*;
@@ -101,7 +101,7 @@ pub fn require_token() -> bool {
 /// `AppBuilder::layer`, so a retry is scoped by the token's principal: an
 /// agent that refreshes its token between attempts still gets its replay.
 pub fn token_app(memory: Orders, tokens: ApiTokens) -> AppBuilder {
-    app(memory).layer(RequireApiToken::new(tokens))
+    app(memory).api_tokens(RequireApiTokenLayer::new(tokens))
 }
 
 /// The API tokens in the app database `config` names (`[database] url`).

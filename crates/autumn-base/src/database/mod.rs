@@ -63,6 +63,12 @@ impl std::ops::Deref for PgPool {
 }
 
 /// A connection pool on the app database.
+///
+/// Also a request extension: when `[database] url` is set, the framework's
+/// per-route stack puts the app's pool on every request that reaches one of
+/// the app's routes (merged routers included), and the `Db` extractor and
+/// the repositories `#[repository]` generates take their connections from
+/// it.
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum DbPool {

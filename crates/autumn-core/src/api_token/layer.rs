@@ -1,4 +1,4 @@
-//! [`RequireApiToken`]: the layer.
+//! [`RequireApiTokenLayer`]: the layer.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -14,18 +14,18 @@ use super::tokens::ApiTokens;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use autumn_core::api_token::{ApiTokens, MemoryApiTokenStore, RequireApiToken};
+/// use autumn_core::api_token::{ApiTokens, MemoryApiTokenStore, RequireApiTokenLayer};
 ///
 /// let tokens = ApiTokens::new(Arc::new(MemoryApiTokenStore::new()));
-/// let app = autumn_core::app().layer(RequireApiToken::new(tokens));
+/// let app = autumn_core::app().api_tokens(RequireApiTokenLayer::new(tokens));
 /// # let _ = app;
 /// ```
 #[derive(Clone, Debug)]
-pub struct RequireApiToken {
+pub struct RequireApiTokenLayer {
     pub(crate) settings: Arc<Settings>,
 }
 
-impl RequireApiToken {
+impl RequireApiTokenLayer {
     /// Requires a token from `tokens` on every request.
     pub fn new(tokens: ApiTokens) -> Self {
         Self {
@@ -59,15 +59,26 @@ impl RequireApiToken {
     }
 }
 
-/// Marks `layer` as mounted by `AppBuilder::layer` when it is a
-/// [`RequireApiToken`] itself (not one wrapped in another layer).
-pub(crate) fn register<L: Any>(layer: &mut L) {
-    if let Some(require) = (layer as &mut dyn Any).downcast_mut::<RequireApiToken>() {
-        *require = require.clone().with(|settings| settings.registered = true);
+impl RequireApiTokenLayer {
+    /// The same layer, marked as mounted on the whole app by
+    /// `AppBuilder::api_tokens`: its service then publishes who the token
+    /// acts for, and the idempotency layer scopes a retry by that principal.
+    pub(crate) fn registered(self) -> Self {
+        self.with(|settings| settings.registered = true)
     }
 }
 
-impl<S> Layer<S> for RequireApiToken {
+/// Marks `layer` as mounted by `AppBuilder::layer` when it is a
+/// [`RequireApiTokenLayer`] itself (not one wrapped in another layer): the
+/// way before `AppBuilder::api_tokens`, kept because it is what many apps
+/// (and the idempotency guide) do.
+pub(crate) fn register<L: Any>(layer: &mut L) {
+    if let Some(require) = (layer as &mut dyn Any).downcast_mut::<RequireApiTokenLayer>() {
+        *require = require.clone().registered();
+    }
+}
+
+impl<S> Layer<S> for RequireApiTokenLayer {
     type Service = RequireApiTokenService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {

@@ -3,20 +3,20 @@
 //!
 //! [`ApiTokens`] creates a token for a principal (shown once, stored only as
 //! a SHA-256 hash behind a public prefix), revokes it, and checks what a
-//! client presents. [`RequireApiToken`] is the layer that checks every
+//! client presents. [`RequireApiTokenLayer`] is the layer that checks every
 //! request and hands handlers an [`ApiPrincipal`]; the stores are
 //! [`MemoryApiTokenStore`] and [`DbApiTokenStore`] (PostgreSQL or SQLite).
 //!
-//! Mount it with `AppBuilder::layer` itself: then the idempotency layer
-//! scopes a request by the principal, not the token, so an agent that
-//! refreshes its token between attempts still gets its replay. Mounted any
-//! other way (in a `ServiceBuilder` stack, with `Route::layer`, inside a
+//! Mount it with `AppBuilder::api_tokens` (or, as before, pass the layer
+//! itself to `AppBuilder::layer`): then the idempotency layer scopes a
+//! request by the principal, not the token, so an agent that refreshes its
+//! token between attempts still gets its replay. Mounted any other way (in a `ServiceBuilder` stack, with `Route::layer`, inside a
 //! merged router) it still authenticates, but a retry with a recorded key
 //! answers 409 instead of a replay. The guide is `docs/api-tokens.md`.
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use autumn_core::api_token::{ApiPrincipal, ApiTokens, MemoryApiTokenStore, RequireApiToken};
+//! use autumn_core::api_token::{ApiPrincipal, ApiTokens, MemoryApiTokenStore, RequireApiTokenLayer};
 //! use autumn_core::{Route, RouteIdempotency};
 //! use axum::routing::post;
 //!
@@ -30,7 +30,7 @@
 //! }
 //! autumn_core::app()
 //!     .routes(vec![Route::new(http::Method::POST, "/sync", post(sync))])
-//!     .layer(RequireApiToken::new(tokens))
+//!     .api_tokens(RequireApiTokenLayer::new(tokens))
 //!     .idempotent()
 //!     .run()
 //!     .await;
@@ -50,11 +50,17 @@ mod tokens;
 
 #[cfg(feature = "database")]
 pub use database::DbApiTokenStore;
-pub use layer::RequireApiToken;
+pub use layer::RequireApiTokenLayer;
+
+/// The name [`RequireApiTokenLayer`] had before every layer's name ended in
+/// `Layer`; the same type, kept because apps and guides use it.
+pub type RequireApiToken = RequireApiTokenLayer;
 pub(crate) use layer::register;
 pub use memory::MemoryApiTokenStore;
 pub use principal::ApiPrincipal;
 pub use rejection::ApiTokenRejection;
-pub use service::{RequireApiTokenFuture, RequireApiTokenService};
+#[allow(deprecated)]
+pub use service::RequireApiTokenFuture;
+pub use service::{RequireApiTokenService, ResponseFuture};
 pub use store::{ApiTokenFuture, ApiTokenRecord, ApiTokenStore, ApiTokenStoreError};
 pub use tokens::{ApiTokenError, ApiTokens, LAST_USED_EVERY, NewApiToken};

@@ -2,16 +2,20 @@
 
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, OptionalFromRequestParts};
-use http::request::Parts;
 
 use super::rejection::ApiTokenRejection;
 
 /// Who the request's API token acts for, put in the request by
-/// [`RequireApiToken`](super::RequireApiToken).
+/// [`RequireApiTokenLayer`](super::RequireApiTokenLayer).
 ///
 /// As an extractor it refuses a request that carried no valid token with
 /// 401 (`Option<ApiPrincipal>` takes such requests too).
+///
+/// A request extension: inserted by the
+/// [`RequireApiTokenService`](super::RequireApiTokenService) once the token
+/// checked out, wherever the layer is mounted; read by this extractor
+/// alone. (The idempotency scope gets the principal's id from the service
+/// itself, not from here.)
 ///
 /// ```
 /// use autumn_core::api_token::ApiPrincipal;
@@ -53,25 +57,4 @@ impl ApiPrincipal {
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for ApiPrincipal {
-    type Rejection = ApiTokenRejection;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<Self>()
-            .cloned()
-            .ok_or(ApiTokenRejection::Missing)
-    }
-}
-
-impl<S: Send + Sync> OptionalFromRequestParts<S> for ApiPrincipal {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        _state: &S,
-    ) -> Result<Option<Self>, Self::Rejection> {
-        Ok(parts.extensions.get::<Self>().cloned())
-    }
-}
+crate::extract::extension_extractor!(ApiPrincipal, ApiTokenRejection::Missing);

@@ -4,7 +4,7 @@ use autumn_base::problem_response;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 
-/// Why [`RequireApiToken`](super::RequireApiToken) (or the
+/// Why [`RequireApiTokenLayer`](super::RequireApiTokenLayer) (or the
 /// [`ApiPrincipal`](super::ApiPrincipal) extractor) refused a request.
 ///
 /// Each variant answers a problem document with its own status and

@@ -25,7 +25,7 @@ use super::rejection::ApiTokenRejection;
 use super::token::{Presented, presented};
 use super::tokens::ApiTokens;
 
-/// What a [`RequireApiToken`](super::RequireApiToken) was built with.
+/// What a [`RequireApiTokenLayer`](super::RequireApiTokenLayer) was built with.
 #[derive(Debug)]
 pub(crate) struct Settings {
     pub(crate) tokens: ApiTokens,
@@ -36,7 +36,7 @@ pub(crate) struct Settings {
     pub(crate) registered: bool,
 }
 
-/// The service [`RequireApiToken`](super::RequireApiToken) wraps a service
+/// The service [`RequireApiTokenLayer`](super::RequireApiTokenLayer) wraps a service
 /// in. See the [module docs](super).
 #[derive(Clone, Debug)]
 pub struct RequireApiTokenService<S> {
@@ -65,9 +65,15 @@ impl<S> RequireApiTokenService<S> {
     }
 }
 
-/// The future of a [`RequireApiTokenService`] call.
-pub type RequireApiTokenFuture =
+/// The future of a [`RequireApiTokenService`] call: boxed, since the token
+/// lookup is an `async` store call.
+pub type ResponseFuture =
     Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send + 'static>>;
+
+/// The name [`ResponseFuture`] had before every middleware's future was
+/// called `ResponseFuture`.
+#[deprecated(note = "renamed to autumn_core::api_token::ResponseFuture")]
+pub type RequireApiTokenFuture = ResponseFuture;
 
 impl<S> Service<Request> for RequireApiTokenService<S>
 where
@@ -76,7 +82,7 @@ where
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = RequireApiTokenFuture;
+    type Future = ResponseFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -119,6 +125,6 @@ where
     }
 }
 
-fn refuse(rejection: ApiTokenRejection) -> RequireApiTokenFuture {
+fn refuse(rejection: ApiTokenRejection) -> ResponseFuture {
     Box::pin(std::future::ready(Ok(rejection.into_response())))
 }

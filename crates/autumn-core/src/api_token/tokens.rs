@@ -16,7 +16,7 @@ pub const LAST_USED_EVERY: Duration = Duration::from_secs(60);
 /// API tokens over an [`ApiTokenStore`]: [`create`](Self::create) one (its
 /// text is shown once), [`revoke`](Self::revoke) it, and
 /// [`authenticate`](Self::authenticate) what a client presents, which is
-/// what [`RequireApiToken`](super::RequireApiToken) does on every request.
+/// what [`RequireApiTokenLayer`](super::RequireApiTokenLayer) does on every request.
 ///
 /// Cloning is cheap: clones share the store.
 ///

@@ -1,4 +1,5 @@
-//! [`LaunchError`]: why an app could not start.
+//! [`LaunchError`]: why an app could not start; [`CommandError`]: why a
+//! command line an app binary was given failed.
 
 use crate::config::{ConfigError, InvalidSetting};
 
@@ -165,10 +166,29 @@ pub enum LaunchError {
         /// The operating system's error.
         source: std::io::Error,
     },
-    /// The server failed while running.
+    /// No longer returned: a listener whose address cannot be read is
+    /// [`Bind`](Self::Bind), and the server itself does not fail once it
+    /// serves.
+    #[deprecated(note = "no longer returned; a listener that fails is `LaunchError::Bind`")]
     #[error("server error: {0}")]
     Serve(std::io::Error),
-    /// An `idempotency inspect|evict` command could not run.
+    /// No longer returned: the `idempotency inspect|evict` command's errors
+    /// are [`CommandError`]s.
+    #[deprecated(note = "no longer returned; see `CommandError::KeyAdmin`")]
+    #[error("idempotency command: {0}")]
+    KeyAdmin(String),
+}
+
+/// Why a command line given to
+/// [`AppBuilder::run_command`](super::AppBuilder::run_command) failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// The app could not start (to serve, or to reach its store).
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// An `idempotency inspect|evict` command could not run: its arguments,
+    /// key administration being off, or the store's answer.
     #[error("idempotency command: {0}")]
     KeyAdmin(String),
 }

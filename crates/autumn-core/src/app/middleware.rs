@@ -1,6 +1,7 @@
 //! The usual HTTP middleware, as `autumn.toml` describes it: static files
-//! (`[static]`), CORS (`[cors]`), security headers (`[security.headers]`) and
-//! compression (`[compression]`), all from tower-http.
+//! (`[static]`), CORS (`[cors]`) and compression (`[compression]`), all
+//! from tower-http, and the security headers (`[security.headers]`, made
+//! by `crate::security_headers`), which the request log sets.
 
 use std::convert::Infallible;
 use std::path::Path;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use http::{HeaderName, HeaderValue, Method, header};
+use http::{HeaderName, HeaderValue, Method};
 use tower::util::{BoxCloneSyncService, MapResponseLayer};
 use tower::{Layer as _, Service, ServiceBuilder};
 use tower_http::cors::{AllowOrigin, CorsLayer};
@@ -19,11 +20,7 @@ use super::compress::CompressWhenAskedLayer;
 use super::error::LaunchError;
 use crate::config::AutumnConfig;
 use crate::error_pages::ErrorPagesLayer;
-use crate::telemetry::{RequestLogLayer, ResponseHeaders};
-
-/// `Strict-Transport-Security`: one year, this host only (a subdomain still
-/// on plain HTTP is not locked out).
-const HSTS: &str = "max-age=31536000";
+use crate::telemetry::RequestLogLayer;
 
 /// Serves `app` (the routes inside the framework's request layers) with
 /// the middleware around it, as one router: the static files beside the app
@@ -54,7 +51,7 @@ where
         Ok(ServiceBuilder::new()
             .layer(
                 RequestLogLayer::new(config.log.access_log)
-                    .with_response_headers(security_headers(config)?),
+                    .with_response_headers(crate::security_headers::from_config(config)?),
             )
             .option_layer(compression)
             .option_layer(
@@ -123,44 +120,6 @@ fn cors_layer(config: &AutumnConfig) -> Result<Option<CorsLayer>, LaunchError> {
             .allow_headers(headers)
             .max_age(Duration::from_secs(settings.max_age_secs)),
     ))
-}
-
-/// The security headers `[security.headers]` asks for, each set when the
-/// response has none of its own (by the request log, as the response
-/// leaves); `None` when they are off.
-fn security_headers(config: &AutumnConfig) -> Result<Option<ResponseHeaders>, LaunchError> {
-    let settings = &config.security.headers;
-    if !settings.enabled {
-        return Ok(None);
-    }
-    let mut headers = vec![(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    )];
-    if settings.hsts.unwrap_or(config.profile.is_production()) {
-        headers.push((
-            header::STRICT_TRANSPORT_SECURITY,
-            HeaderValue::from_static(HSTS),
-        ));
-    }
-    // An empty value sends no header.
-    for (key, name, value) in [
-        (
-            "security.headers.content_security_policy",
-            header::CONTENT_SECURITY_POLICY,
-            &settings.content_security_policy,
-        ),
-        (
-            "security.headers.referrer_policy",
-            header::REFERRER_POLICY,
-            &settings.referrer_policy,
-        ),
-    ] {
-        if !value.is_empty() {
-            headers.push((name, header_value(key, value)?));
-        }
-    }
-    Ok(Some(ResponseHeaders::new(headers)))
 }
 
 fn header_value(key: &'static str, value: &str) -> Result<HeaderValue, LaunchError> {

@@ -8,7 +8,6 @@ mod middleware;
 mod serve;
 mod server;
 mod startup_log;
-mod timeout;
 
 use std::sync::Arc;
 
@@ -18,7 +17,7 @@ use axum::Router;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 
-pub use error::LaunchError;
+pub use error::{CommandError, LaunchError};
 
 use crate::config::AutumnConfig;
 use crate::route::Route;
@@ -112,10 +111,10 @@ impl AppBuilder {
     /// scopes like Autumn's), and before submit tokens and idempotency, so a
     /// retry passes through them again before it is replayed.
     ///
-    /// A [`RequireApiToken`](crate::api_token::RequireApiToken) added here
-    /// (itself, not wrapped in another layer) also tells the idempotency
-    /// layer who the token acts for: a retry is scoped, and replayed, by the
-    /// principal rather than the token.
+    /// A [`RequireApiTokenLayer`](crate::api_token::RequireApiTokenLayer)
+    /// added here (itself, not wrapped in another layer) is registered as
+    /// [`api_tokens`](Self::api_tokens) registers it; prefer that method,
+    /// which says so in the code.
     pub fn layer<L>(mut self, mut layer: L) -> Self
     where
         L: tower::Layer<axum::routing::Route> + Clone + Send + Sync + 'static,
@@ -127,6 +126,29 @@ impl AppBuilder {
         crate::api_token::register(&mut layer);
         self.layers
             .push(Box::new(move |router| router.layer(layer)));
+        self
+    }
+
+    /// Requires an API token on every request, and tells the idempotency
+    /// layer who the token acts for: a retry is scoped, and replayed, by the
+    /// principal rather than the token, so an agent that refreshes its token
+    /// between attempts still gets its first response back. Runs where
+    /// [`layer`](Self::layer)'s layers run.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use autumn_core::api_token::{ApiTokens, MemoryApiTokenStore, RequireApiTokenLayer};
+    ///
+    /// let tokens = ApiTokens::new(Arc::new(MemoryApiTokenStore::new()));
+    /// let app = autumn_core::app()
+    ///     .api_tokens(RequireApiTokenLayer::new(tokens).allow_anonymous())
+    ///     .idempotent();
+    /// # let _ = app;
+    /// ```
+    pub fn api_tokens(mut self, tokens: crate::api_token::RequireApiTokenLayer) -> Self {
+        let tokens = tokens.registered();
+        self.layers
+            .push(Box::new(move |router| router.layer(tokens)));
         self
     }
 

@@ -5,7 +5,7 @@ use std::future::Future;
 use tokio::net::TcpListener;
 
 use super::AppBuilder;
-use super::error::LaunchError;
+use super::error::{CommandError, LaunchError};
 use super::launch::Launched;
 
 impl AppBuilder {
@@ -14,12 +14,16 @@ impl AppBuilder {
     /// requests and first-time runs whose client hung up (within
     /// `[server] shutdown_grace_ms`) and returns.
     ///
+    /// The program's arguments are read as
+    /// [`run_command`](Self::run_command) reads them, so every app binary
+    /// also understands `idempotency inspect|evict`.
+    ///
     /// A launch failure (bad configuration, a port in use) prints one line
     /// naming what to fix on standard error and exits the process with
-    /// status 1; use
-    /// [`try_run`](Self::try_run) to handle it yourself.
+    /// status 1; use [`try_run`](Self::try_run) or
+    /// [`run_command`](Self::run_command) to handle it yourself.
     pub async fn run(self) {
-        if let Err(error) = self.try_run().await {
+        if let Err(error) = self.run_command(std::env::args().skip(1)).await {
             // Once, on standard error, where a failed start is looked for:
             // not again in the log, which may be the same terminal.
             crate::telemetry::flush_logs();
@@ -28,17 +32,52 @@ impl AppBuilder {
         }
     }
 
-    /// [`run`](Self::run), returning launch and server errors.
+    /// Runs the command line `args` (the program's arguments, without its
+    /// name): `idempotency inspect|evict ...` looks up or evicts one key in
+    /// the app's idempotency store and prints the outcome as one JSON line
+    /// on standard output; anything else serves, as
+    /// [`try_run`](Self::try_run) does (so arguments meant for the app
+    /// itself are left to it).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), autumn_core::CommandError> {
+    /// autumn_core::app()
+    ///     .idempotent()
+    ///     .run_command(["idempotency", "inspect", "order-1", "--path", "/orders"])
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     ///
-    /// [`LaunchError`] when the configuration or routes are invalid, the
-    /// address cannot be bound, or the server fails.
-    pub async fn try_run(self) -> Result<(), LaunchError> {
-        if crate::key_admin::invoked() {
-            let args: Vec<String> = std::env::args().skip(2).collect();
-            return self.run_key_admin(&args).await;
+    /// [`CommandError::Launch`] when the app cannot start, and
+    /// [`CommandError::KeyAdmin`] when a key administration command cannot
+    /// run.
+    pub async fn run_command<I, S>(self, args: I) -> Result<(), CommandError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let args: Vec<String> = args.into_iter().map(Into::into).collect();
+        match args.split_first() {
+            Some((command, rest)) if command == crate::key_admin::COMMAND => {
+                self.run_key_admin(rest).await
+            }
+            _ => Ok(self.try_run().await?),
         }
+    }
+
+    /// [`run`](Self::run), returning launch errors, without reading the
+    /// program's arguments (see [`run_command`](Self::run_command) for the
+    /// command line).
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError`] when the configuration or routes are invalid, a
+    /// service the configuration names is unreachable, or the address cannot
+    /// be bound.
+    pub async fn try_run(self) -> Result<(), LaunchError> {
         let launched = self.launch()?;
         launched.startup.check().await?;
         launched.startup.warm().await;
@@ -92,8 +131,8 @@ impl AppBuilder {
     /// `my-app idempotency inspect|evict ...`: the app's configuration and
     /// store, one key looked up or evicted, the outcome printed as JSON on
     /// standard output; no server.
-    async fn run_key_admin(self, args: &[String]) -> Result<(), LaunchError> {
-        let command = crate::key_admin::Command::parse(args).map_err(LaunchError::KeyAdmin)?;
+    async fn run_key_admin(self, args: &[String]) -> Result<(), CommandError> {
+        let command = crate::key_admin::Command::parse(args).map_err(CommandError::KeyAdmin)?;
         let launched = self.launch()?;
         let config = &launched.config;
         if !config
@@ -101,18 +140,18 @@ impl AppBuilder {
             .admin
             .is_enabled(config.profile.is_production())
         {
-            return Err(LaunchError::KeyAdmin(format!(
+            return Err(CommandError::KeyAdmin(format!(
                 "key administration is off under profile `{}`; set idempotency.admin.enabled = true (AUTUMN_IDEMPOTENCY__ADMIN__ENABLED) to allow it",
                 config.profile
             )));
         }
         let Some(store) = launched.idempotency_store.clone() else {
-            return Err(LaunchError::KeyAdmin(
+            return Err(CommandError::KeyAdmin(
                 "the app has no idempotency store (idempotency.enabled = false)".to_owned(),
             ));
         };
         launched.startup.check().await?;
-        let outcome = command.run(&*store).await.map_err(LaunchError::KeyAdmin)?;
+        let outcome = command.run(&*store).await.map_err(CommandError::KeyAdmin)?;
         // The log (on standard error) first, then the outcome alone on
         // standard output.
         crate::telemetry::flush_logs();
@@ -127,7 +166,10 @@ async fn serve_launched(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), LaunchError> {
-    let bound = listener.local_addr().map_err(LaunchError::Serve)?;
+    let bound = listener.local_addr().map_err(|source| LaunchError::Bind {
+        address: "the listener given to serve()".to_owned(),
+        source,
+    })?;
     let actuator = bind_actuator(&launched).await?;
     // The app's line first: it is the one tools wait for to find the app.
     tracing::info!(profile = %launched.config.profile, "autumn listening on http://{bound}");

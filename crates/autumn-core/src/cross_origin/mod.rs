@@ -21,10 +21,12 @@
 //! whose `code` is `cross_origin_request_refused`. The algorithm is the one
 //! of Go's `net/http.CrossOriginProtection` (Go 1.25).
 //!
-//! The app builder installs [`CrossOriginLayer`] outside every other layer
-//! but trace and timeout while `[security.cross_origin] enabled = true`
-//! (the default), so a forged request reaches no app layer, no guard, no
-//! store and no handler. On a plain axum router, add it yourself:
+//! While `[security.cross_origin] enabled = true` (the default), the app
+//! builder installs [`CrossOriginLayer`] inside the error pages, the panic
+//! catcher and the request timeout, and outside the session, tenancy and
+//! scope layers, the app's own layers and both guards, so a forged request
+//! reaches no app layer, no guard, no store and no handler. On a plain axum
+//! router, add it yourself:
 //!
 //! ```
 //! use autumn_core::cross_origin::CrossOriginLayer;

@@ -15,7 +15,6 @@
 //! any status). The codes Autumn gives errors that had none are listed in
 //! the errors guide.
 
-pub(crate) mod catch_panic;
 pub(crate) mod connection;
 mod future;
 mod layer;
@@ -23,29 +22,8 @@ mod render;
 mod rewrite;
 mod service;
 
-use std::any::Any;
-
-use axum::body::Body;
-use http::{Response, StatusCode};
-
 pub use future::ResponseFuture;
 pub use layer::ErrorPagesLayer;
 pub use render::{ErrorInfo, ErrorPageRenderer};
 pub use rewrite::DEFAULT_MAX_BODY_BYTES;
 pub use service::ErrorPages;
-
-/// The answer to a handler that panicked outside the guards (which answer
-/// their own): 500 `internal_error`, the panic logged, never sent.
-pub(crate) fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response<Body> {
-    let message = panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a panic payload that is not a string");
-    tracing::error!(panic = message, "handler panicked");
-    autumn_base::problem_response(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        Some("internal_error"),
-        "the server failed while handling this request",
-    )
-}

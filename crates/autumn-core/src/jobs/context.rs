@@ -11,6 +11,10 @@ use tokio::sync::Notify;
 
 /// Request extension: the clock commit-hook rows are stamped with and the
 /// worker to wake after a commit.
+///
+/// Inserted by each route's stack (an `Extension` layer beside the database
+/// pool's) when the app has a database; read by the [`MutationContext`]
+/// extractor alone, which repositories take.
 #[derive(Clone)]
 pub(crate) struct CommitQueue {
     pub(crate) clock: SharedClock,

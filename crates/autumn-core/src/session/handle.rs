@@ -6,9 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use autumn_base::clock::SharedClock;
-use axum::extract::FromRequestParts;
 use axum::response::{IntoResponse, Response};
-use http::request::Parts;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -40,6 +38,13 @@ use super::store::{SessionRecord, SessionStore, SessionStoreError};
 /// Rotate the id when the visitor signs in ([`cycle_id`](Self::cycle_id)),
 /// so an id planted before sign-in grants nothing after it; forget the
 /// session when they sign out ([`flush`](Self::flush)).
+///
+/// A request extension: inserted by the [`SessionService`](super::SessionService)
+/// on every request it sees, before the inner layers run. Read by this
+/// extractor and `Flash`, by the tenancy layer (strategy `"session"`: the
+/// tenant id kept in it) and by the scope layer, which takes its presence to
+/// mean the session layer ran (sessions on), so the raw cookie is never a
+/// scope part.
 #[derive(Clone)]
 pub struct Session {
     pub(super) inner: Arc<Inner>,
@@ -485,28 +490,7 @@ impl IntoResponse for SessionRejection {
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for Session {
-    type Rejection = SessionRejection;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<Session>()
-            .cloned()
-            .ok_or(SessionRejection::LayerMissing)
-    }
-}
-
-impl<S: Send + Sync> axum::extract::OptionalFromRequestParts<S> for Session {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        _state: &S,
-    ) -> Result<Option<Self>, Self::Rejection> {
-        Ok(parts.extensions.get::<Session>().cloned())
-    }
-}
+crate::extract::extension_extractor!(Session, SessionRejection::LayerMissing);
 
 #[cfg(test)]
 mod tests {

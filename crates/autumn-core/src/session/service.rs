@@ -34,6 +34,11 @@ use super::store::SessionStore;
 
 /// Request extension: who the session layer found the request to be, for
 /// the idempotency scope. Present only on requests a guard may look at.
+///
+/// Inserted by [`SessionService`] after loading the session a guarded
+/// request's cookie names (beside the [`TokenBinding`] made from the same
+/// id); read by the scope layer alone (`ScopeParts::of`): `session` when the
+/// store knows the id, `browser` when it does not.
 #[derive(Debug, Clone)]
 pub(crate) struct SessionIdentity {
     pub(crate) id: SessionId,

@@ -19,9 +19,13 @@
 //! ```
 
 mod layer;
+mod path;
 mod resolver;
+mod service;
 mod tenant;
 
-pub(crate) use layer::{TenancyLayer, TenantFromSession, strip_path_tenant};
+pub(crate) use layer::TenancyLayer;
+pub(crate) use path::strip_path_tenant;
 pub use resolver::{TenantFuture, TenantResolveError, TenantResolver};
+pub(crate) use service::TenantFromSession;
 pub use tenant::{Tenant, TenantRejection};

@@ -3,10 +3,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use http::request::Parts;
 
 use crate::session::{Session, SessionError};
 
@@ -16,6 +14,11 @@ use crate::session::{Session, SessionError};
 ///
 /// Take it as an extractor; `Option<Tenant>` on a route that may be served
 /// without one (an exempt path, tenancy off).
+///
+/// A request extension: inserted by the tenancy layer (inside the session
+/// layer) once the resolver accepted the id; read by this extractor and by
+/// the scope layer, which makes it the `tenant` part of the request's
+/// idempotency scope.
 ///
 /// ```
 /// use autumn_core::tenancy::Tenant;
@@ -137,28 +140,7 @@ impl IntoResponse for TenantRejection {
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for Tenant {
-    type Rejection = TenantRejection;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<Tenant>()
-            .cloned()
-            .ok_or(TenantRejection::NotResolved)
-    }
-}
-
-impl<S: Send + Sync> OptionalFromRequestParts<S> for Tenant {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        _state: &S,
-    ) -> Result<Option<Self>, Self::Rejection> {
-        Ok(parts.extensions.get::<Tenant>().cloned())
-    }
-}
+crate::extract::extension_extractor!(Tenant, TenantRejection::NotResolved);
 
 /// Whether `id` can be a tenant id: 1 to 128 letters, digits, `-`, `_` or
 /// `.`. Anything else is unknown without asking the resolver.

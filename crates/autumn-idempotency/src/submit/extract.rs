@@ -34,6 +34,12 @@ impl Mint {
 
 /// Request extension: the mint for this request and the configured field
 /// name (one extension, so a request pays for one insert).
+///
+/// Inserted by the submit-token service on every request it sees, before
+/// anything else it does. Read by the [`SubmitToken`] and
+/// [`SubmitFormField`] extractors, which make the token on first use; the
+/// service's response future then asks the same mint whether a token was
+/// taken.
 #[derive(Debug, Clone)]
 pub(crate) struct MintSlot {
     pub(crate) mint: Arc<Mint>,

@@ -78,8 +78,11 @@ pub const SUBMIT_TOKEN_REPLAYED: http::HeaderName =
     http::HeaderName::from_static("x-submit-token-replayed");
 /// Response extension: the handler rendered a submit token.
 ///
-/// Autumn's session layer reads it to give a visitor without a session one,
-/// so the token is bound to that browser when it is submitted.
+/// Inserted by the [`SubmitTokenLayer`]'s response future when a handler
+/// took a token (the same future makes the page `private, no-cache`).
+/// Autumn's session layer reads it on the way out to give a visitor without
+/// a session an id in the cookie alone, so the token is bound to that
+/// browser when it is submitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TokenMinted;
@@ -88,6 +91,11 @@ pub struct TokenMinted;
 /// a consumed token to it (Autumn's session layer puts the session here).
 /// Without it, the layer binds to the request's
 /// [`IdempotencyScope`](crate::IdempotencyScope).
+///
+/// Inserted by Autumn's session service on a request a guard may act on:
+/// the stored session, the cookie's unknown id kept apart from it, or the
+/// empty binding when the request has no cookie. Read by the
+/// [`SubmitTokenLayer`] alone, when it claims a posted token.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TokenBinding(Vec<u8>);
 

@@ -1,79 +1,20 @@
-//! `[server.timeouts] request_timeout_ms`: a request whose answer is not
-//! ready in time is dropped and answered 408.
-//!
-//! Most requests are answered on their first poll, before any timer could
-//! matter, so the timer is armed only when the request first has to wait:
-//! a request that never waits registers nothing with the runtime's timer
-//! (registering and cancelling one on every request cost more than the
-//! rest of the layer). The deadline still counts from when the request
-//! arrived.
+//! [`ResponseFuture`]: the inner response, or 408 once the request's
+//! deadline passes; the timer is armed on the first wait only (see the
+//! module docs).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
-use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
-use tower::{Layer, Service};
-
-/// Answers 408 when the inner service takes longer than `timeout`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RequestTimeoutLayer {
-    timeout: Duration,
-}
-
-impl RequestTimeoutLayer {
-    pub(crate) fn new(timeout: Duration) -> Self {
-        Self { timeout }
-    }
-}
-
-impl<S> Layer<S> for RequestTimeoutLayer {
-    type Service = RequestTimeout<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RequestTimeout {
-            inner,
-            timeout: self.timeout,
-        }
-    }
-}
-
-/// The service made by [`RequestTimeoutLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct RequestTimeout<S> {
-    inner: S,
-    timeout: Duration,
-}
-
-impl<S, R> Service<R> for RequestTimeout<S>
-where
-    S: Service<R, Response = Response>,
-{
-    type Response = Response;
-    type Error = S::Error;
-    type Future = TimeoutFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: R) -> Self::Future {
-        TimeoutFuture {
-            inner: self.inner.call(request),
-            // A clock read, not a timer: the timer waits until it is needed.
-            deadline: Instant::now() + self.timeout,
-            timer: None,
-        }
-    }
-}
 
 pin_project! {
-    /// The future of [`RequestTimeout`].
-    pub(crate) struct TimeoutFuture<F> {
+    /// The future of [`RequestTimeout`](super::service::RequestTimeout): the
+    /// inner response, or 408 once the deadline passes.
+    pub(crate) struct ResponseFuture<F> {
         #[pin]
         inner: F,
         deadline: Instant,
@@ -83,7 +24,18 @@ pin_project! {
     }
 }
 
-impl<F, E> Future for TimeoutFuture<F>
+impl<F> ResponseFuture<F> {
+    /// `inner`, due by `deadline`; no timer yet.
+    pub(super) fn new(inner: F, deadline: Instant) -> Self {
+        Self {
+            inner,
+            deadline,
+            timer: None,
+        }
+    }
+}
+
+impl<F, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Response, E>>,
 {
@@ -109,7 +61,11 @@ mod tests {
     use std::convert::Infallible;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
 
+    use tower::{Layer as _, Service};
+
+    use super::super::RequestTimeoutLayer;
     use super::*;
 
     /// A handler that answers 201 after `wait` (at once for zero), and
@@ -136,7 +92,7 @@ mod tests {
         timeout: Duration,
         wait: Duration,
     ) -> (
-        TimeoutFuture<impl Future<Output = Result<Response, Infallible>>>,
+        ResponseFuture<impl Future<Output = Result<Response, Infallible>>>,
         Arc<AtomicBool>,
     ) {
         let finished = Arc::new(AtomicBool::new(false));

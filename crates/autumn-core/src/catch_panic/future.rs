@@ -1,78 +1,45 @@
-//! A panic in a handler (or in a layer under this one) answered as a 500
-//! problem document, never a dropped connection.
-//!
-//! tower-http's `CatchPanic` does the same but boxes every response body
-//! into a type of its own, which the error pages above then box again; the
-//! app's bodies are already `axum::body::Body`, so here they pass as they
-//! are.
+//! [`ResponseFuture`]: the inner response, with a panic while polling it
+//! answered 500; and that answer, [`panic_response`].
 
+use std::any::Any;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use http::{Request, Response};
+use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
-use tower::{Layer, Service};
-
-use super::panic_response;
-
-/// Catches panics of the services under it. See the module docs.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct CatchPanicLayer;
-
-impl<S> Layer<S> for CatchPanicLayer {
-    type Service = CatchPanic<S>;
-
-    fn layer(&self, inner: S) -> CatchPanic<S> {
-        CatchPanic { inner }
-    }
-}
-
-/// The service made by [`CatchPanicLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct CatchPanic<S> {
-    inner: S,
-}
-
-impl<S, B> Service<Request<B>> for CatchPanic<S>
-where
-    S: Service<Request<B>, Response = Response<Body>>,
-{
-    type Response = Response<Body>;
-    type Error = S::Error;
-    type Future = CatchPanicFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        // A panic while the inner service starts the request counts too.
-        match catch_unwind(AssertUnwindSafe(|| self.inner.call(request))) {
-            Ok(future) => CatchPanicFuture {
-                inner: Some(future),
-                panicked: None,
-            },
-            Err(panic) => CatchPanicFuture {
-                inner: None,
-                panicked: Some(panic_response(panic)),
-            },
-        }
-    }
-}
 
 pin_project! {
-    /// The future of [`CatchPanic`].
-    pub(crate) struct CatchPanicFuture<F> {
+    /// The future of [`CatchPanic`](super::service::CatchPanic): the inner
+    /// response, or 500 when polling the inner future panicked.
+    pub(crate) struct ResponseFuture<F> {
         #[pin]
         inner: Option<F>,
         panicked: Option<Response<Body>>,
     }
 }
 
-impl<F, E> Future for CatchPanicFuture<F>
+impl<F> ResponseFuture<F> {
+    /// The inner service's future, polled with its panics caught.
+    pub(super) fn inner(future: F) -> Self {
+        Self {
+            inner: Some(future),
+            panicked: None,
+        }
+    }
+
+    /// The answer to a panic while the inner service started the request.
+    pub(super) fn panicked(response: Response<Body>) -> Self {
+        Self {
+            inner: None,
+            panicked: Some(response),
+        }
+    }
+}
+
+impl<F, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Response<Body>, E>>,
 {
@@ -105,12 +72,30 @@ where
     }
 }
 
+/// The answer to a handler that panicked outside the guards (which answer
+/// their own): 500 `internal_error`, the panic logged, never sent.
+pub(super) fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response<Body> {
+    let message = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic payload that is not a string");
+    tracing::error!(panic = message, "handler panicked");
+    autumn_base::problem_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Some("internal_error"),
+        "the server failed while handling this request",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::convert::Infallible;
 
-    use tower::ServiceExt as _;
+    use http::Request;
+    use tower::{Layer as _, ServiceExt as _};
 
+    use super::super::CatchPanicLayer;
     use super::*;
 
     #[tokio::test]

@@ -1,0 +1,149 @@
+//! The one launch path shared by `run()`, `serve()`, `into_router()` and
+//! `TestApp`, in four phases, each in its own file:
+//!
+//! 1. [`stores`]: the configuration checked, then the database pool and
+//!    every store the configuration names (idempotency, submit tokens,
+//!    sessions), each refused here when it cannot work.
+//! 2. [`routes`]: the app's routes checked, then mounted one by one with
+//!    their policies and guards; merged routers mounted opaque.
+//! 3. [`stack`]: the layers around the routes, from the app's state out to
+//!    the access log.
+//! 4. [`startup`]: what must be checked against live services before
+//!    serving (Redis answers, the database is migrated, clocks agree); run
+//!    by the caller on the runtime that will serve.
+//!
+//! Nothing here touches the network: the phases only build; the checks of
+//! phase 4 run later, in `serve.rs` or on a runtime of their own.
+
+mod routes;
+mod stack;
+mod startup;
+mod stores;
+
+use std::sync::Arc;
+
+use autumn_base::clock::SystemClock;
+use axum::Router;
+
+pub(crate) use self::startup::Startup;
+use super::AppBuilder;
+use super::error::LaunchError;
+use super::middleware::AppService;
+use crate::actuator::{self, AppMetrics};
+use crate::config::AutumnConfig;
+
+/// A built app.
+pub(crate) struct Launched {
+    /// The app as a router, for `into_router()` and `TestApp`.
+    pub(crate) router: Router,
+    /// The same app as the server calls it, without a router around it
+    /// (whose fallback would clone the whole stack on every request).
+    pub(crate) service: AppService,
+    /// `/actuator/*` when `[actuator] port` serves it apart from the app.
+    pub(crate) actuator: Option<Router>,
+    /// The store of the idempotency layer, when it is on: the one key
+    /// administration works on.
+    pub(crate) idempotency_store: Option<Arc<dyn autumn_idempotency::IdempotencyStore>>,
+    pub(crate) config: AutumnConfig,
+    pub(crate) startup: Startup,
+}
+
+/// The app's database pool, when `[database] url` names one.
+type Database = crate::pool::Pool;
+
+impl AppBuilder {
+    /// Builds the app in its phases (see the module documentation). Every
+    /// refusal is a [`LaunchError`] naming the key or route to fix.
+    pub(crate) fn launch(self) -> Result<Launched, LaunchError> {
+        let config = checked_config(self.config)?;
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let mut startup = Startup::new(&config, clock.clone());
+        let mut metrics = AppMetrics::default();
+
+        // Phase 1: stores.
+        let given = actuator::Given {
+            idempotency: (self.idempotent && config.idempotency.enabled)
+                .then_some(self.store.is_some()),
+            session: self.session_store.is_some(),
+        };
+        let stores = stores::Stores::build(
+            &config,
+            stores::Given {
+                idempotent: self.idempotent,
+                idempotency_store: self.store,
+                session_store: self.session_store,
+            },
+            &clock,
+            &mut metrics,
+            &mut startup,
+        )?;
+
+        // Phase 2: routes.
+        let routes = routes::collect(self.routes, self.scoped)?;
+        if config.static_files.dir.is_some() {
+            routes::check_static_mount(&config.static_files.mount, &routes, &self.raw)?;
+        }
+        #[cfg(feature = "database")]
+        let shared = stores.shared_layers(self.commit_hooks, &clock, &startup);
+        #[cfg(not(feature = "database"))]
+        let shared = stores.shared_layers();
+        let mut router = routes::mount(
+            &config,
+            routes,
+            self.raw,
+            stores.idempotency.as_ref(),
+            &shared,
+        )?;
+
+        // The actuator, on the app's router unless it has a port of its own.
+        let health = actuator::health(&config, stores.database.as_ref(), given);
+        super::startup_log::log_startup(&config, &health);
+        let actuator = match (
+            stack::actuator_routes(&config, metrics.clone(), health),
+            config.actuator.port,
+        ) {
+            (Some(routes), None) => {
+                router = router.merge(routes);
+                None
+            }
+            (routes, _) => routes,
+        };
+
+        // Phase 3: the layer stack.
+        let service = stack::assemble(
+            &config,
+            router,
+            stack::Outer {
+                app_layers: self.layers,
+                states: self.states,
+                tenant_resolver: self.tenant_resolver,
+                sessions: stores.sessions,
+                error_pages: self.error_pages,
+            },
+        )?;
+        Ok(Launched {
+            router: Router::new().fallback_service(service.clone()),
+            service,
+            actuator,
+            idempotency_store: metrics.idempotency_store.clone(),
+            config,
+            // Phase 4 is the caller's: `Launched::startup` runs the checks.
+            startup,
+        })
+    }
+}
+
+/// The configuration given in code, or loaded from `autumn.toml` and the
+/// environment; checked either way, since one built or changed in code has
+/// not been through loading's check.
+fn checked_config(given: Option<AutumnConfig>) -> Result<AutumnConfig, LaunchError> {
+    let config = match given {
+        Some(config) => config,
+        None => AutumnConfig::load()?,
+    };
+    config.validate()?;
+    for setting in config.effective_settings() {
+        tracing::debug!(source = %setting.source, "{} = {}", setting.key, setting.value);
+    }
+    Ok(config)
+}

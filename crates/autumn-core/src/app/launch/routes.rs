@@ -1,0 +1,228 @@
+//! Phase 2: the app's routes checked (paths, duplicates, the static
+//! files' mount), then mounted one by one, each under its own idempotency
+//! policy with the guards its kind needs; merged and nested routers mounted
+//! opaque.
+
+use std::collections::HashMap;
+
+use autumn_idempotency::{IdempotencyLayer, ReplayGuardLayer, ReplayMode};
+use axum::Router;
+
+use super::super::RawRouter;
+use super::super::error::LaunchError;
+use crate::config::AutumnConfig;
+use crate::route::{Route, RouteIdempotency, RouteStack, SharedLayers};
+
+/// The app's routes, scoped ones under their prefix, checked.
+pub(super) fn collect(
+    mut routes: Vec<Route>,
+    scoped: Vec<(String, Vec<Route>)>,
+) -> Result<Vec<Route>, LaunchError> {
+    for (prefix, scoped) in scoped {
+        routes.extend(scoped.into_iter().map(|mut route| {
+            route.path = join(&prefix, &route.path).into();
+            route
+        }));
+    }
+    check_routes(&routes)?;
+    Ok(routes)
+}
+
+/// Mounts every route with its stack (see [`RouteStack`]), then the raw
+/// routers, which the guard cannot see into and so fail closed.
+pub(super) fn mount(
+    config: &AutumnConfig,
+    routes: Vec<Route>,
+    raw: Vec<RawRouter>,
+    idempotency: Option<&IdempotencyLayer>,
+    shared: &SharedLayers,
+) -> Result<Router, LaunchError> {
+    let mut router = Router::new();
+    for route in routes {
+        let path = route.path.clone();
+        // A macro route is replayed directly only while nothing runs
+        // between the guard and its handler: with route-local layers (an
+        // auth check, say) a direct replay would answer around them, so
+        // such a route fails closed like a hand-built one.
+        let kind = match route.idempotency {
+            RouteIdempotency::Managed if route.layer_count() > 0 => RouteIdempotency::Opaque,
+            kind => kind,
+        };
+        // Innermost first: the handler, the replay guard (so a forwarded
+        // retry that nothing answered never reaches the handler, even
+        // when a route-local layer rebuilt the request), the route's own
+        // layers (a ReplayThroughInner route's replay layer among them),
+        // then the idempotency layer.
+        let policy = route_policy(config, idempotency, &route, kind)?;
+        let (guard, opaque_guard) = match (policy, kind) {
+            (None, _) | (_, RouteIdempotency::Off) => (None, None),
+            (Some(layer), RouteIdempotency::Managed) => {
+                (Some(layer.with_replay_mode(ReplayMode::Direct)), None)
+            }
+            (Some(layer), RouteIdempotency::ReplayThroughInner) => {
+                (Some(layer.with_replay_mode(ReplayMode::ThroughInner)), None)
+            }
+            // Opaque: a record marked for replay inside the route (made
+            // before the route changed) would be forwarded into it with
+            // nothing there to answer. A second guard refuses it (409)
+            // before the route's own layers run, too.
+            (Some(layer), _) => (
+                Some(layer.with_replay_mode(ReplayMode::FailClosed)),
+                Some(ReplayGuardLayer::for_route(path.clone())),
+            ),
+        };
+        // All of the framework's layers in one call: each `layer` call
+        // boxes the route once more, and each box is cloned per request.
+        let stack = RouteStack {
+            shared: shared.clone(),
+            idempotency: guard,
+            opaque_guard,
+            inner_guard: ReplayGuardLayer::for_route(path.clone()),
+        };
+        let handler = if route.layer_count() == 0 {
+            route.into_stacked(stack)
+        } else {
+            route.into_layered(stack)
+        };
+        router = router.route(&path, handler);
+    }
+    for raw in raw {
+        let opaque = |raw: Router| {
+            let raw = match idempotency {
+                Some(layer) => raw.layer(layer.clone().with_replay_mode(ReplayMode::FailClosed)),
+                None => raw,
+            };
+            if shared.is_empty() {
+                raw
+            } else {
+                raw.layer(shared.layers())
+            }
+        };
+        router = match raw {
+            RawRouter::Merge(raw) => router.merge(opaque(raw)),
+            RawRouter::Nest(path, raw) => router.nest(&path, opaque(raw)),
+        };
+    }
+    Ok(router)
+}
+
+/// `prefix` and `path` as one path, without a doubled or trailing `/`.
+fn join(prefix: &str, path: &str) -> String {
+    let prefix = prefix.trim_end_matches('/');
+    match path {
+        "/" if !prefix.is_empty() => prefix.to_owned(),
+        _ => format!("{prefix}{path}"),
+    }
+}
+
+/// The static files' mount must not cover a route of the app (the router
+/// would refuse the overlap at startup with a panic, not a message).
+pub(super) fn check_static_mount(
+    mount: &str,
+    routes: &[Route],
+    raw: &[RawRouter],
+) -> Result<(), LaunchError> {
+    let mount = mount.trim_end_matches('/');
+    let covered = |path: &str| {
+        path == mount
+            || path
+                .strip_prefix(mount)
+                .is_some_and(|below| below.starts_with('/'))
+    };
+    let clash = routes
+        .iter()
+        .map(|route| route.path.as_ref())
+        .chain(raw.iter().filter_map(|raw| match raw {
+            RawRouter::Nest(path, _) => Some(path.as_str()),
+            RawRouter::Merge(_) => None,
+        }))
+        .find(|path| covered(path));
+    match clash {
+        Some(path) => Err(LaunchError::InvalidSetting {
+            key: "static.mount",
+            message: format!(
+                "{mount:?} covers the app's route {path:?}; serve the static files under another path"
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The app's idempotency layer under `route`'s own policy, which falls back
+/// to `[idempotency]` field by field; refuses a policy that cannot work, and
+/// a required key no layer would check.
+fn route_policy(
+    config: &AutumnConfig,
+    layer: Option<&IdempotencyLayer>,
+    route: &Route,
+    kind: RouteIdempotency,
+) -> Result<Option<IdempotencyLayer>, LaunchError> {
+    let policy = &route.policy;
+    if let Some(warning) = policy.in_flight_wait.and_then(|wait| {
+        config.wait_outlasts_timeout(
+            &format!(
+                "route `{}` ({} {}) in_flight_wait_ms",
+                route.name, route.method, route.path
+            ),
+            wait,
+        )
+    }) {
+        tracing::warn!("{warning}");
+    }
+    let layer = match layer {
+        Some(layer) if kind != RouteIdempotency::Off => layer,
+        _ if policy.key == Some(autumn_idempotency::KeyRequirement::Required) => {
+            return Err(LaunchError::KeyRequiredWithoutLayer {
+                name: route.name.to_string(),
+                method: route.method.to_string(),
+                path: route.path.to_string(),
+            });
+        }
+        _ => return Ok(None),
+    };
+    if policy.is_empty() {
+        return Ok(Some(layer.clone()));
+    }
+    layer
+        .clone()
+        .with_policy(policy)
+        .map(Some)
+        .map_err(|error| LaunchError::InvalidIdempotencyPolicy {
+            name: format!("route `{}` ({} {})", route.name, route.method, route.path),
+            error,
+        })
+}
+
+/// Refuses a path axum cannot serve, or one written in another
+/// framework's syntax, and two routes answering the same method and path.
+fn check_routes(routes: &[Route]) -> Result<(), LaunchError> {
+    let mut seen: HashMap<(&http::Method, &str), &str> = HashMap::new();
+    for route in routes {
+        let invalid = |reason| LaunchError::InvalidRoutePath {
+            name: route.name.to_string(),
+            path: route.path.to_string(),
+            reason,
+        };
+        if !route.path.starts_with('/') {
+            return Err(invalid("a path must start with `/`"));
+        }
+        if route
+            .path
+            .split('/')
+            .any(|segment| segment.starts_with(':') || segment.starts_with('*'))
+        {
+            return Err(invalid(
+                "write path parameters as `{name}` and wildcards as `{*name}`",
+            ));
+        }
+        if let Some(first) = seen.insert((&route.method, &route.path), &route.name) {
+            return Err(LaunchError::DuplicateRoute {
+                method: route.method.to_string(),
+                path: route.path.to_string(),
+                first: first.to_owned(),
+                second: route.name.to_string(),
+            });
+        }
+    }
+    Ok(())
+}

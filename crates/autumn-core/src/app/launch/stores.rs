@@ -1,0 +1,561 @@
+//! Phase 1: the database pool and every store the configuration names
+//! (idempotency, submit tokens, sessions), each refused here, with the key
+//! to fix, when it cannot work: a memory store in production, a backend
+//! this build lacks, a Redis URL that does not parse. Stores connect on
+//! first use; what must answer before serving is left to [`Startup`].
+
+use std::sync::Arc;
+
+use autumn_base::clock::SharedClock;
+use autumn_idempotency::submit::SubmitTokenLayer;
+use autumn_idempotency::{IdempotencyLayer, IdempotencyStore, MemoryIdempotencyStore};
+
+use super::super::error::LaunchError;
+use super::{Database, Startup};
+use crate::actuator::AppMetrics;
+use crate::config::{AutumnConfig, Backend};
+use crate::route::SharedLayers;
+
+/// What the app was given in code, taking the place of what the
+/// configuration would build.
+pub(super) struct Given {
+    /// `.idempotent()` was called.
+    pub(super) idempotent: bool,
+    /// `.with_idempotency_store(..)`.
+    pub(super) idempotency_store: Option<Arc<dyn IdempotencyStore>>,
+    /// `.with_session_store(..)`.
+    pub(super) session_store: Option<Arc<dyn crate::session::SessionStore>>,
+}
+
+/// The stores built, as the layers that use them.
+pub(super) struct Stores {
+    /// The app's pool, when `[database] url` is set.
+    pub(super) database: Option<Database>,
+    /// The idempotency layer under `[idempotency]`'s policy, when the app
+    /// is idempotent; each route narrows it to its own policy.
+    pub(super) idempotency: Option<IdempotencyLayer>,
+    /// The submit-token guard, when `[security.submit_token]` is on.
+    submit: Option<SubmitTokenLayer>,
+    /// The session layer, when `[session]` is on.
+    pub(super) sessions: Option<crate::session::SessionLayer>,
+}
+
+impl Stores {
+    /// Builds every store the configuration names, in the order later ones
+    /// share earlier ones' connections: the pool, the idempotency store,
+    /// the submit-token store (the idempotency store again when both name
+    /// the same backend), the session store (on the Redis connection made
+    /// before, if any).
+    pub(super) fn build(
+        config: &AutumnConfig,
+        given: Given,
+        clock: &SharedClock,
+        metrics: &mut AppMetrics,
+        startup: &mut Startup,
+    ) -> Result<Self, LaunchError> {
+        let database = database_pool(config, startup)?;
+        let idempotency_store = if given.idempotent && config.idempotency.enabled {
+            let store = match given.idempotency_store {
+                Some(store) => store,
+                None => build_store(
+                    config,
+                    config.idempotency.backend,
+                    database.as_ref(),
+                    clock,
+                    startup,
+                )?,
+            };
+            metrics.idempotency_store = Some(store.clone());
+            Some(store)
+        } else {
+            None
+        };
+        let idempotency = idempotency_store
+            .clone()
+            .map(|store| idempotency_layer(config, store, clock, metrics))
+            .transpose()?;
+        let submit = submit_token_layer(
+            config,
+            idempotency_store,
+            database.as_ref(),
+            clock,
+            metrics,
+            startup,
+        )?;
+        let sessions = session_layer(
+            config,
+            given.session_store,
+            database.as_ref(),
+            clock,
+            startup,
+        )?;
+        Ok(Self {
+            database,
+            idempotency,
+            submit,
+            sessions,
+        })
+    }
+
+    /// The layers every route gets, merged routers too: the submit-token
+    /// guard, and the database pool and commit-hook queue for the handlers
+    /// (see [`SharedLayers`] for how they are put on a route). The job
+    /// worker starts once the startup checks passed.
+    #[cfg(feature = "database")]
+    pub(super) fn shared_layers(
+        &self,
+        commit_hooks: Option<crate::jobs::CommitHooks>,
+        clock: &SharedClock,
+        startup: &Startup,
+    ) -> SharedLayers {
+        let (pool, queue) = match &self.database {
+            Some(pool) => (
+                Some(axum::Extension(pool.clone())),
+                Some(crate::jobs::install(
+                    pool,
+                    clock,
+                    commit_hooks,
+                    startup.checked.subscribe(),
+                )),
+            ),
+            None => (None, None),
+        };
+        SharedLayers {
+            pool,
+            queue,
+            submit: self.submit.clone(),
+        }
+    }
+
+    /// The layers every route gets: without a database, the submit-token
+    /// guard alone.
+    #[cfg(not(feature = "database"))]
+    pub(super) fn shared_layers(&self) -> SharedLayers {
+        SharedLayers {
+            pool: None,
+            queue: None,
+            submit: self.submit.clone(),
+        }
+    }
+}
+
+/// The idempotency layer on `store`, under `[idempotency]`'s policy.
+fn idempotency_layer(
+    config: &AutumnConfig,
+    store: Arc<dyn IdempotencyStore>,
+    clock: &SharedClock,
+    metrics: &AppMetrics,
+) -> Result<IdempotencyLayer, LaunchError> {
+    warn_about_timeouts(config);
+    IdempotencyLayer::new(store)
+        .with_max_body_bytes(config.idempotency.max_body_bytes)
+        .with_max_record_bytes(config.idempotency.max_record_bytes)
+        .with_metrics(metrics.idempotency.clone())
+        .with_clock(clock.clone())
+        // The dev profile's 422 names the first JSON field that differs.
+        .explain_mismatches(config.profile.name() == "dev")
+        .with_policy(&config.idempotency.policy())
+        .map_err(|error| LaunchError::InvalidIdempotencyPolicy {
+            name: "[idempotency]".to_owned(),
+            error,
+        })
+}
+
+/// The app's pool when `[database] url` is set (connections are made on
+/// first use; the startup check proves the database answers).
+fn database_pool(
+    config: &AutumnConfig,
+    startup: &mut Startup,
+) -> Result<Option<Database>, LaunchError> {
+    let Some(url) = &config.database.url else {
+        return Ok(None);
+    };
+    #[cfg(feature = "database")]
+    {
+        let pool = autumn_base::database::DbPool::with_statement_cache(
+            url,
+            config.database.pool_size as usize,
+            std::time::Duration::from_millis(config.database.connect_timeout_ms),
+            config.database.statement_cache,
+        )
+        .map_err(|e| LaunchError::Database {
+            url: crate::config::redact(url),
+            message: e.to_string(),
+        })?;
+        startup.database = Some(url.clone());
+        Ok(Some(pool))
+    }
+    #[cfg(not(feature = "database"))]
+    {
+        let _ = startup;
+        Err(LaunchError::Database {
+            url: crate::config::redact(url),
+            message: format!(
+                "this build of autumn-web has no database; enable the autumn-web feature {}",
+                database_feature(url)
+            ),
+        })
+    }
+}
+
+/// The autumn-web feature a `database.url` needs, told by its scheme.
+#[cfg_attr(feature = "database", allow(dead_code))]
+fn database_feature(url: &str) -> &'static str {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        "`postgres`"
+    } else if url.starts_with("sqlite:") || url.ends_with(".db") || url == ":memory:" {
+        "`sqlite`"
+    } else {
+        "`postgres` or `sqlite`"
+    }
+}
+
+/// Refuses a `idempotency.redis.url` that does not parse, before it is
+/// taken for an unreachable server.
+#[cfg(feature = "redis")]
+fn check_redis_url(url: &str) -> Result<(), LaunchError> {
+    autumn_base::redis::RedisConnection::check_url(url).map_err(|reason| {
+        LaunchError::RedisUrlInvalid {
+            url: crate::config::redact(url),
+            reason,
+        }
+    })
+}
+
+/// The store `[idempotency] backend` names, refusing what cannot work.
+fn build_store(
+    config: &AutumnConfig,
+    backend: Backend,
+    database: Option<&Database>,
+    clock: &SharedClock,
+    startup: &mut Startup,
+) -> Result<Arc<dyn IdempotencyStore>, LaunchError> {
+    let idempotency = &config.idempotency;
+    match backend {
+        Backend::Memory => {
+            if config.profile.is_production() && !idempotency.allow_memory_in_production {
+                return Err(LaunchError::MemoryInProduction {
+                    profile: config.profile.name().to_owned(),
+                });
+            }
+            Ok(Arc::new(memory_store(config, idempotency.ttl(), clock)?))
+        }
+        Backend::Redis => {
+            let Some(url) = &idempotency.redis.url else {
+                return Err(LaunchError::RedisUrlMissing);
+            };
+            #[cfg(feature = "redis")]
+            {
+                check_redis_url(url)?;
+                let store = autumn_idempotency::RedisIdempotencyStore::new(
+                    url,
+                    &idempotency.redis.key_prefix,
+                )
+                .map_err(|e| LaunchError::Redis {
+                    url: crate::config::redact(url),
+                    message: e.to_string(),
+                })?
+                .with_clock(clock.clone());
+                startup.redis = Some((url.clone(), idempotency.redis.key_prefix.clone()));
+                let store = Arc::new(store);
+                startup.live_redis.push(store.clone());
+                Ok(store)
+            }
+            #[cfg(not(feature = "redis"))]
+            {
+                let _ = (url, startup);
+                Err(LaunchError::BackendUnavailable {
+                    backend: "redis".to_owned(),
+                })
+            }
+        }
+        Backend::Database => {
+            let Some(pool) = database else {
+                return Err(LaunchError::DatabaseMissing);
+            };
+            #[cfg(feature = "database")]
+            {
+                let store = autumn_idempotency::DbIdempotencyStore::new(pool.clone())
+                    .with_clock(clock.clone());
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    let _guard = runtime.enter();
+                    store.spawn_sweeper(std::time::Duration::from_secs(60));
+                }
+                Ok(Arc::new(store))
+            }
+            #[cfg(not(feature = "database"))]
+            match *pool {}
+        }
+        #[allow(unreachable_patterns)]
+        backend => Err(LaunchError::BackendUnavailable {
+            backend: backend.as_str().to_owned(),
+        }),
+    }
+}
+
+/// The submit-token layer `[security.submit_token]` describes, on the
+/// idempotency store when both name the same backend.
+fn submit_token_layer(
+    config: &AutumnConfig,
+    idempotency_store: Option<Arc<dyn IdempotencyStore>>,
+    database: Option<&Database>,
+    clock: &SharedClock,
+    metrics: &mut AppMetrics,
+    startup: &mut Startup,
+) -> Result<Option<SubmitTokenLayer>, LaunchError> {
+    let tokens = &config.security.submit_token;
+    if !tokens.enabled {
+        return Ok(None);
+    }
+    let backend = tokens.effective_backend(&config.idempotency);
+    if tokens.backend == Some(Backend::Memory) && config.profile.is_production() {
+        return Err(LaunchError::SubmitTokenMemoryInProduction {
+            profile: config.profile.name().to_owned(),
+        });
+    }
+    // Inherited from `[idempotency]`, on a store of its own or on the one
+    // `.idempotent()` shares: either way one process's memory.
+    if backend == Backend::Memory && config.profile.is_production() {
+        tracing::warn!(
+            "submit tokens use a memory store in production profile `{}`: a double submit that reaches another replica runs twice; set idempotency.backend or security.submit_token.backend to \"redis\" or \"database\"",
+            config.profile
+        );
+    }
+    let store = match idempotency_store {
+        Some(store) if backend == config.idempotency.backend => store,
+        _ if backend == Backend::Memory => {
+            Arc::new(memory_store(config, tokens_ttl(config), clock)?)
+        }
+        _ => build_store(config, backend, database, clock, startup)?,
+    };
+    metrics.submit_token_store = Some(store.clone());
+    Ok(Some(
+        SubmitTokenLayer::new(store)
+            .with_field_name(tokens.field_name.as_str())
+            .with_ttl(tokens_ttl(config))
+            .with_in_flight_ttl(std::time::Duration::from_secs(tokens.in_flight_ttl_secs))
+            .with_exempt_paths(tokens.exempt_paths.clone())
+            .with_max_form_bytes(tokens.max_form_bytes)
+            .with_max_record_bytes(tokens.max_record_bytes)
+            .with_in_flight_wait(std::time::Duration::from_millis(tokens.in_flight_wait_ms))
+            .with_metrics(metrics.submit_token.clone()),
+    ))
+}
+
+/// The most sessions the memory backend keeps.
+const MEMORY_SESSIONS: usize = 100_000;
+
+/// The session layer `[session]` describes, on the backend it names (or
+/// `idempotency.backend`'s), sharing the app's connections.
+fn session_layer(
+    config: &AutumnConfig,
+    given: Option<Arc<dyn crate::session::SessionStore>>,
+    database: Option<&Database>,
+    clock: &SharedClock,
+    startup: &mut Startup,
+) -> Result<Option<crate::session::SessionLayer>, LaunchError> {
+    use crate::session::{MemorySessionStore, SessionLayer, SessionStore};
+    let sessions = &config.session;
+    if !sessions.enabled {
+        return Ok(None);
+    }
+    let store: Arc<dyn SessionStore> = match given {
+        Some(store) => store,
+        None => match sessions.effective_backend(&config.idempotency) {
+            Backend::Memory => {
+                if config.profile.is_production() && !sessions.allow_memory_in_production {
+                    return Err(LaunchError::SessionMemoryInProduction {
+                        profile: config.profile.name().to_owned(),
+                    });
+                }
+                let store: Arc<dyn SessionStore> =
+                    Arc::new(MemorySessionStore::new(MEMORY_SESSIONS));
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    let _guard = runtime.enter();
+                    crate::session::spawn_sweeper(
+                        store.clone(),
+                        clock.clone(),
+                        SESSION_SWEEP_EVERY,
+                    );
+                }
+                store
+            }
+            Backend::Redis => redis_sessions(config, startup)?,
+            Backend::Database => database_sessions(database, clock)?,
+            #[allow(unreachable_patterns)]
+            backend => {
+                return Err(LaunchError::SessionBackendUnavailable {
+                    backend: backend.as_str().to_owned(),
+                });
+            }
+        },
+    };
+    Ok(Some(
+        SessionLayer::new(store)
+            .with_cookie_name(sessions.cookie_name.as_str())
+            .with_ttl(sessions.ttl())
+            .with_same_site(sessions.same_site)
+            .with_secure(sessions.secure.unwrap_or(config.profile.is_production()))
+            .with_clock(clock.clone()),
+    ))
+}
+
+/// Sessions in Redis, on the connection the idempotency or submit-token
+/// store already has when there is one, under
+/// `{idempotency.redis.key_prefix}:session`.
+fn redis_sessions(
+    config: &AutumnConfig,
+    startup: &mut Startup,
+) -> Result<Arc<dyn crate::session::SessionStore>, LaunchError> {
+    let redis = &config.idempotency.redis;
+    let Some(url) = &redis.url else {
+        return Err(LaunchError::RedisUrlMissing);
+    };
+    #[cfg(feature = "redis")]
+    {
+        check_redis_url(url)?;
+        let connection = match startup.live_redis.first() {
+            Some(store) => store.connection().clone(),
+            None => {
+                autumn_base::redis::RedisConnection::new(url).map_err(|e| LaunchError::Redis {
+                    url: crate::config::redact(url),
+                    // Worded as the Redis idempotency store's failures are.
+                    message: autumn_idempotency::StoreError::from(e).to_string(),
+                })?
+            }
+        };
+        if startup.redis.is_none() {
+            startup.redis = Some((url.clone(), redis.key_prefix.clone()));
+        }
+        let prefix = format!("{}:session", redis.key_prefix);
+        Ok(Arc::new(crate::session::RedisSessionStore::new(
+            connection, &prefix,
+        )))
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = (url, startup);
+        Err(LaunchError::SessionBackendUnavailable {
+            backend: "redis".to_owned(),
+        })
+    }
+}
+
+/// Sessions in the app database's `autumn_sessions` table, swept by one
+/// replica at a time.
+fn database_sessions(
+    database: Option<&Database>,
+    clock: &SharedClock,
+) -> Result<Arc<dyn crate::session::SessionStore>, LaunchError> {
+    let Some(pool) = database else {
+        return Err(LaunchError::DatabaseMissing);
+    };
+    #[cfg(feature = "database")]
+    {
+        let store = crate::session::DbSessionStore::new(pool.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let _guard = runtime.enter();
+            store.spawn_sweeper(SESSION_SWEEP_EVERY, clock.clone());
+        }
+        Ok(Arc::new(store))
+    }
+    #[cfg(not(feature = "database"))]
+    {
+        let _ = clock;
+        match *pool {}
+    }
+}
+
+/// How often expired sessions are removed from stores that keep them.
+const SESSION_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A memory store within `[idempotency.memory]`'s limits.
+fn memory_store(
+    config: &AutumnConfig,
+    ttl: std::time::Duration,
+    clock: &SharedClock,
+) -> Result<MemoryIdempotencyStore, LaunchError> {
+    let limits = &config.idempotency.memory;
+    let at_least_one = |key, value: usize| {
+        if value == 0 {
+            Err(LaunchError::InvalidSetting {
+                key,
+                message: "must be at least 1: a memory store with no room refuses every request"
+                    .to_owned(),
+            })
+        } else {
+            Ok(())
+        }
+    };
+    at_least_one("idempotency.memory.max_entries", limits.max_entries)?;
+    at_least_one("idempotency.memory.max_bytes", limits.max_bytes)?;
+    Ok(MemoryIdempotencyStore::new(ttl)
+        .with_clock(clock.clone())
+        .with_max_entries(limits.max_entries)
+        .with_max_bytes(limits.max_bytes))
+}
+
+fn tokens_ttl(config: &AutumnConfig) -> std::time::Duration {
+    std::time::Duration::from_secs(config.security.submit_token.ttl_secs)
+}
+
+fn warn_about_timeouts(config: &AutumnConfig) {
+    let in_flight = config.idempotency.in_flight_ttl();
+    match config.server.request_timeout() {
+        Some(timeout) if in_flight < timeout => tracing::warn!(
+            "idempotency.in_flight_ttl_secs ({}s) is shorter than server.timeouts.request_timeout_ms ({}ms): running handlers renew their lock, but on a store that cannot (no renew_lock) a request still running when its lock lapses can run a second time",
+            in_flight.as_secs(),
+            timeout.as_millis()
+        ),
+        Some(_) => {}
+        None => tracing::info!(
+            "no server.timeouts.request_timeout_ms set: running handlers renew their lock, but on a store that cannot (no renew_lock) keep idempotency.in_flight_ttl_secs ({}s) longer than your slowest mutating request",
+            in_flight.as_secs()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod feature_message_tests {
+    //! The messages a build without a backend's feature gives. Test builds
+    //! have every feature, so these check the text rather than the launch.
+
+    use super::*;
+
+    #[test]
+    fn a_missing_backend_names_the_feature_to_enable() {
+        let message = LaunchError::BackendUnavailable {
+            backend: "redis".into(),
+        }
+        .to_string();
+        assert!(
+            message.contains("enable the autumn-web feature `redis`"),
+            "{message}"
+        );
+        let message = LaunchError::SessionBackendUnavailable {
+            backend: "redis".into(),
+        }
+        .to_string();
+        assert!(
+            message.contains("enable the autumn-web feature `redis`"),
+            "{message}"
+        );
+        let message = LaunchError::SessionBackendUnavailable {
+            backend: "database".into(),
+        }
+        .to_string();
+        assert!(
+            message.contains("enable the autumn-web feature `postgres` or `sqlite`"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_database_url_names_the_feature_its_scheme_needs() {
+        assert_eq!(database_feature("postgres://u:p@db/app"), "`postgres`");
+        assert_eq!(database_feature("postgresql://db/app"), "`postgres`");
+        assert_eq!(database_feature("sqlite://data/app.db"), "`sqlite`");
+        assert_eq!(database_feature("data/app.db"), "`sqlite`");
+        assert_eq!(database_feature("mysql://db"), "`postgres` or `sqlite`");
+    }
+}
