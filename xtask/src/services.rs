@@ -567,7 +567,7 @@ fn is_root() -> bool {
 
 // ---------------------------------------------------------------- browser
 
-/// The files the browser tests (examples/saas/tests/browser.rs) run.
+/// The files the browser tests (examples/saas/tests/it/browser.rs) run.
 const BROWSER_FILES: [&str; 2] = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
 /// The Debian packages that hold them.
 const BROWSER_PACKAGES: [&str; 2] = ["chromium", "chromium-driver"];

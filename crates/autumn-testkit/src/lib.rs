@@ -21,7 +21,7 @@
 //!
 //! The kit depends on no `autumn-*` crate, so that the framework's own crates
 //! can use it in their tests; fakes built on their types (counting or failing
-//! stores) stay in each crate's `tests/support/`.
+//! stores) stay in each crate's `tests/it/support/`.
 
 #[cfg(feature = "chromium")]
 pub mod chromium;

@@ -1,0 +1,20 @@
+//! autumn-idempotency's integration tests in one binary (one link instead of one
+//! per file). Shared fixtures, the store conformance suite among them, are in
+//! `support`.
+
+#[macro_use]
+mod support;
+
+mod admin;
+mod db_pgbouncer;
+mod db_replicas;
+mod db_store;
+mod heartbeat;
+mod in_flight_wait;
+mod layer;
+mod memory_store;
+mod properties;
+mod redis_cluster;
+mod redis_replicas;
+mod redis_store;
+mod submit_layer;

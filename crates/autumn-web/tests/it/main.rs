@@ -1,0 +1,33 @@
+//! autumn-web's integration tests, one module per concern, in one binary: one
+//! link instead of one per file, and the tests of every module run in
+//! parallel with each other. Shared fixtures are in `support`.
+
+#[macro_use]
+mod support;
+
+mod actuator;
+mod api_tokens;
+mod app_idempotency;
+mod app_state;
+mod backends;
+mod cross_origin;
+mod docs_truth;
+mod error_pages;
+mod forms;
+mod graceful_shutdown;
+mod idempotency_policy;
+mod idempotency_tx;
+mod key_admin;
+mod launch;
+mod layers_built_once;
+mod middleware_config;
+mod nested_forms;
+mod observability;
+mod repositories;
+mod server_limits;
+mod sessions;
+mod shutdown_grace;
+mod spec_examples;
+mod submit_tokens;
+mod tenancy;
+mod unsafe_settings;
