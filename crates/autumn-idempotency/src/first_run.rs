@@ -56,16 +56,12 @@ pub(crate) struct Held {
     pub(crate) after_run: Option<AfterRun>,
 }
 
-/// Response extension: marks a response [`run_and_record`] recorded, for
-/// the guard to say so.
-///
-/// Inserted by `run_and_record` once `finish` wrote the record, for either
-/// guard. Read (and removed) by the idempotency layer's `run_first`, which
-/// then adds `X-Idempotent-Expires` when the policy asks. The submit-token
-/// guard neither reads nor removes it: on a token's run it travels out
-/// unread.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Recorded;
+/// Whether [`run_and_record`] recorded the response it returns: `finish`
+/// wrote the record under this request's lock. Returned beside the
+/// response rather than put in its extensions, so it cannot travel out to
+/// an outer guard that would take it for its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Recorded(pub(crate) bool);
 
 /// What a guard needs to follow the caller into the scope the handler moved
 /// it to (see [`crate::rescope`]).
@@ -311,7 +307,7 @@ pub(crate) fn run_and_record<F>(
     holder: impl HoldsLock,
     response: F,
     replays_through_inner: impl FnOnce(&http::response::Parts) -> bool + Send + 'static,
-) -> impl Future<Output = Response> + Send
+) -> impl Future<Output = (Response, Recorded)> + Send
 where
     F: Future<Output = Result<Response, Infallible>> + Send,
 {
@@ -342,11 +338,11 @@ where
                     "handler panicked; releasing its lock"
                 );
                 held.release().await;
-                return held.guard.panicked();
+                return (held.guard.panicked(), Recorded(false));
             }
             Ran::Failed(response) => {
                 held.release().await;
-                return response;
+                return (response, Recorded(false));
             }
             Ran::TooLarge(response) => {
                 held.metrics.too_large_to_record();
@@ -358,13 +354,13 @@ where
                     );
                 }
                 held.release().await;
-                return response;
+                return (response, Recorded(false));
             }
             Ran::BodyFailed(error) => {
                 // The handler ran but its response is lost: keep the lock, so a
                 // retry gets 409 until it lapses rather than a second run now.
                 tracing::error!(storage_key = %held.storage_key, %error, "response body failed; keeping the lock");
-                return held.guard.response_lost();
+                return (held.guard.response_lost(), Recorded(false));
             }
             Ran::Whole(parts, body) => (parts, body),
         };
@@ -379,7 +375,7 @@ where
         };
         if let Some(hook) = held.finalize.as_ref().filter(|hook| hook.pending()) {
             if let Err(response) = finalize(held, hook, &mut parts.headers).await {
-                return response;
+                return (response, Recorded(false));
             }
             // A token's record also answers the session its response set.
             if held.guard == Guard::Token
@@ -430,10 +426,7 @@ where
                 tracing::error!(storage_key = %held.storage_key, %error, "could not record the response; the lock stays until its in-flight TTL")
             }
         }
-        if recorded {
-            parts.extensions.insert(Recorded);
-        }
-        Response::from_parts(parts, Body::from(body))
+        (Response::from_parts(parts, Body::from(body)), Recorded(recorded))
     }
 }
 

@@ -581,8 +581,7 @@ where
             && parts.extensions.get::<PassedReplayLayer>().is_some()
     });
     async move {
-        let mut response = run.await;
-        let recorded = response.extensions_mut().remove::<Recorded>().is_some();
+        let (mut response, Recorded(recorded)) = run.await;
         let headers = response.headers_mut();
         headers.insert(IDEMPOTENT_HONOURED, HeaderValue::from_static("true"));
         if recorded && settings.policy.expiry_header {

@@ -544,7 +544,9 @@ where
         },
     };
     let response = call_boxed(inner, request);
-    Step::Run(Box::pin(run_and_record(held, response, |_| false)))
+    // Whether it was recorded tells a token's client nothing.
+    let run = run_and_record(held, response, |_| false);
+    Step::Run(Box::pin(async move { run.await.0 }))
 }
 
 #[cfg(test)]
