@@ -23,12 +23,17 @@ use tower::util::MapRequestLayer;
 
 use crate::config::AutumnConfig;
 use crate::session::{Session, SessionIdentity, cookie_value};
-use crate::tenancy::{Tenant, TenantFromSession};
+use crate::config::TenantStrategy;
+use crate::tenancy::Tenant;
 
 pub(crate) fn layer(
     config: &AutumnConfig,
 ) -> MapRequestLayer<impl FnMut(Request) -> Request + Clone + use<>> {
     let cookie_name: std::sync::Arc<str> = config.session.cookie_name.as_str().into();
+    // With strategy `session`, the tenant the tenancy layer resolved came
+    // from the session in the extensions: the one a handler switches.
+    let tenant_from_session =
+        config.tenancy.enabled && config.tenancy.strategy == TenantStrategy::Session;
     MapRequestLayer::new(move |mut request: Request| {
         // Only a guard reads the scope: a GET, or a JSON call without an
         // Idempotency-Key, pays nothing here.
@@ -43,7 +48,9 @@ pub(crate) fn layer(
             if let Some(previous) = parts.gone_session_scope(tenant.map(str::as_bytes)) {
                 request.extensions_mut().insert(previous);
             }
-            if let Some(after_run) = scope_after_run(&parts, request.extensions()) {
+            if tenant_from_session
+                && let Some(after_run) = scope_after_run(&parts, request.extensions())
+            {
                 request.extensions_mut().insert(after_run);
             }
             request.extensions_mut().insert(scope);
@@ -52,12 +59,13 @@ pub(crate) fn layer(
     })
 }
 
-/// For a request whose tenant came from the session: how the guards learn
-/// the scope a retry will carry once the handler ran (the tenant it
+/// For a request whose tenant came from the session (strategy `session`:
+/// a resolved `Tenant` and the `Session` it was read from): how the guards
+/// learn the scope a retry will carry once the handler ran (the tenant it
 /// switched to, if any). See `autumn_idempotency::rescope`.
 fn scope_after_run(parts: &ScopeParts, extensions: &http::Extensions) -> Option<ScopeAfterRun> {
     let tenant = extensions.get::<Tenant>()?.clone();
-    let TenantFromSession(session) = extensions.get::<TenantFromSession>()?;
+    let session = extensions.get::<Session>()?;
     Some(ScopeAfterRun::new(Switched {
         parts: parts.clone(),
         session: session.clone(),

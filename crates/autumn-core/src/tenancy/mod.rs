@@ -27,5 +27,4 @@ mod tenant;
 pub(crate) use layer::TenancyLayer;
 pub(crate) use path::strip_path_tenant;
 pub use resolver::{TenantFuture, TenantResolveError, TenantResolver};
-pub(crate) use service::TenantFromSession;
 pub use tenant::{Tenant, TenantRejection};

@@ -19,15 +19,6 @@ use super::resolver::TenantResolver;
 use super::tenant::{Tenant, TenantRejection, well_formed};
 use crate::session::Session;
 
-/// Request extension: the tenant came from this session, so a handler may
-/// switch it.
-///
-/// Inserted by the tenancy service (strategy `"session"`) beside the
-/// [`Tenant`]; read by the scope layer alone (`scope::scope_after_run`),
-/// which then adds a `ScopeAfterRun` so the guards follow a switch.
-#[derive(Clone)]
-pub(crate) struct TenantFromSession(pub(crate) Session);
-
 /// Where the id is read from.
 pub(super) enum Strategy {
     Header(HeaderName),
@@ -101,13 +92,15 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         Box::pin(async move {
-            let (id, session) = match source {
+            let id = match source {
                 Source::None => return inner.call(request).await,
-                Source::Id(id) => (id, None),
-                Source::Session(None) => (None, None),
+                Source::Id(id) => id,
+                Source::Session(None) => None,
+                // The scope layer finds this session in the extensions too,
+                // and follows a handler that switches the tenant in it.
                 Source::Session(Some(session)) => {
                     match session.get::<String>(Tenant::SESSION_KEY).await {
-                        Ok(id) => (id, Some(session)),
+                        Ok(id) => id,
                         Err(error) => return Ok(error.into_response()),
                     }
                 }
@@ -117,9 +110,6 @@ where
                 Err(rejection) => return Ok(rejection.into_response()),
             };
             request.extensions_mut().insert(tenant);
-            if let Some(session) = session {
-                request.extensions_mut().insert(TenantFromSession(session));
-            }
             inner.call(request).await
         })
     }
