@@ -207,6 +207,15 @@ fn response(status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> Respo
     }
 }
 
+/// A loopback port nothing listens on right now: for a server started
+/// next (a bench twin, a scratch Redis).
+pub(crate) fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

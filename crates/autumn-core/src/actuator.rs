@@ -47,8 +47,9 @@ fn report(
     report
 }
 
-/// A health check's outcome: `Ok` with what was checked, or why it failed.
-type ProbeFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+/// A health check's outcome: `Ok`, or why it failed (a stable reason for
+/// the report, the error for the log).
+type ProbeFuture = Pin<Box<dyn Future<Output = Result<(), (DownReason, String)>> + Send>>;
 
 /// How one component is checked.
 #[derive(Clone)]
@@ -61,12 +62,16 @@ pub(crate) enum Probe {
     /// Cluster, also the masters' `CLUSTER INFO` (`cluster_state:ok`).
     #[cfg(feature = "redis")]
     Redis(autumn_base::redis::RedisConnection),
-    /// `SELECT 1` on a pooled connection.
+    /// `SELECT 1` on the health check's own one-connection pool: a flood
+    /// of probes never takes a connection the app's handlers wait for.
     #[cfg(feature = "database")]
     Database(autumn_base::database::DbPool),
     /// The backend is configured but cannot be checked from here.
     #[allow(dead_code)]
     Unavailable(&'static str),
+    /// Counts its checks (tests of the report's cache).
+    #[cfg(test)]
+    Counting(Arc<std::sync::atomic::AtomicUsize>),
 }
 
 impl Probe {
@@ -78,24 +83,41 @@ impl Probe {
             Self::Redis(connection) => {
                 let connection = connection.clone();
                 Some(Box::pin(async move {
-                    // Worded as the Redis idempotency store's failures
-                    // are (`idempotency store failed: ...`).
-                    connection
-                        .health_check()
-                        .await
-                        .map_err(|e| autumn_idempotency::StoreError::from(e).to_string())
+                    connection.health_check().await.map_err(|error| {
+                        use autumn_base::redis::RedisError;
+                        let reason = match &error {
+                            RedisError::AuthenticationFailed { .. } => {
+                                DownReason::AuthenticationFailed
+                            }
+                            RedisError::ClusterDown { .. } => DownReason::ClusterDown,
+                            _ => DownReason::Unreachable,
+                        };
+                        // Worded as the Redis idempotency store's failures
+                        // are (`idempotency store failed: ...`).
+                        let error = autumn_idempotency::StoreError::from(error).to_string();
+                        (reason, error)
+                    })
                 }))
             }
             #[cfg(feature = "database")]
             Self::Database(pool) => {
                 let pool = pool.clone();
                 Some(Box::pin(async move {
-                    pool.health_check().await.map_err(|e| e.to_string())
+                    pool.health_check()
+                        .await
+                        .map_err(|e| (DownReason::Unreachable, e.to_string()))
                 }))
             }
             Self::Unavailable(reason) => {
                 let reason = *reason;
-                Some(Box::pin(async move { Err(reason.to_owned()) }))
+                Some(Box::pin(async move {
+                    Err((DownReason::NotConfigured, reason.to_owned()))
+                }))
+            }
+            #[cfg(test)]
+            Self::Counting(checks) => {
+                checks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Some(Box::pin(async { Ok(()) }))
             }
         }
     }
@@ -113,14 +135,68 @@ pub(crate) struct Component {
     pub(crate) probe: Probe,
 }
 
+/// The last report and when it was made.
+type CachedReport = Option<(tokio::time::Instant, serde_json::Value, bool)>;
+
 /// What `/actuator/health` checks.
 #[derive(Clone, Default)]
 pub(crate) struct Health {
     pub(crate) components: Vec<Component>,
     pub(crate) timeout: Duration,
+    /// How long a report is answered again before the components are asked
+    /// anew (`actuator.health_cache_ms`): a probe flood on the public port
+    /// then costs the stores one check per period, whoever asks.
+    pub(crate) max_age: Duration,
+    /// The last report, shared by every request: held while a check runs,
+    /// so concurrent probes wait for that one check instead of starting
+    /// their own.
+    cache: Arc<tokio::sync::Mutex<CachedReport>>,
+}
+
+/// Why a component is down, as a stable word the report carries; the
+/// error itself (which can name hosts and users) goes to the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DownReason {
+    /// The check ran and failed.
+    Unreachable,
+    /// No answer within `actuator.health_timeout_ms`.
+    Timeout,
+    /// The configuration names a backend that cannot be checked here.
+    NotConfigured,
+    /// Redis refused the user and password.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    AuthenticationFailed,
+    /// A Redis Cluster reports a `cluster_state` other than `ok`.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    ClusterDown,
+}
+
+impl DownReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Unreachable => "unreachable",
+            Self::Timeout => "timeout",
+            Self::NotConfigured => "not_configured",
+            Self::AuthenticationFailed => "authentication_failed",
+            Self::ClusterDown => "cluster_down",
+        }
+    }
 }
 
 impl Health {
+    /// The report of a check at most `max_age` old.
+    async fn report(&self) -> (serde_json::Value, bool) {
+        let mut cached = self.cache.lock().await;
+        if let Some((at, report, ready)) = cached.as_ref()
+            && at.elapsed() < self.max_age
+        {
+            return (report.clone(), *ready);
+        }
+        let (report, ready) = self.check().await;
+        *cached = Some((tokio::time::Instant::now(), report.clone(), ready));
+        (report, ready)
+    }
+
     /// Checks every component at once, each within the timeout: the JSON
     /// report and whether every required component is up.
     async fn check(&self) -> (serde_json::Value, bool) {
@@ -131,11 +207,13 @@ impl Health {
                 let Some(probe) = probe else {
                     return (component, None);
                 };
-                let outcome = tokio::time::timeout(timeout, probe)
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(format!("no answer within {} ms", timeout.as_millis()))
-                    });
+                let outcome = match tokio::time::timeout(timeout, probe).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err((
+                        DownReason::Timeout,
+                        format!("no answer within {} ms", timeout.as_millis()),
+                    )),
+                };
                 (component, Some(outcome))
             }
         });
@@ -147,9 +225,18 @@ impl Health {
             let status = match outcome {
                 None => "UNKNOWN",
                 Some(Ok(())) => "UP",
-                Some(Err(reason)) => {
+                Some(Err((reason, error))) => {
                     ready &= !component.required;
-                    report["error"] = serde_json::Value::String(reason);
+                    // The error can name hosts, ports and users: the log
+                    // has it, the report (often public) a stable reason.
+                    tracing::warn!(
+                        component = component.name,
+                        backend = component.backend,
+                        reason = reason.as_str(),
+                        %error,
+                        "health check failed"
+                    );
+                    report["reason"] = serde_json::Value::from(reason.as_str());
                     "DOWN"
                 }
             };
@@ -168,20 +255,6 @@ impl Health {
             ready,
         )
     }
-}
-
-/// The health report without the components' error text: readiness is
-/// asked by load balancers and often reachable from outside, and an error
-/// can name hosts and ports. Each component's status stays.
-fn without_error_text(mut report: serde_json::Value) -> serde_json::Value {
-    if let Some(components) = report["components"].as_object_mut() {
-        for component in components.values_mut() {
-            if let Some(details) = component["details"].as_object_mut() {
-                details.remove("error");
-            }
-        }
-    }
-    report
 }
 
 /// 200 when up, 503 when a required component is down.
@@ -314,7 +387,7 @@ pub(crate) fn routes(metrics: AppMetrics, health: Health) -> Router {
             get(move || {
                 let health = health.clone();
                 async move {
-                    let (report, ready) = health.check().await;
+                    let (report, ready) = health.report().await;
                     health_response(report, ready)
                 }
             }),
@@ -331,8 +404,8 @@ pub(crate) fn routes(metrics: AppMetrics, health: Health) -> Router {
             get(move || {
                 let health = readiness.clone();
                 async move {
-                    let (report, ready) = health.check().await;
-                    health_response(without_error_text(report), ready)
+                    let (report, ready) = health.report().await;
+                    health_response(report, ready)
                 }
             }),
         )
@@ -356,13 +429,24 @@ pub(crate) fn health(
     given: Given,
 ) -> Health {
     use crate::config::Backend;
+    // A pool of the check's own, of one connection made on first use: the
+    // app's pool is for its handlers, and a probe flood must not take their
+    // connections (nor wait behind them and report a busy database down).
+    #[cfg(feature = "database")]
+    let database = database.and_then(|_| {
+        let url = config.database.url.as_deref()?;
+        autumn_base::database::DbPool::with_statement_cache(
+            url,
+            1,
+            std::time::Duration::from_millis(config.database.connect_timeout_ms),
+            config.database.statement_cache,
+        )
+        .ok()
+    });
     #[cfg(feature = "redis")]
-    let redis = config
-        .idempotency
-        .redis
-        .url
-        .as_deref()
-        .and_then(|url| autumn_base::redis::RedisConnection::new(url).ok());
+    let redis = config.idempotency.redis.url.as_deref().and_then(|url| {
+        autumn_base::redis::RedisConnection::with_tls(url, &config.idempotency.redis.tls()).ok()
+    });
     let probe = |backend: Backend| -> (&'static str, Probe) {
         match backend {
             Backend::Memory => ("memory", Probe::Memory),
@@ -375,7 +459,7 @@ pub(crate) fn health(
                 ),
             },
             #[cfg(feature = "database")]
-            Backend::Database => match database {
+            Backend::Database => match &database {
                 Some(pool) => ("database", Probe::Database(pool.clone())),
                 None => ("database", Probe::Unavailable("database.url is not set")),
             },
@@ -420,7 +504,7 @@ pub(crate) fn health(
         ));
     }
     #[cfg(feature = "database")]
-    if let Some(pool) = database {
+    if let Some(pool) = &database {
         found.push(("db", ("database", Probe::Database(pool.clone()))));
     }
     #[cfg(not(feature = "database"))]
@@ -436,5 +520,81 @@ pub(crate) fn health(
             })
             .collect(),
         timeout: config.actuator.health_timeout(),
+        max_age: Duration::from_millis(config.actuator.health_cache_ms),
+        cache: Arc::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    fn health(components: Vec<(&'static str, Probe)>, max_age: Duration) -> Health {
+        Health {
+            components: components
+                .into_iter()
+                .map(|(name, probe)| Component {
+                    name,
+                    backend: "memory",
+                    required: true,
+                    probe,
+                })
+                .collect(),
+            timeout: Duration::from_secs(1),
+            max_age,
+            cache: Arc::default(),
+        }
+    }
+
+    /// Probes within the cache's age share one check, concurrent ones
+    /// included; a probe after it asks the components again.
+    #[tokio::test(start_paused = true)]
+    async fn a_report_is_answered_again_until_it_is_older_than_its_age() {
+        let checks = Arc::new(AtomicUsize::new(0));
+        let cached = health(
+            vec![("idempotency", Probe::Counting(checks.clone()))],
+            Duration::from_secs(1),
+        );
+        let flood = (0..50).map(|_| cached.report());
+        let reports = futures_util::future::join_all(flood).await;
+        assert!(reports.iter().all(|(_, ready)| *ready));
+        assert_eq!(checks.load(Ordering::SeqCst), 1, "one check for the flood");
+
+        tokio::time::advance(Duration::from_millis(999)).await;
+        cached.report().await;
+        assert_eq!(checks.load(Ordering::SeqCst), 1, "still fresh");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        cached.report().await;
+        assert_eq!(checks.load(Ordering::SeqCst), 2, "asked anew");
+
+        let uncached = health(
+            vec![("idempotency", Probe::Counting(checks.clone()))],
+            Duration::ZERO,
+        );
+        uncached.report().await;
+        uncached.report().await;
+        assert_eq!(checks.load(Ordering::SeqCst), 4, "0: every request asks");
+    }
+
+    /// A component down carries a stable reason, never the error's text.
+    #[tokio::test]
+    async fn a_down_component_reports_a_reason_never_the_errors_text() {
+        let down = health(
+            vec![(
+                "db",
+                Probe::Unavailable("database.url postgres://app:secret@db.internal is not set"),
+            )],
+            Duration::ZERO,
+        );
+        let (report, ready) = down.report().await;
+        assert!(!ready);
+        let db = &report["components"]["db"];
+        assert_eq!(db["status"], "DOWN", "{report}");
+        assert_eq!(db["details"]["reason"], "not_configured", "{report}");
+        let text = report.to_string();
+        assert!(!text.contains("db.internal"), "{text}");
+        assert!(!text.contains("secret"), "{text}");
     }
 }

@@ -1,7 +1,9 @@
 //! [`AutumnError`]: the error a handler returns, turned into a response whose
 //! status follows the error's kind.
 
-use axum::response::{IntoResponse, Response};
+use std::borrow::Cow;
+
+use autumn_base::problem::{ProblemCode, ProblemDetails};
 use http::StatusCode;
 
 /// The result type of handlers: `Ok` renders, `Err` answers with the error's
@@ -86,7 +88,7 @@ pub struct AutumnError {
     kind: ErrorKind,
     message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
-    code: Option<&'static str>,
+    code: Option<ProblemCode>,
     retry_after: Option<u32>,
     public_detail: Option<String>,
 }
@@ -153,7 +155,7 @@ impl AutumnError {
     /// `code` member, e.g. `order_closed`.
     #[must_use]
     pub fn with_code(mut self, code: &'static str) -> Self {
-        self.code = Some(code);
+        self.code = Some(ProblemCode::new(code));
         self
     }
 
@@ -191,7 +193,7 @@ impl AutumnError {
 
     /// The problem document's `code`, if one was given.
     pub fn code(&self) -> Option<&'static str> {
-        self.code
+        self.code.map(ProblemCode::as_str)
     }
 
     /// The `Retry-After` seconds, if any.
@@ -219,7 +221,7 @@ where
             .as_deref()
             .and_then(|source| source.downcast_ref::<crate::session::SessionError>());
         if let Some(session @ crate::session::SessionError::Store(_)) = session {
-            error.code = Some(session.code());
+            error.code = session.problem_code();
             error.public_detail = Some(session.public_detail().to_owned());
             error.retry_after = Some(1);
             error.kind = ErrorKind::Unavailable;
@@ -228,30 +230,47 @@ where
     }
 }
 
-impl IntoResponse for AutumnError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        let detail = if status.is_server_error() {
-            tracing::error!(error = %self.message, source = ?self.source, "handler failed");
-            self.public_detail
-                .as_deref()
-                .unwrap_or("the server could not complete this request")
-        } else {
-            self.public_detail.as_deref().unwrap_or(&self.message)
+/// The same renderer as every rejection of the guards; the document has a
+/// `code` only when one was given.
+impl ProblemDetails for AutumnError {
+    fn problem_status(&self) -> StatusCode {
+        self.status()
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        self.code
+    }
+
+    /// A 5xx sends its public detail or a generic sentence, never the
+    /// message, which may name internals.
+    fn problem_detail(&self) -> Cow<'_, str> {
+        let detail = match &self.public_detail {
+            Some(detail) => detail,
+            None if self.status().is_server_error() => "the server could not complete this request",
+            None => &self.message,
         };
-        // The same renderer as every rejection of the guards.
-        let mut response = autumn_base::problem_response(status, self.code, detail);
-        if let Some(seconds) = self.retry_after {
-            response
-                .headers_mut()
-                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+        Cow::Borrowed(detail)
+    }
+
+    fn problem_retry_after(&self) -> Option<u32> {
+        self.retry_after
+    }
+
+    /// A 5xx is a failure the operators must see: its message and source
+    /// chain, which the client is not sent.
+    fn log_for_operators(&self) {
+        if self.status().is_server_error() {
+            tracing::error!(error = %self.message, source = ?self.source, "handler failed");
         }
-        response
     }
 }
 
+autumn_base::problem_into_response!(AutumnError);
+
 #[cfg(test)]
 mod tests {
+    use axum::response::IntoResponse as _;
+
     use super::*;
 
     async fn answer(error: AutumnError) -> (StatusCode, http::HeaderMap, String) {

@@ -6,13 +6,15 @@
 
 use std::sync::Arc;
 
-use autumn_base::problem_response;
-use autumn_idempotency::IdempotencyStore;
+use std::borrow::Cow;
+
+use autumn_base::problem::{ProblemCode, ProblemDetails};
 use autumn_idempotency::admin::{self, KeyLookup};
+use autumn_idempotency::{IdempotencyStore, StoreError};
 use axum::Json;
 use axum::Router;
 use axum::extract::{Path, Query};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sha2::{Digest as _, Sha256};
@@ -98,6 +100,11 @@ impl Command {
         })
     }
 
+    /// Whether the command asks for the recorded body (`--body`).
+    pub(crate) fn wants_body(&self) -> bool {
+        self.with_body
+    }
+
     /// Runs the command on `store`: the report (or the eviction's outcome)
     /// as one line of JSON.
     pub(crate) async fn run(&self, store: &dyn IdempotencyStore) -> Result<String, String> {
@@ -126,13 +133,13 @@ struct BodyQuery {
     body: bool,
 }
 
-/// `GET` (`?body=true` adds the recorded body) and `DELETE` on
-/// `/actuator/idempotency/keys/{storage_key}`, asking for `token` as a
-/// bearer token when one is configured.
-pub(crate) fn routes(store: Arc<dyn IdempotencyStore>, token: Option<&str>) -> Router {
-    // Compared as digests: the time a comparison takes says nothing of the
-    // token.
-    let token: Option<Arc<[u8]>> = token.map(|t| Sha256::digest(t.as_bytes()).to_vec().into());
+/// `GET` (`?body=true` adds the recorded body, when `allow_bodies`) and
+/// `DELETE` on `/actuator/idempotency/keys/{storage_key}`, for a request
+/// carrying `token` as a bearer token.
+pub(crate) fn routes(store: Arc<dyn IdempotencyStore>, token: &str, allow_bodies: bool) -> Router {
+    // Compared as digests, in constant time: the time a comparison takes
+    // says nothing of the token.
+    let token: Arc<[u8]> = Sha256::digest(token.as_bytes()).to_vec().into();
     let (inspect_store, inspect_token) = (store.clone(), token.clone());
     Router::new().route(
         "/actuator/idempotency/keys/{storage_key}",
@@ -140,12 +147,15 @@ pub(crate) fn routes(store: Arc<dyn IdempotencyStore>, token: Option<&str>) -> R
             move |headers: HeaderMap, Path(key): Path<String>, Query(query): Query<BodyQuery>| {
                 let (store, token) = (inspect_store.clone(), inspect_token.clone());
                 async move {
-                    if let Some(refused) = refuse(token.as_deref(), &headers) {
+                    if let Some(refused) = refuse(&token, &headers) {
                         return refused;
+                    }
+                    if query.body && !allow_bodies {
+                        return Refusal::BodiesNotAllowed.into_response();
                     }
                     match admin::inspect(&*store, &key, query.body).await {
                         Ok(report) => Json(report).into_response(),
-                        Err(error) => unavailable(&error),
+                        Err(error) => Refusal::StoreUnavailable(error).into_response(),
                     }
                 }
             },
@@ -153,7 +163,7 @@ pub(crate) fn routes(store: Arc<dyn IdempotencyStore>, token: Option<&str>) -> R
         .delete(move |headers: HeaderMap, Path(key): Path<String>| {
             let (store, token) = (store.clone(), token.clone());
             async move {
-                if let Some(refused) = refuse(token.as_deref(), &headers) {
+                if let Some(refused) = refuse(&token, &headers) {
                     return refused;
                 }
                 match admin::evict(&*store, &key, "actuator").await {
@@ -162,43 +172,95 @@ pub(crate) fn routes(store: Arc<dyn IdempotencyStore>, token: Option<&str>) -> R
                         "evicted": evicted,
                     }))
                     .into_response(),
-                    Err(error) => unavailable(&error),
+                    Err(error) => Refusal::StoreUnavailable(error).into_response(),
                 }
             }
         }),
     )
 }
 
-/// 401 unless the request carries the configured bearer token.
-fn refuse(token: Option<&[u8]>, headers: &HeaderMap) -> Option<Response> {
-    let expected = token?;
+/// 401 unless the request carries the configured bearer token (`expected`
+/// is its SHA-256).
+fn refuse(expected: &[u8], headers: &HeaderMap) -> Option<Response> {
     let sent = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(|t| Sha256::digest(t.as_bytes()));
-    if sent.is_some_and(|sent| sent.as_slice() == expected) {
+    if sent.is_some_and(|sent| constant_time_eq(sent.as_slice(), expected)) {
         return None;
     }
-    let mut response = problem_response(
-        StatusCode::UNAUTHORIZED,
-        Some("idempotency_admin_unauthorized"),
-        "key administration needs `Authorization: Bearer` with the token set in idempotency.admin.token",
-    );
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    Some(response)
+    Some(Refusal::Unauthorized.into_response())
 }
 
-fn unavailable(error: &autumn_idempotency::StoreError) -> Response {
-    tracing::warn!(%error, "key administration could not reach the idempotency store");
-    problem_response(
-        StatusCode::SERVICE_UNAVAILABLE,
-        Some("idempotency_store_unavailable"),
-        &format!("the idempotency store could not be asked: {error}"),
-    )
+/// Whether `a` and `b` are equal, in a time that depends on their lengths
+/// only (both are SHA-256 digests here).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
+
+/// Why the key administration endpoint answered with a problem document.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    /// 401 `idempotency_admin_unauthorized`.
+    #[error(
+        "key administration needs `Authorization: Bearer` with the token set in idempotency.admin.token"
+    )]
+    Unauthorized,
+    /// 403 `idempotency_admin_bodies_disabled`: a recorded body was asked
+    /// for, and `idempotency.admin.allow_bodies` is off.
+    #[error(
+        "recorded bodies are not shown: they may hold personal data; set idempotency.admin.allow_bodies = true to allow ?body=true"
+    )]
+    BodiesNotAllowed,
+    /// 503 `idempotency_store_unavailable`: the operator asking is sent the
+    /// store's error (its URLs redacted), to act on it.
+    #[error("the idempotency store could not be asked")]
+    StoreUnavailable(#[source] StoreError),
+}
+
+impl ProblemDetails for Refusal {
+    fn problem_status(&self) -> StatusCode {
+        match self {
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::BodiesNotAllowed => StatusCode::FORBIDDEN,
+            Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(match self {
+            Self::Unauthorized => crate::codes::IDEMPOTENCY_ADMIN_UNAUTHORIZED,
+            Self::BodiesNotAllowed => crate::codes::IDEMPOTENCY_ADMIN_BODIES_DISABLED,
+            Self::StoreUnavailable(_) => crate::codes::IDEMPOTENCY_STORE_UNAVAILABLE,
+        })
+    }
+
+    fn problem_detail(&self) -> Cow<'_, str> {
+        match self {
+            Self::Unauthorized | Self::BodiesNotAllowed => Cow::Owned(self.to_string()),
+            Self::StoreUnavailable(error) => Cow::Owned(format!("{self}: {error}")),
+        }
+    }
+
+    fn problem_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
+        match self {
+            Self::Unauthorized => {
+                vec![(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))]
+            }
+            Self::BodiesNotAllowed | Self::StoreUnavailable(_) => Vec::new(),
+        }
+    }
+
+    /// A store outage: the operators must see it, whoever asked.
+    fn log_for_operators(&self) {
+        if let Self::StoreUnavailable(error) = self {
+            tracing::warn!(%error, "key administration could not reach the idempotency store");
+        }
+    }
+}
+
+autumn_base::problem_into_response!(Refusal);
 
 #[cfg(test)]
 mod tests {

@@ -22,14 +22,16 @@ use http::{Extensions, HeaderMap, HeaderValue, header};
 use tower::util::MapRequestLayer;
 
 use crate::config::AutumnConfig;
-use crate::session::{Session, SessionIdentity, cookie_value};
 use crate::config::TenantStrategy;
+use crate::session::{Session, SessionIdentity, session_cookie};
 use crate::tenancy::Tenant;
 
 pub(crate) fn layer(
     config: &AutumnConfig,
 ) -> MapRequestLayer<impl FnMut(Request) -> Request + Clone + use<>> {
-    let cookie_name: std::sync::Arc<str> = config.session.cookie_name.as_str().into();
+    // The name the session layer writes; with sessions off, the cookie an
+    // app of its own may set under that name.
+    let cookie_name: std::sync::Arc<str> = config.session.effective_cookie_name().into();
     // With strategy `session`, the tenant the tenancy layer resolved came
     // from the session in the extensions: the one a handler switches.
     let tenant_from_session =
@@ -147,7 +149,9 @@ impl ScopeParts {
             // The session layer found no cookie worth resolving.
             None if extensions.get::<Session>().is_some() => {}
             None => {
-                if let Some(cookie) = cookie_value(headers, cookie_name) {
+                // Two different values: neither is trusted, as by the
+                // session layer.
+                if let Some(cookie) = session_cookie(headers, cookie_name) {
                     session = session.with_part("session", cookie);
                 }
             }
@@ -271,7 +275,7 @@ mod tests {
         );
         let clean = headers(&[("cookie", "autumn_session=abc")]);
         let anonymous = headers(&[]);
-        assert_eq!(cookie_value(&mixed, "autumn_session"), Some(&b"abc"[..]));
+        assert_eq!(session_cookie(&mixed, "autumn_session"), Some(&b"abc"[..]));
         assert_eq!(
             request_scope(&Extensions::new(), &mixed, "autumn_session"),
             request_scope(&Extensions::new(), &clean, "autumn_session")
@@ -283,6 +287,50 @@ mod tests {
     }
 
     #[test]
+    fn two_different_session_cookies_give_no_session_part() {
+        let planted = headers(&[("cookie", "s=planted; s=ours")]);
+        let ours = headers(&[("cookie", "s=ours")]);
+        let anonymous = headers(&[]);
+        assert_eq!(
+            request_scope(&Extensions::new(), &planted, "s"),
+            request_scope(&Extensions::new(), &anonymous, "s"),
+            "neither value is trusted"
+        );
+        assert_ne!(
+            request_scope(&Extensions::new(), &planted, "s"),
+            request_scope(&Extensions::new(), &ours, "s")
+        );
+    }
+
+    #[tokio::test]
+    async fn the_layer_reads_the_cookie_under_its_effective_name() {
+        use tower::{Layer as _, ServiceExt as _};
+        let service = layer(&AutumnConfig::default()).layer(tower::service_fn(
+            |request: Request| async move {
+                Ok::<_, std::convert::Infallible>(
+                    request.extensions().get::<IdempotencyScope>().cloned(),
+                )
+            },
+        ));
+        let scope_of = |cookie: &'static str| {
+            let request = Request::post("/")
+                .header("idempotency-key", "k")
+                .header(header::COOKIE, cookie)
+                .body(axum::body::Body::empty())
+                .expect("a request");
+            service.clone().oneshot(request)
+        };
+        let ours = scope_of("__Host-autumn_session=abc").await;
+        assert!(ours.is_ok());
+        assert_eq!(
+            scope_of("autumn_session=planted; __Host-autumn_session=abc").await,
+            ours,
+            "the unprefixed name is not the session cookie"
+        );
+        assert_ne!(scope_of("autumn_session=abc").await, ours);
+    }
+
+    #[test]
     fn a_non_utf8_session_cookie_is_kept_as_its_bytes() {
         let mut map = HeaderMap::new();
         map.append(
@@ -290,6 +338,9 @@ mod tests {
             HeaderValue::from_bytes(b"autumn_session=\xff\xfe")
                 .expect("visible bytes are a valid header value"),
         );
-        assert_eq!(cookie_value(&map, "autumn_session"), Some(&b"\xff\xfe"[..]));
+        assert_eq!(
+            session_cookie(&map, "autumn_session"),
+            Some(&b"\xff\xfe"[..])
+        );
     }
 }

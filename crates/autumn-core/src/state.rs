@@ -12,8 +12,8 @@
 
 use std::any::type_name;
 
+use autumn_base::problem::{ProblemCode, ProblemDetails};
 use axum::extract::FromRequestParts;
-use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use http::request::Parts;
 
@@ -69,16 +69,25 @@ pub enum StateRejection {
     },
 }
 
-impl IntoResponse for StateRejection {
-    fn into_response(self) -> Response {
+impl ProblemDetails for StateRejection {
+    fn problem_status(&self) -> StatusCode {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        match self {
+            Self::Missing { .. } => Some(crate::codes::STATE_MISSING),
+        }
+    }
+
+    /// The app is misconfigured: every request to this handler fails until
+    /// the operators register the state.
+    fn log_for_operators(&self) {
         tracing::error!(error = %self, "state extractor rejected");
-        autumn_base::problem_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Some("state_missing"),
-            &self.to_string(),
-        )
     }
 }
+
+autumn_base::problem_into_response!(StateRejection);
 
 impl<S, B> FromRequestParts<B> for State<S>
 where

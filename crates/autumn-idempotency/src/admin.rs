@@ -24,7 +24,7 @@
 use serde::Serialize;
 
 use crate::IdempotencyScope;
-use crate::key::storage_key;
+use crate::key::{LogDigest, storage_key};
 use crate::store::{IdempotencyStore, StoreError};
 use autumn_base::clock::{Clock as _, SystemClock};
 
@@ -142,14 +142,14 @@ pub async fn evict(
             target: "autumn::audit",
             evicted = *removed,
             by = %by,
-            storage_key = %storage_key,
+            storage_key_hash = %LogDigest(storage_key.as_bytes()),
             "idempotency key evicted by an operator"
         ),
         Err(error) => tracing::warn!(
             target: "autumn::audit",
             error = %error,
             by = %by,
-            storage_key = %storage_key,
+            storage_key_hash = %LogDigest(storage_key.as_bytes()),
             "eviction of an idempotency key failed"
         ),
     }

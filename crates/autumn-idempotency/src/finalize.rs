@@ -112,17 +112,37 @@ impl std::fmt::Debug for FinalizeHook {
 
 /// The finishing work failed: the response is not final and is not
 /// recorded, and the key stays locked until the record's TTL ends.
+///
+/// ```
+/// use autumn_idempotency::finalize::FinalizeError;
+///
+/// let saved: Result<(), std::io::Error> = Err(std::io::Error::other("disk full"));
+/// let error = saved.map_err(FinalizeError::from_error).unwrap_err();
+/// assert_eq!(error.to_string(), "disk full");
+/// ```
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{message}")]
-pub struct FinalizeError {
-    message: String,
+#[error(transparent)]
+pub struct FinalizeError(Repr);
+
+/// What a [`FinalizeError`] holds: the failed work's own error when it
+/// has one, so its chain reaches the logs whole.
+#[derive(Debug, Clone, thiserror::Error)]
+enum Repr {
+    #[error("{0}")]
+    Message(String),
+    #[error(transparent)]
+    Error(Arc<dyn std::error::Error + Send + Sync>),
 }
 
 impl FinalizeError {
     /// An error described by `message`.
     pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
+        Self(Repr::Message(message.into()))
+    }
+
+    /// The work's own `error`, kept whole: it reads (`Display`, `source`)
+    /// as `error` does.
+    pub fn from_error(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Repr::Error(Arc::new(error)))
     }
 }

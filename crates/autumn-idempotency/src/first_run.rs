@@ -20,7 +20,7 @@ use futures_util::FutureExt as _;
 use tower::Service;
 
 use crate::finalize::FinalizeHook;
-use crate::key::{hash_parts, storage_key};
+use crate::key::{LogDigest, hash_parts, storage_key};
 use crate::metrics::IdempotencyMetrics;
 use crate::problem::{IdempotencyRejection, SubmitTokenRejection};
 use crate::record::IdempotencyRecord;
@@ -128,7 +128,7 @@ impl AfterRun {
             },
             Ok(Claim::InFlight | Claim::Completed { .. }) => {
                 tracing::warn!(
-                    storage_key = %held.storage_key,
+                    storage_key_hash = %LogDigest(held.storage_key.as_bytes()),
                     moved_to = %moved,
                     "the handler moved the caller to another scope whose key another request already holds; the response is recorded under the old key alone"
                 );
@@ -136,7 +136,7 @@ impl AfterRun {
             }
             Err(error) => {
                 tracing::warn!(
-                    storage_key = %held.storage_key,
+                    storage_key_hash = %LogDigest(held.storage_key.as_bytes()),
                     moved_to = %moved,
                     %error,
                     "could not lock the key a retry under the new scope will use; the response is recorded under the old key alone"
@@ -187,7 +187,7 @@ impl Held {
     /// Releases the lock; on failure it lapses after its TTL.
     pub(crate) async fn release(&self) {
         if let Err(error) = self.store.unlock(&self.storage_key, &self.owner).await {
-            tracing::warn!(storage_key = %self.storage_key, %error, "could not release a lock; it lapses after its in-flight TTL");
+            tracing::warn!(storage_key_hash = %LogDigest(self.storage_key.as_bytes()), %error, "could not release a lock; it lapses after its in-flight TTL");
         }
     }
 }
@@ -334,7 +334,7 @@ where
         let (parts, body) = match ran {
             Ran::Panicked => {
                 tracing::error!(
-                    storage_key = %held.storage_key,
+                    storage_key_hash = %LogDigest(held.storage_key.as_bytes()),
                     "handler panicked; releasing its lock"
                 );
                 held.release().await;
@@ -359,7 +359,7 @@ where
             Ran::BodyFailed(error) => {
                 // The handler ran but its response is lost: keep the lock, so a
                 // retry gets 409 until it lapses rather than a second run now.
-                tracing::error!(storage_key = %held.storage_key, %error, "response body failed; keeping the lock");
+                tracing::error!(storage_key_hash = %LogDigest(held.storage_key.as_bytes()), %error, "response body failed; keeping the lock");
                 return (held.guard.response_lost(), Recorded(false));
             }
             Ran::Whole(parts, body) => (parts, body),
@@ -398,7 +398,7 @@ where
                 )
                 .await;
             if let Err(error) = finished {
-                tracing::error!(storage_key = %moved, %error, "could not record the response under the key of the new scope; it stays locked until the record's TTL ends");
+                tracing::error!(storage_key_hash = %LogDigest(moved.as_bytes()), %error, "could not record the response under the key of the new scope; it stays locked until the record's TTL ends");
             }
         }
         let finished = held
@@ -416,17 +416,20 @@ where
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(
-                    storage_key = %held.storage_key,
+                    storage_key_hash = %LogDigest(held.storage_key.as_bytes()),
                     "the lock lapsed and another request took the key before this response was recorded; it was not recorded"
                 )
             }
             // The handler's work is done: answer with its response, and keep the
             // lock so a retry gets 409 until it lapses instead of a second run.
             Err(error) => {
-                tracing::error!(storage_key = %held.storage_key, %error, "could not record the response; the lock stays until its in-flight TTL")
+                tracing::error!(storage_key_hash = %LogDigest(held.storage_key.as_bytes()), %error, "could not record the response; the lock stays until its in-flight TTL")
             }
         }
-        (Response::from_parts(parts, Body::from(body)), Recorded(recorded))
+        (
+            Response::from_parts(parts, Body::from(body)),
+            Recorded(recorded),
+        )
     }
 }
 
@@ -449,18 +452,18 @@ async fn finalize(
         // Lost or unknown: the hook still runs (its work is the client's,
         // and the record stays owner-checked), but say so.
         Ok(false) => tracing::warn!(
-            storage_key = %held.storage_key,
+            storage_key_hash = %LogDigest(held.storage_key.as_bytes()),
             "the lock was lost before the response was finished; it will not be recorded"
         ),
         Err(error) => tracing::warn!(
-            storage_key = %held.storage_key,
+            storage_key_hash = %LogDigest(held.storage_key.as_bytes()),
             %error,
             "could not keep the lock while the response is finished; it lapses after its in-flight TTL"
         ),
     }
     hook.finalize(headers).await.map_err(|error| {
         tracing::error!(
-            storage_key = %held.storage_key,
+            storage_key_hash = %LogDigest(held.storage_key.as_bytes()),
             %error,
             "the response could not be finished (the session was not saved); not recorded, and the key stays locked until the record's TTL ends"
         );
@@ -504,7 +507,7 @@ async fn with_heartbeat<T>(held: &Held, work: impl Future<Output = T>) -> T {
                 if let Some(failure) = failure {
                     held.metrics.lock_renewal_failed();
                     tracing::error!(
-                        storage_key = %held.storage_key,
+                        storage_key_hash = %LogDigest(held.storage_key.as_bytes()),
                         error = %failure,
                         lock_lost = lost,
                         "could not renew the in-flight lock while the handler runs; its response is still recorded unless another request took the key once the lock lapsed"

@@ -142,6 +142,25 @@ pub(crate) fn parse_key_value(headers: &HeaderMap) -> Result<Option<HeaderValue>
 }
 
 /// A key [`parse_key_value`] accepted, as text: it is visible ASCII.
+/// A secret shown in a log line (an `Idempotency-Key`, a storage key) as
+/// the first 12 hex digits of its SHA-256, after `sha256:`.
+///
+/// A raw key is the only secret an anonymous caller has, and a storage key
+/// is enough to inspect or evict a record: neither belongs in a log that
+/// many people read. The digest still tells two keys apart, and finds a
+/// key one already holds (`printf %s "$KEY" | sha256sum | cut -c1-12`).
+/// The raw values appear only at `trace`.
+pub(crate) struct LogDigest<'a>(pub(crate) &'a [u8]);
+
+impl std::fmt::Display for LogDigest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(self.0);
+        f.write_str("sha256:")?;
+        f.write_str(&hex::encode(&digest[..6]))
+    }
+}
+
 pub(crate) fn key_str(key: &HeaderValue) -> &str {
     key.to_str().unwrap_or_default()
 }

@@ -18,6 +18,7 @@
 //! and the Redis connection) is `autumn_base`'s.
 
 pub mod admin;
+pub mod codes;
 mod context;
 #[cfg(feature = "database")]
 pub mod database;

@@ -10,30 +10,21 @@
 //! - [`IdempotencyContextRejection`] and [`SubmitTokenExtractRejection`]: the
 //!   extractors.
 //!
-//! All of them, [`Problem`](autumn_base::Problem), and
-//! `autumn_core::AutumnError` render through
-//! [`problem_response`](autumn_base::problem_response), so every problem
-//! document Autumn sends has the same shape.
+//! Their codes are named in [`codes`](crate::codes). All of them,
+//! [`Problem`](autumn_base::Problem), and `autumn_core::AutumnError`
+//! implement [`ProblemDetails`] and answer through
+//! [`render_problem`](autumn_base::render_problem), so every problem
+//! document Autumn sends has the same shape and is logged the same way.
 
+use std::fmt;
 use std::sync::Arc;
 
-use autumn_base::problem::{problem_document, problem_response};
-use axum::response::{IntoResponse, Response};
-use http::{HeaderValue, StatusCode, header};
+use autumn_base::problem::{ProblemCode, ProblemDetails, render_problem};
+use axum::response::Response;
+use http::StatusCode;
 
+use crate::codes;
 use crate::key::KeyError;
-
-/// A rejection's problem document, with `Retry-After: 1` when the client
-/// should simply try again shortly.
-fn render(status: StatusCode, code: &'static str, detail: &str, retry_after: bool) -> Response {
-    let mut response = problem_response(status, Some(code), detail);
-    if retry_after {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    }
-    response
-}
 
 /// Why the idempotency layer answered instead of the handler, or instead of
 /// the handler's response.
@@ -155,22 +146,27 @@ impl IdempotencyRejection {
         }
     }
 
-    /// The stable machine-readable code in the problem document.
+    /// The stable machine-readable code in the problem document, one of
+    /// [`codes`](crate::codes).
     pub fn code(&self) -> &'static str {
+        self.typed_code().as_str()
+    }
+
+    fn typed_code(&self) -> ProblemCode {
         match self {
-            Self::MalformedKey(_) => "idempotency_key_malformed",
-            Self::MissingKey => "idempotency_key_missing",
-            Self::UnreadableBody(_) => "request_body_unreadable",
-            Self::BodyTooLarge { .. } => "request_body_too_large",
-            Self::PayloadMismatch => "idempotency_key_reused",
-            Self::InFlight => "idempotency_key_in_flight",
-            Self::ReplayUnavailable => "idempotency_replay_unavailable",
-            Self::LockUnavailable => "idempotency_lock_unavailable",
-            Self::StoreUnavailable => "idempotency_store_unavailable",
-            Self::StoreFull => "idempotency_store_full",
-            Self::HandlerPanicked => "internal_error",
-            Self::ResponseLost => "response_lost",
-            Self::ResponseNotFinal => "response_not_final",
+            Self::MalformedKey(_) => codes::IDEMPOTENCY_KEY_MALFORMED,
+            Self::MissingKey => codes::IDEMPOTENCY_KEY_MISSING,
+            Self::UnreadableBody(_) => codes::REQUEST_BODY_UNREADABLE,
+            Self::BodyTooLarge { .. } => codes::REQUEST_BODY_TOO_LARGE,
+            Self::PayloadMismatch => codes::IDEMPOTENCY_KEY_REUSED,
+            Self::InFlight => codes::IDEMPOTENCY_KEY_IN_FLIGHT,
+            Self::ReplayUnavailable => codes::IDEMPOTENCY_REPLAY_UNAVAILABLE,
+            Self::LockUnavailable => codes::IDEMPOTENCY_LOCK_UNAVAILABLE,
+            Self::StoreUnavailable => codes::IDEMPOTENCY_STORE_UNAVAILABLE,
+            Self::StoreFull => codes::IDEMPOTENCY_STORE_FULL,
+            Self::HandlerPanicked => codes::INTERNAL_ERROR,
+            Self::ResponseLost => codes::RESPONSE_LOST,
+            Self::ResponseNotFinal => codes::RESPONSE_NOT_FINAL,
         }
     }
 
@@ -194,10 +190,24 @@ impl IdempotencyRejection {
         }
     }
 
-    /// The problem document, with the machine-readable members clients act
-    /// on: `retry_after` (seconds) when trying again shortly may succeed,
-    /// `new_key_needed` on the 409s and the 422.
+    /// The problem document as the layer answers it: with the app's docs
+    /// URL as the `type` (`problem_type`, for
+    /// [`MissingKey`](Self::MissingKey)), and the first field of a reused
+    /// key's request that differs (`differs_at`, for
+    /// [`PayloadMismatch`](Self::PayloadMismatch) when the policy explains
+    /// mismatches).
     pub(crate) fn render(&self, problem_type: Option<&str>, differs_at: Option<&str>) -> Response {
+        render_problem(&Explained {
+            rejection: self,
+            problem_type,
+            differs_at,
+        })
+    }
+
+    /// The machine-readable members clients act on: `retry_after`
+    /// (seconds) when trying again shortly may succeed, `new_key_needed`
+    /// on the 409s and the 422.
+    fn members(&self) -> Vec<(&'static str, serde_json::Value)> {
         let mut members = Vec::new();
         if self.retry_after() {
             members.push(("retry_after", serde_json::Value::from(1)));
@@ -205,26 +215,7 @@ impl IdempotencyRejection {
         if let Some(needed) = self.new_key_needed() {
             members.push(("new_key_needed", needed.into()));
         }
-        let detail = match differs_at {
-            Some(pointer) => {
-                members.push(("differs_at", pointer.into()));
-                format!("{self}; the first field that differs is {pointer}")
-            }
-            None => self.to_string(),
-        };
-        let mut response = problem_document(
-            self.status(),
-            Some(self.code()),
-            &detail,
-            problem_type,
-            members,
-        );
-        if self.retry_after() {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        response
+        members
     }
 }
 
@@ -232,10 +223,79 @@ impl IdempotencyRejection {
 /// configures no docs URL.
 pub const KEY_MISSING_TYPE: &str = "urn:autumn:problem:idempotency-key-missing";
 
-impl IntoResponse for IdempotencyRejection {
-    fn into_response(self) -> Response {
-        let problem_type = matches!(self, Self::MissingKey).then_some(KEY_MISSING_TYPE);
-        self.render(problem_type, None)
+impl ProblemDetails for IdempotencyRejection {
+    fn problem_status(&self) -> StatusCode {
+        self.status()
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(self.typed_code())
+    }
+
+    fn problem_type(&self) -> &str {
+        match self {
+            Self::MissingKey => KEY_MISSING_TYPE,
+            _ => autumn_base::problem::ABOUT_BLANK,
+        }
+    }
+
+    fn problem_retry_after(&self) -> Option<u32> {
+        self.retry_after().then_some(1)
+    }
+
+    fn problem_members(&self) -> Vec<(&'static str, serde_json::Value)> {
+        self.members()
+    }
+}
+
+/// An [`IdempotencyRejection`] with what only the layer knows: the app's
+/// problem `type` and where a reused key's request differs. Rendered by
+/// the one renderer, so it differs from the plain rejection in nothing else.
+struct Explained<'a> {
+    rejection: &'a IdempotencyRejection,
+    /// `None`: the rejection's own.
+    problem_type: Option<&'a str>,
+    /// A JSON pointer, said in the detail and in a `differs_at` member.
+    differs_at: Option<&'a str>,
+}
+
+impl fmt::Display for Explained<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.differs_at {
+            Some(pointer) => write!(
+                f,
+                "{}; the first field that differs is {pointer}",
+                self.rejection
+            ),
+            None => self.rejection.fmt(f),
+        }
+    }
+}
+
+impl ProblemDetails for Explained<'_> {
+    fn problem_status(&self) -> StatusCode {
+        self.rejection.problem_status()
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        self.rejection.problem_code()
+    }
+
+    fn problem_type(&self) -> &str {
+        self.problem_type
+            .unwrap_or_else(|| self.rejection.problem_type())
+    }
+
+    fn problem_retry_after(&self) -> Option<u32> {
+        self.rejection.problem_retry_after()
+    }
+
+    fn problem_members(&self) -> Vec<(&'static str, serde_json::Value)> {
+        let mut members = self.rejection.members();
+        if let Some(pointer) = self.differs_at {
+            members.push(("differs_at", pointer.into()));
+        }
+        members
     }
 }
 
@@ -367,31 +427,47 @@ impl SubmitTokenRejection {
         }
     }
 
-    /// The stable machine-readable code in the problem document.
+    /// The stable machine-readable code in the problem document, one of
+    /// [`codes`](crate::codes).
     pub fn code(&self) -> &'static str {
-        match self {
-            Self::FormTooLarge { .. } => "form_too_large",
-            Self::FormMalformed(_) => "form_malformed",
-            Self::TokenRepeated { .. } => "submit_token_repeated",
-            Self::TokenMalformed { .. } => "submit_token_malformed",
-            Self::TokenLate { .. } => "submit_token_late",
-            Self::InFlight => "submit_token_in_flight",
-            Self::TokenReused => "submit_token_reused",
-            Self::StoreUnavailable => "submit_token_store_unavailable",
-            Self::StoreFull => "submit_token_store_full",
-            Self::HandlerPanicked => "internal_error",
-            Self::ResponseLost => "response_lost",
-            Self::ResponseNotFinal => "response_not_final",
-            Self::OtherSession => "submit_token_other_session",
-        }
+        self.typed_code().as_str()
     }
 
-    /// Whether the answer carries `Retry-After: 1`.
-    fn retry_after(&self) -> bool {
+    fn typed_code(&self) -> ProblemCode {
+        match self {
+            Self::FormTooLarge { .. } => codes::FORM_TOO_LARGE,
+            Self::FormMalformed(_) => codes::FORM_MALFORMED,
+            Self::TokenRepeated { .. } => codes::SUBMIT_TOKEN_REPEATED,
+            Self::TokenMalformed { .. } => codes::SUBMIT_TOKEN_MALFORMED,
+            Self::TokenLate { .. } => codes::SUBMIT_TOKEN_LATE,
+            Self::InFlight => codes::SUBMIT_TOKEN_IN_FLIGHT,
+            Self::TokenReused => codes::SUBMIT_TOKEN_REUSED,
+            Self::StoreUnavailable => codes::SUBMIT_TOKEN_STORE_UNAVAILABLE,
+            Self::StoreFull => codes::SUBMIT_TOKEN_STORE_FULL,
+            Self::HandlerPanicked => codes::INTERNAL_ERROR,
+            Self::ResponseLost => codes::RESPONSE_LOST,
+            Self::ResponseNotFinal => codes::RESPONSE_NOT_FINAL,
+            Self::OtherSession => codes::SUBMIT_TOKEN_OTHER_SESSION,
+        }
+    }
+}
+
+impl ProblemDetails for SubmitTokenRejection {
+    fn problem_status(&self) -> StatusCode {
+        self.status()
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(self.typed_code())
+    }
+
+    /// `Retry-After: 1` where waiting a moment may be enough.
+    fn problem_retry_after(&self) -> Option<u32> {
         matches!(
             self,
             Self::InFlight | Self::StoreUnavailable | Self::StoreFull
         )
+        .then_some(1)
     }
 }
 
@@ -414,16 +490,26 @@ impl IdempotencyContextRejection {
         }
     }
 
-    /// The stable machine-readable code in the problem document.
+    /// The stable machine-readable code in the problem document, one of
+    /// [`codes`](crate::codes).
     pub fn code(&self) -> &'static str {
-        match self {
-            Self::MissingKey => "idempotency_key_missing",
-        }
+        self.typed_code().as_str()
     }
 
-    /// Never: nothing to wait for.
-    fn retry_after(&self) -> bool {
-        false
+    fn typed_code(&self) -> ProblemCode {
+        match self {
+            Self::MissingKey => codes::IDEMPOTENCY_KEY_MISSING,
+        }
+    }
+}
+
+impl ProblemDetails for IdempotencyContextRejection {
+    fn problem_status(&self) -> StatusCode {
+        self.status()
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(self.typed_code())
     }
 }
 
@@ -449,32 +535,33 @@ impl SubmitTokenExtractRejection {
         }
     }
 
-    /// The stable machine-readable code in the problem document.
+    /// The stable machine-readable code in the problem document, one of
+    /// [`codes`](crate::codes).
     pub fn code(&self) -> &'static str {
+        self.typed_code().as_str()
+    }
+
+    fn typed_code(&self) -> ProblemCode {
         match self {
-            Self::LayerMissing => "submit_token_layer_missing",
+            Self::LayerMissing => codes::SUBMIT_TOKEN_LAYER_MISSING,
         }
-    }
-
-    /// Never: nothing to wait for.
-    fn retry_after(&self) -> bool {
-        false
     }
 }
 
-/// Every rejection answers the same way: its problem document, through the
-/// one renderer, with `Retry-After: 1` where the variant says so.
-macro_rules! rejection_into_response {
-    ($($rejection:ty),+ $(,)?) => {$(
-        impl IntoResponse for $rejection {
-            fn into_response(self) -> Response {
-                render(self.status(), self.code(), &self.to_string(), self.retry_after())
-            }
-        }
-    )+};
+impl ProblemDetails for SubmitTokenExtractRejection {
+    fn problem_status(&self) -> StatusCode {
+        self.status()
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(self.typed_code())
+    }
 }
 
-rejection_into_response!(
+// Every rejection answers the same way: its problem document, through the
+// one renderer.
+autumn_base::problem_into_response!(
+    IdempotencyRejection,
     SubmitTokenRejection,
     IdempotencyContextRejection,
     SubmitTokenExtractRejection,
@@ -482,6 +569,8 @@ rejection_into_response!(
 
 #[cfg(test)]
 mod tests {
+    use axum::response::IntoResponse as _;
+    use http::header;
     use http_body_util::BodyExt as _;
 
     use super::*;

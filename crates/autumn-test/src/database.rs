@@ -88,17 +88,16 @@ impl TestDatabase {
         let url = format!("{server}{separator}options=-c%20search_path%3D{schema}");
         let (setup_server, setup_schema) = (server.clone(), schema.clone());
         let made = on_own_runtime(move || async move {
-            let (client, connection) =
-                tokio_postgres::connect(&setup_server, tokio_postgres::NoTls)
-                    .await
-                    .map_err(|error| {
-                        format!(
-                            "PostgreSQL is not reachable at {setup_server} ({error}); start it, \
-                             or set TEST_DATABASE_URL to a database this user may create \
-                             schemas in"
-                        )
-                    })?;
-            tokio::spawn(connection);
+            // As the app will connect: the URL's sslmode and sslrootcert
+            // apply here too.
+            let client = connect(&setup_server).await.map_err(|error| {
+                format!(
+                    "PostgreSQL is not reachable at {} ({error}); start it, \
+                     or set TEST_DATABASE_URL to a database this user may create \
+                     schemas in",
+                    autumn_base::redact_passwords(&setup_server)
+                )
+            })?;
             drop_stale_schemas(&client).await;
             client
                 .batch_execute(&format!("CREATE SCHEMA {setup_schema}"))
@@ -140,12 +139,9 @@ impl Drop for TestDatabase {
                 // Never a panic in drop: a schema left behind goes with a
                 // later run.
                 let _ = on_own_runtime(move || async move {
-                    let Ok((client, connection)) =
-                        tokio_postgres::connect(&server, tokio_postgres::NoTls).await
-                    else {
+                    let Ok(client) = connect(&server).await else {
                         return;
                     };
-                    tokio::spawn(connection);
                     // A pool the test still holds may be mid-transaction:
                     // wait a little, not forever.
                     let _ = client
@@ -193,6 +189,15 @@ where
     .join()
     .ok()
     .flatten()
+}
+
+/// A client on `url` through autumn-base's connector (TLS as the URL's
+/// `sslmode` asks), driven on the current runtime.
+#[cfg(feature = "postgres")]
+async fn connect(url: &str) -> Result<tokio_postgres::Client, autumn_base::database::DbError> {
+    autumn_base::database::PgConnector::from_url(url)?
+        .connect()
+        .await
 }
 
 /// Drops the schemas this type made more than an hour ago (a crashed run

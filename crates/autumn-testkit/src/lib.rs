@@ -10,6 +10,8 @@
 //!   servers, PgBouncer, a round-trip counting proxy;
 //! - [`redis`] (feature `redis`): the shared Redis, a key prefix per test,
 //!   private `redis-server`s, a six-node Redis Cluster, a `MONITOR` reader;
+//! - [`tls`] (on with `redis` and `postgres`): a certificate authority of
+//!   the test's own ([`tls::TestCa`]), certificates made at run time;
 //! - [`chromium`] (feature `chromium`): headless Chromium through
 //!   chromedriver.
 //!
@@ -32,6 +34,8 @@ pub mod logs;
 pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "tls")]
+pub mod tls;
 mod wait;
 
 pub use wait::{Outcome, eventually, eventually_async};

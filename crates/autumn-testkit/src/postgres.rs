@@ -1,8 +1,8 @@
 //! Real PostgreSQL for the tests (feature `postgres`): a schema of the
 //! test's own on the shared server ([`PgSchema`], dropped on drop), servers
-//! of the test's own for restart tests ([`PrivatePostgres`]), a PgBouncer in
-//! transaction pooling mode ([`PgBouncer`]), and a proxy that counts round
-//! trips ([`RoundTrips`]).
+//! of the test's own for restart and TLS tests ([`PrivatePostgres`], with
+//! certificates from a [`TestCa`]), a PgBouncer in transaction pooling mode
+//! ([`PgBouncer`]), and a proxy that counts round trips ([`RoundTrips`]).
 //!
 //! The shared server is `TEST_DATABASE_URL`, by default
 //! `postgres://postgres@127.0.0.1:5432/test`. What lives on it (schemas,
@@ -11,6 +11,8 @@
 //! other test processes use.
 
 use std::sync::Arc;
+
+use crate::tls::TestCa;
 
 /// What to do when PostgreSQL does not answer.
 const HOW_TO_START: &str = "start it with \
@@ -189,12 +191,15 @@ async fn drop_stale(client: &tokio_postgres::Client, what: Stale) {
 }
 
 /// A PostgreSQL server of the test's own, on a free loopback port, for tests
-/// that restart or kill it (never the shared one on 5432). It runs as the
-/// `postgres` user (`initdb` refuses root) from a temporary directory, and is
-/// stopped and removed on drop.
+/// that restart or kill it, or need TLS (never the shared one on 5432). It
+/// runs as the `postgres` user (`initdb` refuses root) from a temporary
+/// directory, and is stopped and removed on drop.
 pub struct PrivatePostgres {
     dir: tempfile::TempDir,
     port: u16,
+    /// The CA that signed the server's certificate, with TLS (kept for its
+    /// certificate file).
+    ca: Option<TestCa>,
 }
 
 impl PrivatePostgres {
@@ -202,6 +207,19 @@ impl PrivatePostgres {
 
     /// Creates a cluster and starts it (about a second).
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// Creates a cluster with TLS on and starts it: a new [`TestCa`] signs
+    /// the server's certificate for `names` (say `["localhost"]`), and
+    /// [`ca_file`](Self::ca_file) is that CA's certificate. Connections
+    /// from loopback may use TLS (`hostssl`), and without it only when
+    /// `plaintext` (`hostnossl`); both are trusted, no password.
+    pub fn start_tls(names: &[&str], plaintext: bool) -> Self {
+        Self::start_with(Some((names, plaintext)))
+    }
+
+    fn start_with(tls: Option<(&[&str], bool)>) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("autumn-pg-")
             .tempdir()
@@ -212,18 +230,92 @@ impl PrivatePostgres {
                 .arg(dir.path()));
         }
         let port = crate::free_port();
-        let server = Self { dir, port };
+        let mut server = Self {
+            dir,
+            port,
+            ca: None,
+        };
         run(server
             .as_postgres("initdb")
             .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
             .arg(server.data()));
+        if let Some((names, plaintext)) = tls {
+            server.set_up_tls(names, plaintext);
+        }
         server.pg_ctl("start");
         server
+    }
+
+    /// Certificate files, `ssl = on`, and a `pg_hba.conf` that allows TLS
+    /// (and plaintext when `plaintext`) from loopback.
+    fn set_up_tls(&mut self, names: &[&str], plaintext: bool) {
+        let ca = TestCa::new();
+        let server = ca.server_cert(names);
+        // Copied beside the cluster, where the server's user may read them
+        // (the CA's directory is the test's own); the key keeps its 0600.
+        let cert_file = self.dir.path().join("server.crt");
+        let key_file = self.dir.path().join("server.key");
+        std::fs::copy(&server.cert, &cert_file).expect("copy the server certificate");
+        std::fs::copy(&server.key, &key_file).expect("copy the server key");
+        let settings = format!(
+            "\nssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\n",
+            cert_file.display(),
+            key_file.display()
+        );
+        let conf = self.data().join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).expect("read postgresql.conf");
+        text.push_str(&settings);
+        std::fs::write(&conf, text).expect("write postgresql.conf");
+        let mut hba = String::from(
+            "local all all trust\n\
+             hostssl all all 127.0.0.1/32 trust\n\
+             hostssl all all ::1/128 trust\n",
+        );
+        if plaintext {
+            hba.push_str(
+                "hostnossl all all 127.0.0.1/32 trust\n\
+                 hostnossl all all ::1/128 trust\n",
+            );
+        }
+        let hba_file = self.data().join("pg_hba.conf");
+        std::fs::write(&hba_file, hba).expect("write pg_hba.conf");
+        if running_as_root() {
+            // Written by root; the server runs as postgres and reads them.
+            run(std::process::Command::new("chown")
+                .arg("postgres:postgres")
+                .args([&cert_file, &key_file, &conf, &hba_file]));
+        }
+        self.ca = Some(ca);
     }
 
     /// The URL of the `postgres` database on this server.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The URL of the `postgres` database on this server, reached as
+    /// `host` (`localhost` or `127.0.0.1`: it listens on 127.0.0.1), with
+    /// `query` (say `sslmode=verify-full`) when not empty.
+    pub fn url_at(&self, host: &str, query: &str) -> String {
+        let query = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{query}")
+        };
+        format!("postgres://postgres@{host}:{}/postgres{query}", self.port)
+    }
+
+    /// The certificate (PEM) of the CA that signed the server's, for
+    /// `sslrootcert`.
+    ///
+    /// # Panics
+    ///
+    /// When the server was not started with [`start_tls`](Self::start_tls).
+    pub fn ca_file(&self) -> &std::path::Path {
+        self.ca
+            .as_ref()
+            .expect("a server started with PrivatePostgres::start_tls")
+            .ca_file()
     }
 
     /// Restarts the server (fast shutdown: open connections are closed).
@@ -335,7 +427,13 @@ impl RoundTrips {
                         return;
                     };
                     let (mut from_client, mut to_client) = client.into_split();
-                    let (mut from_server, to_server) = server.into_split();
+                    let (mut from_server, mut to_server) = server.into_split();
+                    if relay_startup(&mut from_client, &mut to_client, &mut to_server)
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
                     tokio::spawn(async move {
                         let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
                     });
@@ -360,26 +458,38 @@ impl RoundTrips {
     }
 }
 
-/// Forwards the client's messages, counting `S` and `Q`; the startup
-/// message has no type byte.
-async fn relay_counting(
+/// Forwards the client's startup message (it has no type byte). A TLS or
+/// GSS encryption request before it is answered "no" here, not passed on:
+/// the proxy must read the messages it counts, so the connection stays
+/// plaintext (a client in the default `sslmode=prefer` carries on without
+/// TLS).
+async fn relay_startup(
     from: &mut tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    count: &std::sync::atomic::AtomicUsize,
+    back: &mut tokio::net::tcp::OwnedWriteHalf,
+    to: &mut tokio::net::tcp::OwnedWriteHalf,
 ) -> std::io::Result<()> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     loop {
         let length = from.read_u32().await?;
         let mut startup = vec![0; usize::try_from(length).unwrap_or(0).saturating_sub(4)];
         from.read_exact(&mut startup).await?;
+        if matches!(startup.get(..4), Some([0x04, 0xd2, 0x16, 0x2f | 0x30])) {
+            back.write_all(b"N").await?;
+            continue;
+        }
         to.write_all(&length.to_be_bytes()).await?;
         to.write_all(&startup).await?;
-        // An SSL or GSS encryption request (answered "no") comes first, and
-        // the real startup message after it.
-        if !matches!(startup.get(..4), Some([0x04, 0xd2, 0x16, 0x2f | 0x30])) {
-            break;
-        }
+        return Ok(());
     }
+}
+
+/// Forwards the client's messages after the startup, counting `S` and `Q`.
+async fn relay_counting(
+    from: &mut tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    count: &std::sync::atomic::AtomicUsize,
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     loop {
         let kind = from.read_u8().await?;
         let length = from.read_u32().await?;

@@ -1,7 +1,9 @@
 //! Real Redis for the tests (feature `redis`): the shared server (`TEST_REDIS_URL`), private
-//! `redis-server` children that can be stopped and started again, and a
-//! MONITOR reader that sees commands the way the server does, and a Redis
-//! Cluster of six servers ([`cluster`]).
+//! `redis-server` children that can be stopped and started again (plain,
+//! TLS-only with certificates from a [`TestCa`], or with an ACL user),
+//! private Valkey servers ([`valkey`]), a MONITOR reader that sees commands
+//! the way the server does, and a Redis Cluster of six servers
+//! ([`cluster`]).
 
 use std::io::{self, Read as _, Write as _};
 use std::net::Ipv4Addr;
@@ -13,6 +15,10 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, Buf
 use tokio::net::TcpStream;
 
 pub mod cluster;
+pub mod valkey;
+
+use crate::tls::TestCa;
+pub use valkey::ValkeyServer;
 
 const HOW_TO_START: &str = "start one with \
     `redis-server --daemonize yes --port 6379 --save \"\" --appendonly no`, \
@@ -106,12 +112,45 @@ pub struct RedisServer {
     child: Option<Child>,
     /// Where a persistent server keeps its append-only file.
     dir: Option<PathBuf>,
+    spec: Spec,
+}
+
+/// Whether a TLS server asks clients for a certificate
+/// (`--tls-auth-clients`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientCerts {
+    /// It does not ask: any client that trusts its certificate connects.
+    NotAsked,
+    /// It refuses a client without a certificate signed by its CA.
+    Required,
+}
+
+/// How a server is run, beyond its port.
+#[derive(Clone, Default)]
+struct Spec {
+    /// The server program; `None`: `redis-server` from PATH.
+    program: Option<PathBuf>,
+    /// TLS only (`--port 0`): the certificate files and whether clients
+    /// must present one.
+    tls: Option<TlsFiles>,
+    /// The one ACL user that may connect (the default user is off).
+    acl_user: Option<(String, String)>,
+}
+
+#[derive(Clone)]
+struct TlsFiles {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+    /// The client certificate and key the readiness check presents.
+    client: (PathBuf, PathBuf),
+    clients: ClientCerts,
 }
 
 impl RedisServer {
     /// A server that keeps nothing across a restart (like the shared one).
     pub fn new() -> Self {
-        Self::launch(None)
+        Self::launch(None, Spec::default())
     }
 
     /// A server that writes every command to its append-only file before
@@ -120,10 +159,56 @@ impl RedisServer {
         let dir =
             std::env::temp_dir().join(format!("autumn-redis-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).expect("a directory for the append-only file");
-        Self::launch(Some(dir))
+        Self::launch(Some(dir), Spec::default())
     }
 
-    fn launch(dir: Option<PathBuf>) -> Self {
+    /// A server that speaks TLS only (its plaintext port is off:
+    /// `--port 0`), with a server certificate `ca` signs for `localhost`,
+    /// `127.0.0.1` and `::1` (not for 127.0.0.2, where it listens too, for
+    /// the tests of the name check), asking clients for a certificate
+    /// signed by `ca` or not. Reach it at [`url`](Self::url),
+    /// `rediss://localhost:{port}`.
+    pub fn with_tls(ca: &TestCa, clients: ClientCerts) -> Self {
+        let server = ca.server_cert(&["localhost", "127.0.0.1", "::1"]);
+        Self::launch(
+            None,
+            Spec {
+                tls: Some(TlsFiles {
+                    ca: ca.ca_file().to_owned(),
+                    cert: server.cert,
+                    key: server.key,
+                    client: (ca.client_cert().to_owned(), ca.client_key().to_owned()),
+                    clients,
+                }),
+                ..Spec::default()
+            },
+        )
+    }
+
+    /// A server whose default user is off: only the ACL user `user` with
+    /// `password` may connect (and run any command on any key).
+    pub fn with_acl_user(user: &str, password: &str) -> Self {
+        Self::launch(
+            None,
+            Spec {
+                acl_user: Some((user.to_owned(), password.to_owned())),
+                ..Spec::default()
+            },
+        )
+    }
+
+    /// A server run by `program` (another build of the server, Valkey's).
+    pub(crate) fn with_program(program: PathBuf) -> Self {
+        Self::launch(
+            None,
+            Spec {
+                program: Some(program),
+                ..Spec::default()
+            },
+        )
+    }
+
+    fn launch(dir: Option<PathBuf>, spec: Spec) -> Self {
         let mut last_error = String::new();
         // A free port can be taken between finding it and binding it: retry.
         for _ in 0..5 {
@@ -132,6 +217,7 @@ impl RedisServer {
                 port,
                 child: None,
                 dir: dir.clone(),
+                spec: spec.clone(),
             };
             match server.try_start() {
                 Ok(()) => return server,
@@ -144,9 +230,22 @@ impl RedisServer {
         panic!("could not start a redis-server of the test's own: {last_error}");
     }
 
-    /// `redis://127.0.0.1:{port}`.
+    /// `redis://127.0.0.1:{port}`; for a TLS server
+    /// `rediss://localhost:{port}` (the name its certificate is for). No
+    /// credentials: see [`url_as`](Self::url_as).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        if self.spec.tls.is_some() {
+            format!("rediss://localhost:{}", self.port)
+        } else {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
+    }
+
+    /// [`url`](Self::url) with `user:password@`.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        let url = self.url();
+        let (scheme, rest) = url.split_once("://").expect("a URL with a scheme");
+        format!("{scheme}://{user}:{password}@{rest}")
     }
 
     /// The server's port.
@@ -176,9 +275,52 @@ impl RedisServer {
 
     fn try_start(&mut self) -> Result<(), String> {
         let port = self.port.to_string();
-        let mut command = Command::new("redis-server");
+        let program = self
+            .spec
+            .program
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("redis-server"));
+        let mut command = Command::new(&program);
+        match &self.spec.tls {
+            Some(tls) => command
+                .args(["--port", "0", "--tls-port", &port, "--tls-cert-file"])
+                .arg(&tls.cert)
+                .arg("--tls-key-file")
+                .arg(&tls.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&tls.ca)
+                .args([
+                    "--tls-auth-clients",
+                    match tls.clients {
+                        ClientCerts::NotAsked => "no",
+                        ClientCerts::Required => "yes",
+                    },
+                ]),
+            None => command.args(["--port", &port]),
+        };
+        if let Some((user, password)) = &self.spec.acl_user {
+            command.args([
+                "--user",
+                "default",
+                "off",
+                "--user",
+                user,
+                "on",
+                &format!(">{password}"),
+                "~*",
+                "&*",
+                "+@all",
+            ]);
+        }
+        // A TLS server also listens on 127.0.0.2, an address its
+        // certificate does not name, for the tests of the name check.
+        let bind = if self.spec.tls.is_some() {
+            "127.0.0.1 127.0.0.2"
+        } else {
+            "127.0.0.1"
+        };
         command
-            .args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
+            .args(["--bind", bind, "--save", ""])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -188,11 +330,12 @@ impl RedisServer {
                 .arg(dir),
             None => command.args(["--appendonly", "no"]),
         };
-        let child = command.spawn().map_err(|error| {
-            format!(
+        let child = command.spawn().map_err(|error| match &self.spec.program {
+            Some(program) => format!("cannot run {} ({error})", program.display()),
+            None => format!(
                 "cannot run redis-server ({error}): install it (`apt-get install redis-server`) \
                  so that it is on PATH"
-            )
+            ),
         })?;
         self.child = Some(child);
         self.wait_until_ready()
@@ -208,7 +351,7 @@ impl RedisServer {
                 self.child = None;
                 return Err(format!("redis-server exited at start ({status}): {last}"));
             }
-            match ping(self.port) {
+            match self.ping() {
                 Ok(()) => return Ok(()),
                 Err(error) => last = error,
             }
@@ -231,6 +374,54 @@ impl Drop for RedisServer {
         if let Some(dir) = self.dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
+    }
+}
+
+impl RedisServer {
+    /// One PING as a client of this server would send it: over TLS with
+    /// the CA's client certificate, as the ACL user.
+    fn ping(&self) -> Result<(), String> {
+        if self.spec.tls.is_none() && self.spec.acl_user.is_none() {
+            return ping(self.port);
+        }
+        let url = match &self.spec.acl_user {
+            Some((user, password)) => self.url_as(user, password),
+            None => self.url(),
+        };
+        let client = match &self.spec.tls {
+            Some(tls) => {
+                let read = |path: &PathBuf| std::fs::read(path).map_err(|e| e.to_string());
+                install_crypto_provider();
+                ::redis::Client::build_with_tls(
+                    url.as_str(),
+                    ::redis::TlsCertificates {
+                        client_tls: Some(::redis::ClientTlsConfig {
+                            client_cert: read(&tls.client.0)?,
+                            client_key: read(&tls.client.1)?,
+                        }),
+                        root_cert: Some(read(&tls.ca)?),
+                    },
+                )
+            }
+            None => ::redis::Client::open(url.as_str()),
+        }
+        .map_err(|error| error.to_string())?;
+        let mut connection = client
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .map_err(|error| error.to_string())?;
+        match ::redis::cmd("PING").query::<String>(&mut connection) {
+            Ok(pong) if pong == "PONG" => Ok(()),
+            Ok(other) => Err(other),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+}
+
+/// Makes ring the process's rustls crypto provider unless one is already
+/// installed, as the framework does for its own `rediss://` connections.
+pub fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
     }
 }
 

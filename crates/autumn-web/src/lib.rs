@@ -104,11 +104,29 @@ pub mod error_pages {
 pub mod forms;
 
 /// Problem documents (RFC 7807): [`Problem`](problem::Problem), an error of
-/// the app's own that looks like Autumn's, and
-/// [`problem_response`](problem::problem_response), the renderer every
-/// Autumn error goes through.
+/// the app's own that looks like Autumn's;
+/// [`ProblemDetails`](problem::ProblemDetails) and
+/// [`render_problem`](problem::render_problem), the renderer every Autumn
+/// error goes through; and [`codes`](problem::codes), every code Autumn
+/// answers with.
 pub mod problem {
     pub use autumn_base::problem::*;
+
+    /// Every `code` Autumn answers with, in one list: the guards'
+    /// (`autumn_idempotency::codes`), the framework's (`autumn_core::codes`)
+    /// and those of the HTTP statuses. Match on these in tests and clients.
+    ///
+    /// ```
+    /// use autumn_web::problem::codes;
+    ///
+    /// assert_eq!(codes::IDEMPOTENCY_KEY_IN_FLIGHT, "idempotency_key_in_flight");
+    /// assert_eq!(codes::SESSION_STORE_UNAVAILABLE, "session_store_unavailable");
+    /// assert_eq!(codes::NOT_FOUND, "not_found");
+    /// ```
+    pub mod codes {
+        pub use autumn_core::codes::*;
+        pub use autumn_idempotency::codes::*;
+    }
 }
 
 /// Redis: the [`RedisConnection`](redis::RedisConnection) an app's Redis

@@ -392,8 +392,16 @@ async fn the_binary_inspects_and_evicts_a_key_of_a_running_replica() {
         assert_eq!(report["state"], "recorded", "{report}");
         assert_eq!(report["status"], 201, "{report}");
         assert!(report.get("body").is_none(), "{report}");
-        let with_body =
-            idempotency_command(&env, &["inspect", "cli-k", "--path", "/orders", "--body"]);
+        // A recorded body is shown only where the operator allowed it.
+        let mut allowed = env.clone();
+        allowed.push((
+            "AUTUMN_IDEMPOTENCY__ADMIN__ALLOW_BODIES".to_owned(),
+            "true".to_owned(),
+        ));
+        let with_body = idempotency_command(
+            &allowed,
+            &["inspect", "cli-k", "--path", "/orders", "--body"],
+        );
         assert_eq!(with_body["body"], first.as_str());
 
         let evicted = idempotency_command(

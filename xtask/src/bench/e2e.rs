@@ -109,8 +109,11 @@ const LEAN: [(&str, &str); 6] = [
 ];
 
 /// The session cookie a returning visitor sends: an id of the session
-/// cookie's form, so no new one is issued.
-const RETURNING_VISITOR: &str = "autumn_session=5bb676cec88f632751865b2494348e0f092b8f08";
+/// cookie's form, so no new one is issued. Under the name the default
+/// `[session]` reads (`SessionConfig::effective_cookie_name()`, the `Secure`
+/// cookie's `__Host-` prefix on `cookie_name`), spelled out because this
+/// crate does not depend on Autumn's.
+const RETURNING_VISITOR: &str = "__Host-autumn_session=5bb676cec88f632751865b2494348e0f092b8f08";
 
 /// One line of the table.
 struct Row {

@@ -2,7 +2,7 @@
 //! drop; its CPU time read from `/proc`.
 
 use std::fs;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -37,7 +37,7 @@ impl Server {
         env: &[(&str, String)],
         core: Option<usize>,
     ) -> Result<Self, String> {
-        let port = free_port()?;
+        let port = crate::http::free_port()?;
         let log = std::env::temp_dir().join(format!("autumn-bench-{port}.log"));
         // Appended to, so that emptying it between rows (see `clear_log`)
         // does not leave the server writing at its old offset.
@@ -147,14 +147,6 @@ fn troubling(line: &str) -> bool {
             .and_then(|(_, rest)| rest.split_whitespace().next())
             .and_then(|status| status.parse::<u16>().ok())
             .is_some_and(|status| status >= 400)
-}
-
-/// A port nothing listens on right now.
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .map_err(|e| format!("no free port: {e}"))
 }
 
 /// A process's CPU time in user space and in the kernel. Apart, because

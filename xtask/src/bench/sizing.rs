@@ -15,7 +15,6 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -297,14 +296,6 @@ fn report(names: &[(&str, &str)], samples: &[Vec<Sample>]) -> String {
     out
 }
 
-/// A port nothing listens on right now.
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .map_err(|e| format!("no free port: {e}"))
-}
-
 /// Polls `ready` every 100 ms until it holds or `READY_WITHIN` passes.
 fn wait_for(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {
     let started = Instant::now();
@@ -351,7 +342,7 @@ impl Cluster {
             let node_dir = cluster.dir.join(index.to_string());
             std::fs::create_dir_all(&node_dir)
                 .map_err(|e| format!("no directory for a node: {e}"))?;
-            let (port, bus) = (free_port()?, free_port()?);
+            let (port, bus) = (crate::http::free_port()?, crate::http::free_port()?);
             let log = std::fs::File::create(node_dir.join("log"))
                 .map_err(|e| format!("no log file for a node: {e}"))?;
             let child = Command::new("redis-server")
@@ -508,7 +499,7 @@ impl PgBouncer {
             .map_or("postgres", |(user, _)| {
                 user.split(':').next().unwrap_or("postgres")
             });
-        let listen = free_port()?;
+        let listen = crate::http::free_port()?;
         let dir = std::env::temp_dir().join(format!("autumn-sizing-pgbouncer-{listen}"));
         std::fs::create_dir_all(&dir).map_err(|e| format!("no directory for it: {e}"))?;
         let users = dir.join("users.txt");

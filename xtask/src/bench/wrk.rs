@@ -285,12 +285,12 @@ Transfer/sec:     30.00MB
         let lua = script(&load, "unused");
         assert!(!lua.contains("Cookie"), "{lua}");
         let returning = Load {
-            cookie: Some("autumn_session=abc"),
+            cookie: Some("__Host-autumn_session=abc"),
             ..load.clone()
         };
         assert!(
             script(&returning, "unused")
-                .contains("wrk.headers[\"Cookie\"] = \"autumn_session=abc\""),
+                .contains("wrk.headers[\"Cookie\"] = \"__Host-autumn_session=abc\""),
             "a returning visitor sends its cookie"
         );
         assert!(lua.contains("\"r7-\" .. tid .. \"-\" .. counter"), "{lua}");

@@ -3,15 +3,12 @@
 //! login on, without weakening the cluster's authentication.
 
 use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 
 use super::*;
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free loopback port")
+    crate::http::free_port().expect("a free loopback port")
 }
 
 fn scratch_dir(name: &str) -> PathBuf {
@@ -176,4 +173,24 @@ fn masks_passwords_in_urls() {
         redact("postgres://postgres@127.0.0.1/test"),
         "postgres://postgres@127.0.0.1/test"
     );
+}
+
+#[test]
+fn installs_valkey_into_a_scratch_directory_and_finds_it_the_second_time() {
+    let dir = scratch_dir("valkey");
+    let target = ValkeyTarget {
+        lib: dir.join("lib"),
+        link: dir.join("bin").join("valkey-server"),
+    };
+    ensure_valkey(&target).unwrap_or_else(|why| panic!("the Valkey step failed: {why}"));
+    let version = valkey_version(&target.link).expect("the linked valkey-server runs");
+    assert!(valkey_major(&version) >= 8, "Valkey {version}");
+    // Running the step again finds it and installs nothing.
+    let before = fs::metadata(&target.link).and_then(|m| m.modified()).ok();
+    ensure_valkey(&target).expect("second run");
+    assert_eq!(
+        fs::metadata(&target.link).and_then(|m| m.modified()).ok(),
+        before
+    );
+    let _ = fs::remove_dir_all(&dir);
 }

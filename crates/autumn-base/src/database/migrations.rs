@@ -50,15 +50,16 @@ impl FrameworkMigrations {
 }
 
 /// Why the migrations failed, inside the migration transaction (which
-/// needs an error type that a failed `BEGIN` or `COMMIT` converts into).
+/// needs an error type that a failed `BEGIN` or `COMMIT` converts into):
+/// the error itself, made text only for `DbError::Migration`.
 #[cfg(feature = "postgres")]
 #[derive(Debug)]
-struct MigrationError(String);
+struct MigrationError(Box<dyn std::error::Error + Send + Sync>);
 
 #[cfg(feature = "postgres")]
 impl From<diesel::result::Error> for MigrationError {
     fn from(error: diesel::result::Error) -> Self {
-        Self(error.to_string())
+        Self(Box::new(error))
     }
 }
 
@@ -86,12 +87,12 @@ fn run_blocking(conn: super::DbConnection) -> Result<Vec<String>, DbError> {
             // pooled server connection. The lock ends with the transaction.
             let applied = wrapper.transaction::<_, MigrationError, _>(|conn| {
                 conn.batch_execute(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"))
-                    .map_err(|e| MigrationError(e.to_string()))?;
+                    .map_err(MigrationError::from)?;
                 conn.run_pending_migrations(POSTGRES)
                     .map(|versions| versions.iter().map(ToString::to_string).collect())
-                    .map_err(|e| MigrationError(e.to_string()))
+                    .map_err(MigrationError)
             });
-            applied.map_err(|MigrationError(message)| DbError::Migration(message))
+            applied.map_err(|MigrationError(error)| DbError::Migration(error.to_string()))
         }
         #[cfg(feature = "sqlite")]
         super::DbConnection::Sqlite(object) => {

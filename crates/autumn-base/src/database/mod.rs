@@ -12,6 +12,8 @@ mod migrations;
 mod pg;
 mod pooled;
 mod sql;
+#[cfg(feature = "postgres")]
+mod tls;
 
 use std::time::Duration;
 
@@ -28,6 +30,8 @@ pub use sql::{begin_uncached, end_uncached};
 
 #[cfg(feature = "postgres")]
 pub use pg::PgConnection;
+#[cfg(feature = "postgres")]
+pub use tls::{PgConnector, SslMode};
 
 /// A pooled SQLite connection.
 #[cfg(feature = "sqlite")]
@@ -134,6 +138,16 @@ pub enum DbError {
     /// No connection could be had.
     #[error("cannot connect to the database: {0}")]
     Connect(String),
+    /// TLS to PostgreSQL: a `sslmode` or `sslrootcert` that cannot be used
+    /// (an unknown mode, an unreadable CA file), or a handshake that failed
+    /// (which check: the certificate's chain, its host name, the server
+    /// offering no TLS).
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// The PostgreSQL URL does not parse (an unknown parameter, a bad
+    /// port).
+    #[error("invalid PostgreSQL URL: {0}")]
+    InvalidUrl(String),
     /// A query failed.
     #[error("database query failed: {0}")]
     Query(#[from] diesel::result::Error),
@@ -150,7 +164,10 @@ impl DbPool {
     /// # Errors
     ///
     /// [`DbError::UnsupportedUrl`] for another scheme, [`DbError::Pool`] when
-    /// the pool cannot be built.
+    /// the pool cannot be built; for PostgreSQL, [`DbError::Tls`] when the
+    /// URL's `sslmode` or `sslrootcert` cannot be used (see
+    /// [`PgConnector`]) and [`DbError::InvalidUrl`] when the rest of it
+    /// does not parse.
     pub fn new(url: &str, size: usize, connect_timeout: Duration) -> Result<Self, DbError> {
         Self::with_statement_cache(url, size, connect_timeout, true)
     }
@@ -201,14 +218,28 @@ impl DbPool {
         let _ = statement_cache;
         #[cfg(feature = "postgres")]
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            // Read (and its CA file loaded) now: a bad TLS setting fails
+            // the pool, not each connection later.
+            let connector = std::sync::Arc::new(PgConnector::from_url(url)?);
             let mut config = diesel_async::pooled_connection::ManagerConfig::default();
             // No test query on every checkout: it doubled the statements per
             // store operation. A dead connection fails its real query, which
             // the layer answers with 503 (fail closed), and is then dropped.
             config.recycling_method = diesel_async::pooled_connection::RecyclingMethod::Fast;
-            if !statement_cache {
-                config.custom_setup = Box::new(establish_without_statement_cache);
-            }
+            // Every connection is made by the connector, whatever URL the
+            // manager hands over (it is this one).
+            use futures_util::FutureExt as _;
+            config.custom_setup = Box::new(move |_url| {
+                let connector = connector.clone();
+                async move {
+                    if statement_cache {
+                        Ok(PgConnection::new(connector.establish().await?, false))
+                    } else {
+                        establish_without_statement_cache(&connector).await
+                    }
+                }
+                .boxed()
+            });
             let manager =
                 AsyncDieselConnectionManager::<PgConnection>::new_with_config(url, config);
             let pool = Pool::builder(manager)
@@ -271,22 +302,23 @@ impl DbPool {
     ///
     /// # Errors
     ///
-    /// [`DbError::Connect`] when none can be had within the connect timeout.
+    /// [`DbError::Connect`] when none can be had within the connect timeout;
+    /// [`DbError::Tls`] when a PostgreSQL connection failed in TLS (the
+    /// check that failed, such as the certificate's host name).
     pub async fn get(&self) -> Result<DbConnection, DbError> {
-        let connect = |e: &dyn std::fmt::Display| DbError::Connect(e.to_string());
         match self {
             #[cfg(feature = "postgres")]
             Self::Postgres(pool) => pool
                 .get()
                 .await
                 .map(DbConnection::Postgres)
-                .map_err(|e| connect(&e)),
+                .map_err(|e| pool_error(&e)),
             #[cfg(feature = "sqlite")]
             Self::Sqlite(pool) => pool
                 .get()
                 .await
                 .map(DbConnection::Sqlite)
-                .map_err(|e| connect(&e)),
+                .map_err(|e| pool_error(&e)),
         }
     }
 
@@ -307,10 +339,7 @@ impl DbPool {
                 // One checked out before `since` may come back to the pool
                 // meanwhile: close it and ask again, at most once per slot.
                 for _ in 0..=pool.status().max_size {
-                    let object = pool
-                        .get()
-                        .await
-                        .map_err(|e| DbError::Connect(e.to_string()))?;
+                    let object = pool.get().await.map_err(|e| pool_error(&e))?;
                     if Object::metrics(&object).created > since {
                         return Ok(DbConnection::$variant(object));
                     }
@@ -346,6 +375,27 @@ impl DbPool {
     }
 }
 
+/// Why a pool gave no connection: [`DbError::Tls`] when the connection
+/// failed in TLS (said in full, without the pool's wording around it), else
+/// [`DbError::Connect`].
+fn pool_error(
+    error: &deadpool::managed::PoolError<diesel_async::pooled_connection::PoolError>,
+) -> DbError {
+    #[cfg(feature = "postgres")]
+    {
+        use deadpool::managed::PoolError as Pool;
+        use diesel_async::pooled_connection::PoolError as Manager;
+        if let Pool::Backend(Manager::ConnectionError(diesel::ConnectionError::BadConnection(
+            message,
+        ))) = error
+            && let Some(tls) = message.strip_prefix(tls::TLS_FAILURE)
+        {
+            return DbError::Tls(tls.to_owned());
+        }
+    }
+    DbError::Connect(error.to_string())
+}
+
 /// A PostgreSQL connection that prepares each statement for its one use
 /// (see [`DbPool::with_statement_cache`]).
 ///
@@ -357,31 +407,24 @@ impl DbPool {
 /// the session: the pooler carries them over to whichever server
 /// connection serves it next).
 #[cfg(feature = "postgres")]
-fn establish_without_statement_cache(
-    url: &str,
-) -> futures_util::future::BoxFuture<'_, diesel::ConnectionResult<PgConnection>> {
+async fn establish_without_statement_cache(
+    connector: &PgConnector,
+) -> diesel::ConnectionResult<PgConnection> {
     use diesel_async::SimpleAsyncConnection as _;
-    use futures_util::FutureExt as _;
-    async move {
-        let bad = |error: tokio_postgres::Error| {
-            diesel::ConnectionError::BadConnection(error.to_string())
-        };
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .map_err(bad)?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "a database connection ended");
-            }
-        });
-        client.batch_execute("BEGIN").await.map_err(bad)?;
-        let mut conn = diesel_async::AsyncPgConnection::try_from(client).await?;
-        conn.batch_execute("COMMIT")
-            .await
-            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-        Ok(PgConnection::new(conn, true))
-    }
-    .boxed()
+    let bad =
+        |error: tokio_postgres::Error| diesel::ConnectionError::BadConnection(error.to_string());
+    let (client, connection) = connector.connect_raw().await?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "a database connection ended");
+        }
+    });
+    client.batch_execute("BEGIN").await.map_err(bad)?;
+    let mut conn = diesel_async::AsyncPgConnection::try_from(client).await?;
+    conn.batch_execute("COMMIT")
+        .await
+        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+    Ok(PgConnection::new(conn, true))
 }
 
 /// SQLite waits for a busy database instead of failing at once, and uses

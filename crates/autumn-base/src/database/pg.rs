@@ -179,11 +179,12 @@ impl AsyncConnectionCore for PgConnection {
 impl AsyncConnection for PgConnection {
     type TransactionManager = AnsiTransactionManager;
 
+    /// Connects through [`PgConnector`](super::PgConnector), so the URL's
+    /// `sslmode` and `sslrootcert` apply as they do in the pool.
     async fn establish(database_url: &str) -> diesel::ConnectionResult<Self> {
-        Ok(Self::new(
-            AsyncPgConnection::establish(database_url).await?,
-            false,
-        ))
+        let connector = super::PgConnector::from_url(database_url)
+            .map_err(|e| diesel::ConnectionError::InvalidConnectionUrl(e.to_string()))?;
+        Ok(Self::new(connector.establish().await?, false))
     }
 
     fn transaction_state(&mut self) -> &mut AnsiTransactionManager {

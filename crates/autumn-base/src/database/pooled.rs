@@ -31,11 +31,9 @@ impl PooledConnection for PgConnection {
     ) -> Option<impl Future<Output = Result<Self::Pooled, DbError>> + Send + '_> {
         #[allow(unreachable_patterns)]
         match pool {
-            DbPool::Postgres(pool) => Some(async move {
-                pool.get()
-                    .await
-                    .map_err(|e| DbError::Connect(e.to_string()))
-            }),
+            DbPool::Postgres(pool) => {
+                Some(async move { pool.get().await.map_err(|e| super::pool_error(&e)) })
+            }
             _ => None,
         }
     }
@@ -50,11 +48,9 @@ impl PooledConnection for SqliteConnection {
     ) -> Option<impl Future<Output = Result<Self::Pooled, DbError>> + Send + '_> {
         #[allow(unreachable_patterns)]
         match pool {
-            DbPool::Sqlite(pool) => Some(async move {
-                pool.get()
-                    .await
-                    .map_err(|e| DbError::Connect(e.to_string()))
-            }),
+            DbPool::Sqlite(pool) => {
+                Some(async move { pool.get().await.map_err(|e| super::pool_error(&e)) })
+            }
             _ => None,
         }
     }

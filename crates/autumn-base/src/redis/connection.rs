@@ -14,7 +14,8 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use tokio::sync::OnceCell;
 
 use super::error::RedisError as ConnectionError;
-use super::url::{RedisTarget, parse as parse_url};
+use super::tls::{RedisTls, ensure_crypto_provider};
+use super::url::{RedisTarget, is_tls, parse as parse_url};
 use crate::redact::redact_passwords as redact;
 
 /// How long connecting to Redis may take before the attempt gives up.
@@ -91,8 +92,9 @@ impl std::fmt::Debug for RedisLink {
 
 /// What a [`RedisConnection`] connects with.
 enum Client {
-    Single(redis::Client),
-    // Boxed: the cluster client is twice the single one's size.
+    // Both boxed: with TLS parameters the single client is large too, and
+    // the enum is only ever read through a reference.
+    Single(Box<redis::Client>),
     Cluster(Box<ClusterClient>),
 }
 
@@ -133,6 +135,8 @@ struct Inner {
     client: Client,
     /// The URL with any password masked: safe to log.
     url: String,
+    /// Whether the URL asks for TLS (`rediss://`, `rediss+cluster://`).
+    tls: bool,
     manager: OnceCell<RedisLink>,
     /// Held while a first connection is attempted; holds the last failed
     /// attempt's error.
@@ -146,10 +150,16 @@ struct Inner {
 
 impl RedisConnection {
     /// A connection to the Redis at `url`: one server
-    /// (`redis://[user:password@]host:port[/db]` or `redis+unix:///path`;
-    /// TLS, `rediss://`, is refused: the client is built without it), or a Redis Cluster given by one or more of its
-    /// nodes (`redis+cluster://[user:password@]host1:port1,host2:port2`; the
-    /// client learns the others from them). Does not connect.
+    /// (`redis://[user:password@]host:port[/db]`, `rediss://` for TLS, or
+    /// `redis+unix:///path`), or a Redis Cluster given by one or more of its
+    /// nodes (`redis+cluster://[user:password@]host1:port1,host2:port2`,
+    /// `rediss+cluster://` for TLS to every node; the client learns the
+    /// others from them). A `user` is an ACL user (`AUTH user password`);
+    /// without one the password is the default user's. Over TLS the
+    /// server's certificate is verified against the built-in webpki roots,
+    /// and its name against the URL's host; see
+    /// [`with_tls`](Self::with_tls) for a private CA or a client
+    /// certificate. Does not connect.
     ///
     /// ```
     /// use autumn_base::redis::RedisConnection;
@@ -157,9 +167,9 @@ impl RedisConnection {
     /// // Nothing listens there: building the connection still succeeds.
     /// assert!(RedisConnection::new("redis://127.0.0.1:1").is_ok());
     /// assert!(RedisConnection::new("redis+cluster://127.0.0.1:1,127.0.0.1:2").is_ok());
+    /// assert!(RedisConnection::new("rediss://app:secret@127.0.0.1:6380").is_ok_and(|c| c.is_tls()));
     /// let error = RedisConnection::new("http://:secret@localhost").unwrap_err();
     /// assert!(!error.to_string().contains("secret"));
-    /// assert!(RedisConnection::new("rediss://127.0.0.1:6380").is_err());
     /// ```
     ///
     /// # Errors
@@ -167,8 +177,46 @@ impl RedisConnection {
     /// [`RedisError::InvalidUrl`](ConnectionError::InvalidUrl) naming the
     /// URL (its password masked) when it is not a Redis URL.
     pub fn new(url: &str) -> Result<Self, ConnectionError> {
+        Self::with_tls(url, &RedisTls::new())
+    }
+
+    /// [`new`](Self::new), trusting and presenting the files of `tls`: a
+    /// CA file replaces the built-in roots; a client certificate and key are
+    /// presented to a server that asks for them. The files are read and
+    /// checked here, so a missing or malformed one fails now, naming it.
+    ///
+    /// ```no_run
+    /// use autumn_base::redis::{RedisConnection, RedisTls};
+    ///
+    /// # fn build() -> Result<(), autumn_base::redis::RedisError> {
+    /// let tls = RedisTls::new().with_ca_file("/etc/redis/ca.pem");
+    /// let redis = RedisConnection::with_tls("rediss://cache.internal:6380", &tls)?;
+    /// # let _ = redis;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`RedisError::InvalidUrl`](ConnectionError::InvalidUrl) when `url` is
+    /// not a Redis URL;
+    /// [`RedisError::TlsFile`](ConnectionError::TlsFile) naming a file that
+    /// cannot be read or parsed;
+    /// [`RedisError::TlsIncomplete`](ConnectionError::TlsIncomplete) for a
+    /// certificate without its key (or the reverse);
+    /// [`RedisError::TlsWithoutRediss`](ConnectionError::TlsWithoutRediss)
+    /// when files are given for a URL that does not use TLS.
+    pub fn with_tls(url: &str, tls: &RedisTls) -> Result<Self, ConnectionError> {
         let redacted = redact(url);
-        let client = open(url).map_err(|reason| ConnectionError::InvalidUrl {
+        let secure = is_tls(url);
+        if !tls.is_empty() && !secure {
+            return Err(ConnectionError::TlsWithoutRediss { url: redacted });
+        }
+        let certificates = tls.load()?;
+        if secure {
+            ensure_crypto_provider();
+        }
+        let client = open(url, certificates).map_err(|reason| ConnectionError::InvalidUrl {
             url: redacted.clone(),
             reason,
         })?;
@@ -176,6 +224,7 @@ impl RedisConnection {
             inner: Arc::new(Inner {
                 client,
                 url: redacted,
+                tls: secure,
                 manager: OnceCell::new(),
                 connecting: tokio::sync::Mutex::new(String::new()),
                 connect_failures: AtomicU64::new(0),
@@ -206,7 +255,16 @@ impl RedisConnection {
     ///
     /// Why `url` is not a usable Redis URL.
     pub fn check_url(url: &str) -> Result<(), String> {
-        open(url).map(drop).map_err(|error| redact(&error))
+        if is_tls(url) {
+            ensure_crypto_provider();
+        }
+        open(url, None).map(drop).map_err(|error| redact(&error))
+    }
+
+    /// Whether the connection is made over TLS (a `rediss://` or
+    /// `rediss+cluster://` URL).
+    pub fn is_tls(&self) -> bool {
+        self.inner.tls
     }
 
     /// Whether this connects to a Redis Cluster (a `redis+cluster://` URL).
@@ -299,7 +357,7 @@ impl RedisConnection {
                     .set_min_delay(Duration::from_millis(20))
                     .set_max_delay(Duration::from_millis(200));
                 let mut manager =
-                    ConnectionManager::new_with_config(client.clone(), config).await?;
+                    ConnectionManager::new_with_config((**client).clone(), config).await?;
                 if !scripts.is_empty() {
                     let mut load = redis::pipe();
                     for code in scripts {
@@ -379,6 +437,8 @@ impl RedisConnection {
     ///
     /// [`RedisError::NoAnswer`](ConnectionError::NoAnswer) when Redis
     /// cannot be reached or does not answer,
+    /// [`RedisError::AuthenticationFailed`](ConnectionError::AuthenticationFailed)
+    /// when it refuses the URL's user and password,
     /// [`RedisError::UnexpectedPong`](ConnectionError::UnexpectedPong) when
     /// it answers something else.
     pub async fn ping(&self) -> Result<(), ConnectionError> {
@@ -387,10 +447,20 @@ impl RedisConnection {
                 redis::cmd("PING").query_async(&mut connection).await
             })
             .await
-            .map_err(|error| ConnectionError::NoAnswer {
-                url: self.url().to_owned(),
-                command: "PING",
-                error,
+            .map_err(|error| {
+                // The client drops the server's reason (`WRONGPASS ...`):
+                // say what it means instead of "authentication failed".
+                if error.kind() == redis::ErrorKind::AuthenticationFailed {
+                    ConnectionError::AuthenticationFailed {
+                        url: self.url().to_owned(),
+                    }
+                } else {
+                    ConnectionError::NoAnswer {
+                        url: self.url().to_owned(),
+                        command: "PING",
+                        error,
+                    }
+                }
             })?;
         if pong == "PONG" {
             Ok(())
@@ -560,6 +630,7 @@ impl std::fmt::Debug for RedisConnection {
         f.debug_struct("RedisConnection")
             .field("url", &self.inner.url)
             .field("cluster", &self.is_cluster())
+            .field("tls", &self.is_tls())
             .field("connected", &self.is_connected())
             .finish_non_exhaustive()
     }
@@ -574,22 +645,32 @@ fn shared_failure(message: &str) -> RedisError {
     ))
 }
 
-/// The client for `url`, one server or a cluster. Builds nothing that
-/// connects. The error may hold the URL's password: redact it.
-fn open(url: &str) -> Result<Client, String> {
+/// The client for `url`, one server or a cluster, with `certificates` for
+/// TLS when given. Builds nothing that connects. The error may hold the
+/// URL's password: redact it.
+fn open(url: &str, certificates: Option<redis::TlsCertificates>) -> Result<Client, String> {
     match parse_url(url)? {
-        RedisTarget::Single => redis::Client::open(url)
-            .map(Client::Single)
-            .map_err(|error| error.to_string()),
-        RedisTarget::Cluster(nodes) => ClusterClient::builder(nodes)
-            .connection_timeout(CONNECT_TIMEOUT)
-            .response_timeout(RESPONSE_TIMEOUT)
-            .retries(CLUSTER_RETRIES)
-            .min_retry_wait(20)
-            .max_retry_wait(200)
-            .build()
-            .map(|client| Client::Cluster(Box::new(client)))
-            .map_err(|error| error.to_string()),
+        RedisTarget::Single => match certificates {
+            Some(certificates) => redis::Client::build_with_tls(url, certificates),
+            None => redis::Client::open(url),
+        }
+        .map(|client| Client::Single(Box::new(client)))
+        .map_err(|error| error.to_string()),
+        RedisTarget::Cluster(nodes) => {
+            let mut builder = ClusterClient::builder(nodes)
+                .connection_timeout(CONNECT_TIMEOUT)
+                .response_timeout(RESPONSE_TIMEOUT)
+                .retries(CLUSTER_RETRIES)
+                .min_retry_wait(20)
+                .max_retry_wait(200);
+            if let Some(certificates) = certificates {
+                builder = builder.certs(certificates);
+            }
+            builder
+                .build()
+                .map(|client| Client::Cluster(Box::new(client)))
+                .map_err(|error| error.to_string())
+        }
     }
 }
 

@@ -40,6 +40,14 @@ pub enum RedisError {
         /// The client's error.
         error: ::redis::RedisError,
     },
+    /// Redis refused the user name and password of the URL (`AUTH`).
+    #[error(
+        "Redis at {url} refused the user and password in the URL (AUTH failed): the password is wrong, or the ACL user does not exist or is disabled"
+    )]
+    AuthenticationFailed {
+        /// The URL, password masked.
+        url: String,
+    },
     /// Redis answered `PING` with something other than `PONG`.
     #[error("Redis at {url} answered PING with {answer:?}")]
     UnexpectedPong {
@@ -66,6 +74,33 @@ pub enum RedisError {
         /// How many masters did not answer.
         unanswered: usize,
     },
+    /// A TLS file ([`RedisTls`](super::RedisTls)) cannot be read, or does
+    /// not hold what it should.
+    #[error("the Redis TLS {file} {} cannot be used: {reason}", .path.display())]
+    TlsFile {
+        /// Which file.
+        file: TlsFile,
+        /// Where it was looked for.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A client certificate was given without its key, or a key without
+    /// its certificate.
+    #[error("a Redis TLS client certificate needs both files, and there is no {missing}")]
+    TlsIncomplete {
+        /// The file that is missing.
+        missing: TlsFile,
+    },
+    /// TLS files were given for a URL that is not `rediss://` (or
+    /// `rediss+cluster://`): they would be ignored.
+    #[error(
+        "Redis TLS files are set, but {url} does not use TLS; use rediss:// (or rediss+cluster://), or remove them"
+    )]
+    TlsWithoutRediss {
+        /// The URL, password masked.
+        url: String,
+    },
     /// No master of a Redis Cluster answered `CLUSTER INFO`.
     #[error("no master of the Redis Cluster at {url} answered CLUSTER INFO: {error}")]
     ClusterSilent {
@@ -82,5 +117,27 @@ fn unanswered_note(unanswered: usize) -> String {
         String::new()
     } else {
         format!("; {unanswered} unanswered")
+    }
+}
+
+/// One of the files of a [`RedisTls`](super::RedisTls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsFile {
+    /// The CA certificate file (`ca_file`).
+    Ca,
+    /// The client certificate file (`cert_file`).
+    Cert,
+    /// The client key file (`key_file`).
+    Key,
+}
+
+impl std::fmt::Display for TlsFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Ca => "CA file",
+            Self::Cert => "client certificate file",
+            Self::Key => "client key file",
+        })
     }
 }

@@ -1,5 +1,7 @@
-//! Which Redis a URL names: one server (whatever the redis crate accepts),
-//! or a cluster given as `redis+cluster://[user:password@]host:port,...`.
+//! Which Redis a URL names: one server (whatever the redis crate accepts:
+//! `redis://`, `rediss://` for TLS, `redis+unix://`), or a cluster given as
+//! `redis+cluster://[user:password@]host:port,...` (`rediss+cluster://` for
+//! TLS to every node).
 //!
 //! A cluster gets a scheme of its own rather than a separate setting so that
 //! one key (`idempotency.redis.url`) says everything, and moving between a
@@ -7,35 +9,33 @@
 
 /// The scheme of a cluster URL.
 pub(crate) const CLUSTER_SCHEME: &str = "redis+cluster://";
+/// The scheme of a cluster URL whose nodes are reached over TLS.
+pub(crate) const TLS_CLUSTER_SCHEME: &str = "rediss+cluster://";
 
 /// What a Redis URL names.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum RedisTarget {
     /// One server: the URL is the redis crate's to parse.
     Single,
-    /// A cluster: one `redis://` URL per seed node, each carrying the
-    /// credentials.
+    /// A cluster: one `redis://` (or, over TLS, `rediss://`) URL per seed
+    /// node, each carrying the credentials.
     Cluster(Vec<String>),
+}
+
+/// Whether `url` asks for TLS (`rediss://` or `rediss+cluster://`).
+pub(crate) fn is_tls(url: &str) -> bool {
+    strip_prefix_ignore_case(url, "rediss://").is_some()
+        || strip_prefix_ignore_case(url, TLS_CLUSTER_SCHEME).is_some()
 }
 
 /// Parses `url`. The error may name the URL's parts, password included:
 /// callers redact it.
 pub(crate) fn parse(url: &str) -> Result<RedisTarget, String> {
-    let Some(rest) = strip_prefix_ignore_case(url, CLUSTER_SCHEME) else {
-        // The redis client is built without TLS: say so plainly rather
-        // than pass on its "feature not enabled" error.
-        if strip_prefix_ignore_case(url, "rediss+cluster://").is_some() {
-            return Err(
-                "TLS to a Redis Cluster (rediss+cluster://) is not supported yet; use redis+cluster:// on a private network"
-                    .to_owned(),
-            );
-        }
-        if strip_prefix_ignore_case(url, "rediss://").is_some() {
-            return Err(
-                "TLS to Redis (rediss://) is not supported yet; use redis:// on a private network"
-                    .to_owned(),
-            );
-        }
+    let (rest, node_scheme) = if let Some(rest) = strip_prefix_ignore_case(url, CLUSTER_SCHEME) {
+        (rest, "redis")
+    } else if let Some(rest) = strip_prefix_ignore_case(url, TLS_CLUSTER_SCHEME) {
+        (rest, "rediss")
+    } else {
         return Ok(RedisTarget::Single);
     };
     let (credentials, nodes) = match rest.rsplit_once('@') {
@@ -65,8 +65,8 @@ pub(crate) fn parse(url: &str) -> Result<RedisTarget, String> {
             return Err(format!("cluster node {node:?} has an invalid port"));
         }
         seeds.push(match credentials {
-            Some(credentials) => format!("redis://{credentials}@{host}:{port}"),
-            None => format!("redis://{host}:{port}"),
+            Some(credentials) => format!("{node_scheme}://{credentials}@{host}:{port}"),
+            None => format!("{node_scheme}://{host}:{port}"),
         });
     }
     if seeds.is_empty() {
@@ -86,12 +86,28 @@ fn strip_prefix_ignore_case<'a>(url: &'a str, prefix: &str) -> Option<&'a str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{RedisTarget, parse};
+    use super::{RedisTarget, is_tls, parse};
 
     #[test]
     fn a_plain_url_is_one_server() {
         assert_eq!(parse("redis://127.0.0.1:6379/2"), Ok(RedisTarget::Single));
         assert_eq!(parse("redis+unix:///tmp/r.sock"), Ok(RedisTarget::Single));
+        assert_eq!(parse("rediss://cache:6380"), Ok(RedisTarget::Single));
+    }
+
+    #[test]
+    fn a_tls_cluster_url_gives_tls_seed_urls() {
+        assert_eq!(
+            parse("rediss+cluster://app:pw@10.0.0.1:7000,10.0.0.2:7001"),
+            Ok(RedisTarget::Cluster(vec![
+                "rediss://app:pw@10.0.0.1:7000".to_owned(),
+                "rediss://app:pw@10.0.0.2:7001".to_owned(),
+            ]))
+        );
+        assert!(is_tls("REDISS://cache:6380"));
+        assert!(is_tls("rediss+cluster://h:7000"));
+        assert!(!is_tls("redis://cache:6379"));
+        assert!(!is_tls("redis+cluster://h:7000"));
     }
 
     #[test]
@@ -118,8 +134,6 @@ mod tests {
         assert!(error("redis+cluster://h1:x").contains("invalid port"));
         assert!(error("redis+cluster://:7000").contains("no host"));
         assert!(error("redis+cluster://h1:7000/3").contains("no database"));
-        assert!(error("rediss+cluster://h1:7000").contains("not supported"));
-        assert!(error("rediss://h1:6380").contains("TLS to Redis (rediss://) is not supported"));
-        assert!(error("REDISS://h1:6380").contains("not supported"));
+        assert!(error("rediss+cluster://h1:7000/0").contains("no database"));
     }
 }

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-
 use super::rejection::ApiTokenRejection;
 
 /// Who the request's API token acts for, put in the request by

@@ -1,8 +1,9 @@
 //! [`ApiTokenRejection`]: why a request's API token was refused.
 
-use autumn_base::problem_response;
-use axum::response::{IntoResponse, Response};
-use http::{HeaderValue, StatusCode, header};
+use autumn_base::problem::{ProblemCode, ProblemDetails};
+use http::{HeaderName, HeaderValue, StatusCode, header};
+
+use crate::codes;
 
 /// Why [`RequireApiTokenLayer`](super::RequireApiTokenLayer) (or the
 /// [`ApiPrincipal`](super::ApiPrincipal) extractor) refused a request.
@@ -48,33 +49,48 @@ impl ApiTokenRejection {
         }
     }
 
-    /// The stable machine-readable code in the problem document.
+    /// The stable machine-readable code in the problem document, one of
+    /// [`codes`](crate::codes).
     pub fn code(&self) -> &'static str {
+        self.typed_code().as_str()
+    }
+
+    fn typed_code(&self) -> ProblemCode {
         match self {
-            Self::Missing => "api_token_missing",
-            Self::Invalid => "api_token_invalid",
-            Self::StoreUnavailable => "api_token_store_unavailable",
+            Self::Missing => codes::API_TOKEN_MISSING,
+            Self::Invalid => codes::API_TOKEN_INVALID,
+            Self::StoreUnavailable => codes::API_TOKEN_STORE_UNAVAILABLE,
         }
     }
 }
 
-impl IntoResponse for ApiTokenRejection {
-    fn into_response(self) -> Response {
-        let mut response = problem_response(self.status(), Some(self.code()), &self.to_string());
+impl ProblemDetails for ApiTokenRejection {
+    fn problem_status(&self) -> StatusCode {
+        self.status()
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(self.typed_code())
+    }
+
+    /// The outage is worth retrying shortly; a refused token is not.
+    fn problem_retry_after(&self) -> Option<u32> {
+        matches!(self, Self::StoreUnavailable).then_some(1)
+    }
+
+    /// A 401 says how to authenticate (RFC 6750), and whether the token
+    /// sent was the trouble.
+    fn problem_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
         let challenge = match self {
-            Self::Missing => Some("Bearer"),
-            Self::Invalid => Some("Bearer error=\"invalid_token\""),
-            Self::StoreUnavailable => None,
+            Self::Missing => "Bearer",
+            Self::Invalid => "Bearer error=\"invalid_token\"",
+            Self::StoreUnavailable => return Vec::new(),
         };
-        let headers = response.headers_mut();
-        if let Some(challenge) = challenge {
-            headers.insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static(challenge),
-            );
-        } else {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        response
+        vec![(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(challenge),
+        )]
     }
 }
+
+autumn_base::problem_into_response!(ApiTokenRejection);

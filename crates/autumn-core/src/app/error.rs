@@ -63,12 +63,23 @@ pub enum LaunchError {
     },
     /// `idempotency.redis.url` is not a Redis URL.
     #[error(
-        "idempotency.redis.url is an invalid URL ({url}): {reason}; expected redis://[user:password@]host[:port][/db], redis+unix:///path/to/socket, or redis+cluster://[user:password@]host1:port1,host2:port2 for a Redis Cluster"
+        "idempotency.redis.url is an invalid URL ({url}): {reason}; expected redis://[user:password@]host[:port][/db] (rediss:// over TLS), redis+unix:///path/to/socket, or redis+cluster://[user:password@]host1:port1,host2:port2 for a Redis Cluster (rediss+cluster:// over TLS)"
     )]
     RedisUrlInvalid {
         /// The URL, password redacted.
         url: String,
         /// Why it does not parse.
+        reason: String,
+    },
+    /// A TLS file of `[idempotency.redis]` cannot be read, or does not
+    /// hold a certificate (or key) that can be used.
+    #[error("{key} ({path}) cannot be used: {reason}")]
+    RedisTlsFile {
+        /// The config key, e.g. `idempotency.redis.tls_ca_file`.
+        key: &'static str,
+        /// The file it names.
+        path: String,
+        /// What is wrong with it.
         reason: String,
     },
     /// Redis could not be reached at startup.
@@ -159,7 +170,9 @@ pub enum LaunchError {
         source: std::io::Error,
     },
     /// The actuator could not listen on its own port.
-    #[error("cannot listen on {address} for the actuator (server.host / actuator.port): {source}")]
+    #[error(
+        "cannot listen on {address} for the actuator (actuator.host / actuator.port): {source}"
+    )]
     ActuatorBind {
         /// The address.
         address: String,

@@ -145,6 +145,11 @@ impl AppBuilder {
                 config.profile
             )));
         }
+        if command.wants_body() && !config.idempotency.admin.allow_bodies {
+            return Err(CommandError::KeyAdmin(
+                "recorded bodies are not shown: they may hold personal data; set idempotency.admin.allow_bodies = true (AUTUMN_IDEMPOTENCY__ADMIN__ALLOW_BODIES) to allow --body".to_owned(),
+            ));
+        }
         let Some(store) = launched.idempotency_store.clone() else {
             return Err(CommandError::KeyAdmin(
                 "the app has no idempotency store (idempotency.enabled = false)".to_owned(),
@@ -227,7 +232,7 @@ async fn bind_actuator(
     let (Some(router), Some(port)) = (&launched.actuator, launched.config.actuator.port) else {
         return Ok(None);
     };
-    let address = format!("{}:{port}", launched.config.server.host);
+    let address = format!("{}:{port}", launched.config.actuator.host);
     let listener =
         TcpListener::bind(&address)
             .await

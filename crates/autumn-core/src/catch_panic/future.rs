@@ -7,7 +7,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use autumn_base::problem::{ProblemCode, ProblemDetails};
 use axum::body::Body;
+use axum::response::IntoResponse as _;
 use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
 
@@ -75,18 +77,42 @@ where
 /// The answer to a handler that panicked outside the guards (which answer
 /// their own): 500 `internal_error`, the panic logged, never sent.
 pub(super) fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response<Body> {
-    let message = panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a panic payload that is not a string");
-    tracing::error!(panic = message, "handler panicked");
-    autumn_base::problem_response(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        Some("internal_error"),
-        "the server failed while handling this request",
-    )
+    Panicked(panic).into_response()
 }
+
+/// A handler's panic, with its payload: logged, never sent.
+#[derive(thiserror::Error)]
+#[error("the server failed while handling this request")]
+struct Panicked(Box<dyn Any + Send + 'static>);
+
+impl std::fmt::Debug for Panicked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Panicked").finish_non_exhaustive()
+    }
+}
+
+impl ProblemDetails for Panicked {
+    fn problem_status(&self) -> StatusCode {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(crate::codes::INTERNAL_ERROR)
+    }
+
+    /// A bug: the operators must see the panic's message.
+    fn log_for_operators(&self) {
+        let message = self
+            .0
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| self.0.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("a panic payload that is not a string");
+        tracing::error!(panic = message, "handler panicked");
+    }
+}
+
+autumn_base::problem_into_response!(Panicked);
 
 #[cfg(test)]
 mod tests {

@@ -51,6 +51,7 @@ mod load;
 mod sections;
 mod settings;
 mod validate;
+pub(crate) use sections::{has_cookie_prefix, session_cookie_name};
 pub(crate) use settings::redact;
 #[cfg(test)]
 mod tests;

@@ -154,12 +154,22 @@ impl LogFormat {
 pub struct ActuatorConfig {
     /// Serve `/actuator/*` at all.
     pub enabled: bool,
-    /// Serve `/actuator/*` on this port (on `server.host`) instead of the
-    /// app's, so it can be kept off the public listener; unset: the app's port.
+    /// Serve `/actuator/*` on this port (on [`host`](Self::host)) instead of
+    /// the app's, so it can be kept off the public listener; unset: the
+    /// app's port.
     pub port: Option<u16>,
+    /// The address the actuator's own port listens on: `127.0.0.1` unless
+    /// set, so a management port is not public by accident (set
+    /// `0.0.0.0`, or a management network's address, for a probe from
+    /// another host). Only with [`port`](Self::port).
+    pub host: String,
     /// Milliseconds a health check of one store or the database may take
     /// before it counts as down.
     pub health_timeout_ms: u64,
+    /// Milliseconds a health report is answered again before the stores
+    /// and the database are asked anew; concurrent probes share one check.
+    /// `0` asks on every request.
+    pub health_cache_ms: u64,
     /// Health components (`idempotency`, `submit_token`, `session`, `db`)
     /// shown but not required: when one is down, health and readiness stay up.
     pub optional: Vec<String>,
@@ -173,7 +183,9 @@ impl Default for ActuatorConfig {
         Self {
             enabled: true,
             port: None,
+            host: "127.0.0.1".to_owned(),
             health_timeout_ms: 2_000,
+            health_cache_ms: 1_000,
             optional: Vec::new(),
         }
     }
@@ -334,17 +346,25 @@ pub struct IdempotencyConfig {
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct IdempotencyAdminConfig {
-    /// Whether keys can be inspected and evicted; unset: yes, except under
-    /// a production profile.
+    /// Whether keys can be inspected and evicted. Unset: the actuator
+    /// endpoint is on exactly when a [`token`](Self::token) is set, and the
+    /// `idempotency` command is on except under a production profile.
     pub enabled: Option<bool>,
-    /// The bearer token the actuator endpoint asks for; required in
-    /// production. Unset outside production: the endpoint asks for none.
+    /// The bearer token the actuator endpoint asks for, at least 16
+    /// characters. Without one the endpoint is not served (404), in every
+    /// profile: it reads recorded responses and evicts keys, so a retry
+    /// after an eviction runs its handler again.
     pub token: Option<String>,
+    /// Whether a recorded body may be read (`?body=true`, `--body`): off
+    /// by default, since a body may hold personal data or credentials.
+    pub allow_bodies: bool,
 }
 
 impl IdempotencyAdminConfig {
-    /// Whether key administration is on under a profile that is production
-    /// or not: off in production unless `enabled = true`.
+    /// Whether the `idempotency inspect|evict` command is on under a
+    /// profile that is production or not: off in production unless
+    /// `enabled = true`. (The command runs on the app's host, with its
+    /// configuration: whoever runs it can reach the store already.)
     ///
     /// ```
     /// use autumn_core::config::AutumnConfig;
@@ -356,6 +376,22 @@ impl IdempotencyAdminConfig {
     #[must_use]
     pub fn is_enabled(&self, production: bool) -> bool {
         self.enabled.unwrap_or(!production)
+    }
+
+    /// Whether `/actuator/idempotency/keys/...` is served: only with a
+    /// token, in every profile, and not when `enabled = false`.
+    ///
+    /// ```
+    /// use autumn_core::config::AutumnConfig;
+    ///
+    /// let mut config = AutumnConfig::default();
+    /// assert!(!config.idempotency.admin.serves_endpoint());
+    /// config.idempotency.admin.token = Some("0123456789abcdef".into());
+    /// assert!(config.idempotency.admin.serves_endpoint());
+    /// ```
+    #[must_use]
+    pub fn serves_endpoint(&self) -> bool {
+        self.enabled != Some(false) && self.token.is_some()
     }
 }
 
@@ -494,10 +530,19 @@ impl Default for MemoryConfig {
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct RedisConfig {
-    /// Redis URL (`redis://host:6379/0`); required when the backend is `redis`.
+    /// Redis URL (`redis://host:6379/0`, `rediss://` for TLS); required
+    /// when the backend is `redis`.
     pub url: Option<String>,
     /// Prefix of every key Autumn writes to Redis.
     pub key_prefix: String,
+    /// PEM file of the CA certificate(s) a `rediss://` server's certificate
+    /// must chain to, instead of the built-in webpki roots.
+    pub tls_ca_file: Option<String>,
+    /// PEM file of the client certificate presented to a `rediss://` server
+    /// that asks for one; needs [`tls_key_file`](Self::tls_key_file).
+    pub tls_cert_file: Option<String>,
+    /// PEM file of the private key of [`tls_cert_file`](Self::tls_cert_file).
+    pub tls_key_file: Option<String>,
 }
 
 impl Default for RedisConfig {
@@ -505,7 +550,38 @@ impl Default for RedisConfig {
         Self {
             url: None,
             key_prefix: "autumn:idempotency".to_owned(),
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
         }
+    }
+}
+
+impl RedisConfig {
+    /// The TLS files of a `rediss://` connection, as the Redis connection
+    /// takes them.
+    ///
+    /// ```
+    /// use autumn_core::config::AutumnConfig;
+    ///
+    /// let mut config = AutumnConfig::default();
+    /// assert!(config.idempotency.redis.tls().is_empty());
+    /// config.idempotency.redis.tls_ca_file = Some("/etc/redis/ca.pem".into());
+    /// assert!(!config.idempotency.redis.tls().is_empty());
+    /// ```
+    #[cfg(feature = "redis")]
+    #[must_use]
+    pub fn tls(&self) -> autumn_base::redis::RedisTls {
+        let mut tls = autumn_base::redis::RedisTls::new();
+        tls.ca_file = self.tls_ca_file.as_ref().map(Into::into);
+        tls.cert_file = self.tls_cert_file.as_ref().map(Into::into);
+        tls.key_file = self.tls_key_file.as_ref().map(Into::into);
+        tls
+    }
+
+    /// Whether any TLS file is set.
+    pub(crate) fn has_tls_files(&self) -> bool {
+        self.tls_ca_file.is_some() || self.tls_cert_file.is_some() || self.tls_key_file.is_some()
     }
 }
 
@@ -726,7 +802,10 @@ impl SubmitTokenConfig {
 pub struct SessionConfig {
     /// Whether the session layer is installed (a `Session` extractor works only then).
     pub enabled: bool,
-    /// Name of the session cookie.
+    /// Name of the session cookie, before the `__Host-` prefix: while the
+    /// cookie is `Secure`, a name without a `__Host-` or `__Secure-` prefix
+    /// is sent as `__Host-{cookie_name}` (see
+    /// [`effective_cookie_name`](Self::effective_cookie_name)).
     pub cookie_name: String,
     /// Where sessions are kept; unset means the same as `idempotency.backend`.
     pub backend: Option<Backend>,
@@ -734,7 +813,10 @@ pub struct SessionConfig {
     pub ttl_secs: u64,
     /// The cookie's `SameSite` attribute: `"lax"`, `"strict"` or `"none"`.
     pub same_site: SameSite,
-    /// Whether the cookie is `Secure` (HTTPS only); unset means yes in production profiles.
+    /// Whether the cookie is `Secure` (HTTPS only); unset means yes, in every profile.
+    /// Browsers keep and send a `Secure` cookie on `http://localhost` and
+    /// `http://127.0.0.1`, so development needs nothing; `false` is for an app
+    /// reached over plain HTTP at another address (a LAN address, say).
     pub secure: Option<bool>,
     /// Allow the memory backend in a production profile (one instance only).
     pub allow_memory_in_production: bool,
@@ -765,6 +847,67 @@ impl SessionConfig {
     #[must_use]
     pub fn ttl(&self) -> Duration {
         Duration::from_secs(self.ttl_secs)
+    }
+
+    /// Whether the session cookie is `Secure`: [`secure`](Self::secure) if
+    /// set, else `true` (in every profile).
+    ///
+    /// ```
+    /// use autumn_core::config::SessionConfig;
+    ///
+    /// assert!(SessionConfig::default().is_secure());
+    /// ```
+    #[must_use]
+    pub fn is_secure(&self) -> bool {
+        self.secure.unwrap_or(true)
+    }
+
+    /// The name the session cookie is written and read under: while the
+    /// cookie is [`Secure`](Self::is_secure), [`cookie_name`](Self::cookie_name)
+    /// with the `__Host-` prefix, unless it already starts with `__Host-` or
+    /// `__Secure-` (kept as is); without `Secure`, `cookie_name` as is.
+    ///
+    /// ```
+    /// use autumn_core::config::SessionConfig;
+    ///
+    /// let mut session = SessionConfig::default();
+    /// assert_eq!(session.effective_cookie_name(), "__Host-autumn_session");
+    /// session.secure = Some(false);
+    /// assert_eq!(session.effective_cookie_name(), "autumn_session");
+    /// ```
+    #[must_use]
+    pub fn effective_cookie_name(&self) -> String {
+        session_cookie_name(&self.cookie_name, self.is_secure())
+    }
+}
+
+/// The prefix a browser keeps a cookie under only when it came over HTTPS
+/// from this very host, `Secure`, with `Path=/` and no `Domain`: a sibling
+/// subdomain or a plain-HTTP page cannot plant one.
+const HOST_PREFIX: &str = "__Host-";
+
+/// The weaker prefix (`Secure` only), which an app may choose itself.
+const SECURE_PREFIX: &str = "__Secure-";
+
+/// Whether `name` starts with `__Host-` or `__Secure-`. Compared without
+/// regard to case, as current browsers do, so `__host-sid` is not given a
+/// second prefix.
+pub(crate) fn has_cookie_prefix(name: &str) -> bool {
+    [HOST_PREFIX, SECURE_PREFIX].iter().any(|prefix| {
+        name.get(..prefix.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+    })
+}
+
+/// The session cookie's name on the wire for the configured `name`: the one
+/// rule behind [`SessionConfig::effective_cookie_name`] and the
+/// `SessionLayer` builder, so what is written and what is read never
+/// differ.
+pub(crate) fn session_cookie_name(name: &str, secure: bool) -> String {
+    if secure && !has_cookie_prefix(name) {
+        [HOST_PREFIX, name].concat()
+    } else {
+        name.to_owned()
     }
 }
 

@@ -84,12 +84,16 @@ impl AutumnConfig {
         let ActuatorConfig {
             enabled,
             port,
+            host,
             health_timeout_ms,
+            health_cache_ms,
             optional,
         } = actuator;
         out.plain("actuator.enabled", enabled);
         out.optional("actuator.port", port.as_ref());
+        out.string("actuator.host", host);
         out.plain("actuator.health_timeout_ms", health_timeout_ms);
+        out.plain("actuator.health_cache_ms", health_cache_ms);
         out.strings("actuator.optional", optional);
 
         let DatabaseConfig {
@@ -145,16 +149,30 @@ impl AutumnConfig {
         } = memory;
         out.plain("idempotency.memory.max_entries", max_entries);
         out.plain("idempotency.memory.max_bytes", max_bytes);
-        let RedisConfig { url, key_prefix } = redis;
+        let RedisConfig {
+            url,
+            key_prefix,
+            tls_ca_file,
+            tls_cert_file,
+            tls_key_file,
+        } = redis;
         out.optional_string("idempotency.redis.url", url.as_deref());
         out.string("idempotency.redis.key_prefix", key_prefix);
-        let IdempotencyAdminConfig { enabled, token } = admin;
+        out.optional_string("idempotency.redis.tls_ca_file", tls_ca_file.as_deref());
+        out.optional_string("idempotency.redis.tls_cert_file", tls_cert_file.as_deref());
+        out.optional_string("idempotency.redis.tls_key_file", tls_key_file.as_deref());
+        let IdempotencyAdminConfig {
+            enabled,
+            token,
+            allow_bodies,
+        } = admin;
         out.optional_string(
             "idempotency.admin.enabled",
             enabled.map(|on| if on { "true" } else { "false" }),
         );
         // The token is a credential: only whether it is set is shown.
         out.optional_string("idempotency.admin.token", token.as_ref().map(|_| "(set)"));
+        out.plain("idempotency.admin.allow_bodies", allow_bodies);
 
         let SecurityConfig {
             cross_origin,

@@ -92,7 +92,9 @@ fn defaults_without_files_or_env() {
         actuator: ActuatorConfig {
             enabled: true,
             port: None,
+            host: "127.0.0.1".to_owned(),
             health_timeout_ms: 2_000,
+            health_cache_ms: 1_000,
             optional: Vec::new(),
         },
         database: DatabaseConfig {
@@ -123,6 +125,9 @@ fn defaults_without_files_or_env() {
             redis: RedisConfig {
                 url: None,
                 key_prefix: "autumn:idempotency".to_owned(),
+                tls_ca_file: None,
+                tls_cert_file: None,
+                tls_key_file: None,
             },
             admin: IdempotencyAdminConfig::default(),
         },
@@ -410,26 +415,74 @@ fn session_settings_that_cannot_work_are_refused_naming_the_key() {
             "session.cookie_name",
         ),
         (
-            vec![("AUTUMN_SESSION__SAME_SITE", "none")],
+            vec![
+                ("AUTUMN_SESSION__SAME_SITE", "none"),
+                ("AUTUMN_SESSION__SECURE", "false"),
+            ],
             "session.same_site",
         ),
         (
             vec![("AUTUMN_SESSION__SAME_SITE", "sideways")],
             "session.same_site",
         ),
+        (
+            vec![
+                ("AUTUMN_SESSION__COOKIE_NAME", "__Host-sid"),
+                ("AUTUMN_SESSION__SECURE", "false"),
+            ],
+            "session.cookie_name",
+        ),
+        (
+            vec![
+                ("AUTUMN_SESSION__COOKIE_NAME", "__Secure-sid"),
+                ("AUTUMN_SESSION__SECURE", "false"),
+            ],
+            "session.cookie_name",
+        ),
     ] {
         let error = load_err(&dir, &vars);
         let message = one_line(&error);
         assert!(message.contains(key), "{key}: {message}");
     }
-    // SameSite=None is fine once the cookie is Secure.
-    load_ok(
-        &dir,
-        &[
+    // SameSite=None is fine while the cookie is Secure, as it is by default.
+    for vars in [
+        vec![("AUTUMN_SESSION__SAME_SITE", "none")],
+        vec![
             ("AUTUMN_SESSION__SAME_SITE", "none"),
             ("AUTUMN_SESSION__SECURE", "true"),
         ],
-    );
+    ] {
+        load_ok(&dir, &vars);
+    }
+    // A prefixed name is fine while the cookie is Secure.
+    load_ok(&dir, &[("AUTUMN_SESSION__COOKIE_NAME", "__Host-sid")]);
+}
+
+#[test]
+fn the_session_cookie_is_secure_under_the_host_prefix_in_every_profile() {
+    let dir = dir_with(&[]);
+    for profile in ["dev", "test", "staging", "prod"] {
+        let config = load_ok(&dir, &[("AUTUMN_PROFILE", profile)]);
+        assert!(config.session.is_secure(), "{profile}");
+        assert_eq!(
+            config.session.effective_cookie_name(),
+            "__Host-autumn_session",
+            "{profile}"
+        );
+    }
+    let plain = load_ok(&dir, &[("AUTUMN_SESSION__SECURE", "false")]);
+    assert!(!plain.session.is_secure());
+    assert_eq!(plain.session.effective_cookie_name(), "autumn_session");
+    for (name, effective) in [
+        ("sid", "__Host-sid"),
+        ("__Host-sid", "__Host-sid"),
+        ("__Secure-sid", "__Secure-sid"),
+        ("__host-sid", "__host-sid"),
+        ("__Hostsid", "__Host-__Hostsid"),
+    ] {
+        let config = load_ok(&dir, &[("AUTUMN_SESSION__COOKIE_NAME", name)]);
+        assert_eq!(config.session.effective_cookie_name(), effective, "{name}");
+    }
 }
 
 #[test]
@@ -655,7 +708,7 @@ fn unknown_key_in_nested_file_section() {
     assert_eq!(
         one_line(&load_err(&dir, &[])),
         format!(
-            "unknown key `idempotency.redis.uri` in {} (expected one of: url, key_prefix)",
+            "unknown key `idempotency.redis.uri` in {} (expected one of: url, key_prefix, tls_ca_file, tls_cert_file, tls_key_file)",
             file(&dir, "autumn-dev.toml").display()
         )
     );
@@ -958,7 +1011,9 @@ fn effective_settings_cover_every_key() {
         [actuator]
         enabled = false
         port = 9
+        host = "10.0.0.9"
         health_timeout_ms = 16
+        health_cache_ms = 17
         optional = ["db"]
         [database]
         url = "sqlite://x"
@@ -984,11 +1039,15 @@ fn effective_settings_cover_every_key() {
         max_entries = 12
         max_bytes = 13
         [idempotency.redis]
-        url = "redis://r"
+        url = "rediss://r"
         key_prefix = "p"
+        tls_ca_file = "/ca.pem"
+        tls_cert_file = "/client.pem"
+        tls_key_file = "/client.key"
         [idempotency.admin]
         enabled = true
         token = "0123456789abcdef"
+        allow_bodies = true
         [security.cross_origin]
         enabled = false
         trusted_origins = ["https://a.example"]
@@ -1037,7 +1096,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 74);
+    assert_eq!(settings.len(), 80);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
@@ -1336,4 +1395,72 @@ fn autumn_config_names_the_file_to_read() {
         .expect_err("a missing AUTUMN_CONFIG file");
     assert!(matches!(error, ConfigError::Read { .. }), "{error}");
     assert!(one_line(&error).contains("missing.toml"), "{error}");
+}
+
+#[test]
+fn redis_tls_files_come_from_env_and_are_listed_in_the_effective_settings() {
+    let dir = dir_with(&[(
+        "autumn.toml",
+        "[idempotency.redis]\nurl = \"rediss://cache:6380\"\n",
+    )]);
+    let config = load_ok(
+        &dir,
+        &[
+            (
+                "AUTUMN_IDEMPOTENCY__REDIS__TLS_CA_FILE",
+                "/etc/redis/ca.pem",
+            ),
+            (
+                "AUTUMN_IDEMPOTENCY__REDIS__TLS_CERT_FILE",
+                "/etc/redis/client.pem",
+            ),
+            (
+                "AUTUMN_IDEMPOTENCY__REDIS__TLS_KEY_FILE",
+                "/etc/redis/client.key",
+            ),
+        ],
+    );
+    let redis = &config.idempotency.redis;
+    assert_eq!(redis.tls_ca_file.as_deref(), Some("/etc/redis/ca.pem"));
+    assert_eq!(
+        redis.tls_cert_file.as_deref(),
+        Some("/etc/redis/client.pem")
+    );
+    assert_eq!(redis.tls_key_file.as_deref(), Some("/etc/redis/client.key"));
+    let settings = config.effective_settings();
+    for key in [
+        "idempotency.redis.tls_ca_file",
+        "idempotency.redis.tls_cert_file",
+        "idempotency.redis.tls_key_file",
+    ] {
+        assert!(
+            settings.iter().any(|setting| setting.key == key),
+            "{key} missing from the effective settings"
+        );
+    }
+}
+
+#[test]
+fn redis_tls_files_that_would_be_ignored_are_refused_naming_the_key() {
+    let dir = dir_with(&[(
+        "autumn.toml",
+        "[idempotency.redis]\nurl = \"rediss://cache:6380\"\ntls_cert_file = \"/c.pem\"\n",
+    )]);
+    let error = load_err(&dir, &[]);
+    assert_eq!(error.key(), Some("idempotency.redis.tls_key_file"));
+    assert!(one_line(&error).contains("must be set with idempotency.redis.tls_cert_file"));
+
+    let dir = dir_with(&[(
+        "autumn.toml",
+        "[idempotency.redis]\nurl = \"redis://cache:6379\"\ntls_ca_file = \"/ca.pem\"\n",
+    )]);
+    let error = load_err(&dir, &[]);
+    assert_eq!(error.key(), Some("idempotency.redis.tls_ca_file"));
+    assert!(one_line(&error).contains("does not use TLS"));
+
+    let dir = dir_with(&[(
+        "autumn.toml",
+        "[idempotency.redis]\nurl = \"rediss+cluster://h:7000\"\ntls_ca_file = \"/ca.pem\"\n",
+    )]);
+    load_ok(&dir, &[]);
 }

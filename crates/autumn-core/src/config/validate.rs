@@ -97,12 +97,14 @@ impl AutumnConfig {
         const LOCK: &str = "must be at least 1: a lock that lapses at once lets two overlapping duplicates both run the handler";
         const RECORD: &str = "must be at least 1: a record that expires at once is never replayed";
         let admin = &self.idempotency.admin;
-        let checks: [(&'static str, bool, &str); 11] = [
+        let checks: [(&'static str, bool, &str); 12] = [
             (
                 "idempotency.admin.token",
-                !(self.profile.is_production() && admin.enabled == Some(true))
-                    || admin.token.as_ref().is_some_and(|t| t.len() >= 16),
-                "must be set (at least 16 characters) when idempotency.admin.enabled is true in production: anyone who reaches the actuator could evict keys and run handlers twice",
+                match &admin.token {
+                    Some(token) => token.len() >= 16,
+                    None => admin.enabled != Some(true),
+                },
+                "must be at least 16 characters, and set when idempotency.admin.enabled is true: anyone who reaches the actuator could read recorded responses, evict keys and run handlers twice",
             ),
             (
                 "idempotency.ttl_secs",
@@ -136,9 +138,13 @@ impl AutumnConfig {
             ),
             (
                 "session.same_site",
-                self.session.same_site != super::SameSite::None
-                    || self.session.secure == Some(true),
-                "\"none\" needs session.secure = true: browsers drop a SameSite=None cookie that is not Secure",
+                self.session.same_site != super::SameSite::None || self.session.is_secure(),
+                "\"none\" needs a Secure cookie (session.secure unset or true): browsers drop a SameSite=None cookie that is not Secure",
+            ),
+            (
+                "session.cookie_name",
+                self.session.is_secure() || !super::has_cookie_prefix(&self.session.cookie_name),
+                "a name starting with `__Host-` or `__Secure-` needs a Secure cookie (session.secure unset or true): browsers drop such a cookie when it is not Secure",
             ),
             (
                 "server.max_connections",
@@ -164,6 +170,7 @@ impl AutumnConfig {
             });
         }
         self.check_idempotency_policy()?;
+        self.check_redis_tls()?;
         self.check_tenancy()?;
         self.check_actuator()?;
         self.check_middleware()?;
@@ -211,6 +218,53 @@ impl AutumnConfig {
             return Err(fail(
                 "idempotency.docs_url",
                 "must be an absolute http(s) URL of visible ASCII characters, like \"https://example.com/docs/idempotency\"".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `[idempotency.redis]` TLS files that would be ignored: a client
+    /// certificate without its key (or the reverse), or any file with a
+    /// URL that does not use TLS. Whether the files can be read is checked
+    /// at startup, where the connection is built.
+    fn check_redis_tls(&self) -> Result<(), ConfigError> {
+        let redis = &self.idempotency.redis;
+        let fail = |key: &'static str, message: &str| ConfigError::InvalidValue {
+            key: key.to_owned(),
+            origin: self.source(key),
+            message: message.to_owned(),
+        };
+        match (&redis.tls_cert_file, &redis.tls_key_file) {
+            (Some(_), None) => {
+                return Err(fail(
+                    "idempotency.redis.tls_key_file",
+                    "must be set with idempotency.redis.tls_cert_file: a client certificate is presented with its private key",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(fail(
+                    "idempotency.redis.tls_cert_file",
+                    "must be set with idempotency.redis.tls_key_file: a private key is presented with its client certificate",
+                ));
+            }
+            _ => {}
+        }
+        let uses_tls = |url: &str| {
+            let url = url.to_ascii_lowercase();
+            url.starts_with("rediss://") || url.starts_with("rediss+cluster://")
+        };
+        if let Some(url) = &redis.url
+            && redis.has_tls_files()
+            && !uses_tls(url)
+        {
+            let key = if redis.tls_ca_file.is_some() {
+                "idempotency.redis.tls_ca_file"
+            } else {
+                "idempotency.redis.tls_cert_file"
+            };
+            return Err(fail(
+                key,
+                "is set, but idempotency.redis.url does not use TLS: use a rediss:// (or rediss+cluster://) URL, or remove the TLS files",
             ));
         }
         Ok(())

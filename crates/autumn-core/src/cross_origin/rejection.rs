@@ -1,7 +1,9 @@
 //! [`CrossOriginRejection`]: why a request was refused as cross-origin.
 
-use axum::response::{IntoResponse, Response};
+use autumn_base::problem::{ProblemCode, ProblemDetails};
 use http::StatusCode;
+
+use crate::codes;
 
 /// Why [`CrossOriginLayer`](super::CrossOriginLayer) answered instead of the
 /// app: 403 with a problem document whose `code` is
@@ -68,12 +70,20 @@ impl CrossOriginRejection {
     /// `cross_origin_request_refused`, whichever header gave the request
     /// away.
     pub fn code(&self) -> &'static str {
-        "cross_origin_request_refused"
+        codes::CROSS_ORIGIN_REQUEST_REFUSED.as_str()
     }
 }
 
-impl IntoResponse for CrossOriginRejection {
-    fn into_response(self) -> Response {
-        autumn_base::problem_response(self.status(), Some(self.code()), &self.to_string())
+/// The detail names the refused origin: it is the client's own header,
+/// and says what to trust if the origin is the app's.
+impl ProblemDetails for CrossOriginRejection {
+    fn problem_status(&self) -> StatusCode {
+        self.status()
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(codes::CROSS_ORIGIN_REQUEST_REFUSED)
     }
 }
+
+autumn_base::problem_into_response!(CrossOriginRejection);

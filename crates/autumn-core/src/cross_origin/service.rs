@@ -54,14 +54,8 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         match self.layer.check(&request) {
             Ok(()) => ResponseFuture::inner(self.inner.call(request)),
-            Err(rejection) => {
-                tracing::debug!(
-                    method = %request.method(),
-                    path = request.uri().path(),
-                    "{rejection}"
-                );
-                ResponseFuture::refused(rejection.into_response())
-            }
+            // Logged by the renderer, as every refusal is.
+            Err(rejection) => ResponseFuture::refused(rejection.into_response()),
         }
     }
 }

@@ -13,7 +13,7 @@
 //! Apps replace the HTML pages with `AppBuilder::with_error_page` (one
 //! status) and `AppBuilder::with_error_pages` (an [`ErrorPageRenderer`] for
 //! any status). The codes Autumn gives errors that had none are listed in
-//! the errors guide.
+//! the errors guide, and are constants of [`codes`](crate::codes).
 
 pub(crate) mod connection;
 mod future;

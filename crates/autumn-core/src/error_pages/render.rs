@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use autumn_base::problem::{ProblemCode, ProblemDetails};
 use http::{HeaderMap, Method, StatusCode, header};
+
+use crate::codes;
 
 /// One error as a page sees it: what the problem document says, and the
 /// request it answers.
@@ -246,70 +249,81 @@ fn media_range(element: &str) -> Option<(&str, f32)> {
 /// The code and detail for an error whose body said nothing (or only
 /// axum's rejection text, `text`).
 pub(crate) fn describe(status: StatusCode, method: &Method, path: &str, text: &str) -> ErrorInfo {
-    let text = text.trim();
-    let code = rejection_code(status, text).unwrap_or_else(|| status_code(status));
-    let detail = if text.is_empty() {
-        status_sentence(status, method, path)
-    } else {
-        text.to_owned()
-    };
-    ErrorInfo::new(status, detail)
-        .with_code(code)
-        .for_request(method, path)
+    Described::new(status, method, path, text).info(method, path)
+}
+
+/// An error whose body said nothing, or only axum's rejection text, as
+/// its problem document will say it: one of [`codes`] and a sentence.
+#[derive(Debug)]
+pub(crate) struct Described {
+    status: StatusCode,
+    code: ProblemCode,
+    detail: String,
+}
+
+impl Described {
+    pub(crate) fn new(status: StatusCode, method: &Method, path: &str, text: &str) -> Self {
+        let text = text.trim();
+        let code = rejection_code(status, text).unwrap_or(ProblemCode::for_status(status));
+        let detail = if text.is_empty() {
+            status_sentence(status, method, path)
+        } else {
+            text.to_owned()
+        };
+        Self {
+            status,
+            code,
+            detail,
+        }
+    }
+
+    /// What the page shows of it.
+    pub(crate) fn info(self, method: &Method, path: &str) -> ErrorInfo {
+        ErrorInfo::new(self.status, self.detail)
+            .with_code(self.code.as_str())
+            .for_request(method, path)
+    }
+}
+
+impl std::fmt::Display for Described {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.detail)
+    }
+}
+
+impl ProblemDetails for Described {
+    fn problem_status(&self) -> StatusCode {
+        self.status
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(self.code)
+    }
 }
 
 /// The code of one of axum's extractor rejections, told apart by its text.
-fn rejection_code(status: StatusCode, text: &str) -> Option<&'static str> {
+fn rejection_code(status: StatusCode, text: &str) -> Option<ProblemCode> {
     let code = match status {
         StatusCode::BAD_REQUEST if text.starts_with("Failed to parse the request body as JSON") => {
-            "bad_json"
+            codes::BAD_JSON
         }
         StatusCode::BAD_REQUEST
             if text.starts_with("Failed to deserialize query string")
                 || text.starts_with("Failed to deserialize form") =>
         {
-            "bad_query"
+            codes::BAD_QUERY
         }
         StatusCode::UNPROCESSABLE_ENTITY
             if text.starts_with("Failed to deserialize the JSON body") =>
         {
-            "unprocessable_json"
+            codes::UNPROCESSABLE_JSON
         }
         StatusCode::UNPROCESSABLE_ENTITY if text.starts_with("Failed to deserialize form body") => {
-            "unprocessable_form"
+            codes::UNPROCESSABLE_FORM
         }
         _ => return None,
     };
     Some(code)
-}
-
-/// The stable code of a status, for an error nothing more is known about.
-pub(crate) fn status_code(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        400 => "bad_request",
-        401 => "unauthorized",
-        403 => "forbidden",
-        404 => "not_found",
-        405 => "method_not_allowed",
-        406 => "not_acceptable",
-        408 => "request_timeout",
-        409 => "conflict",
-        410 => "gone",
-        411 => "length_required",
-        413 => "payload_too_large",
-        414 => "uri_too_long",
-        415 => "unsupported_media_type",
-        422 => "unprocessable_entity",
-        429 => "too_many_requests",
-        431 => "request_header_fields_too_large",
-        500 => "internal_error",
-        501 => "not_implemented",
-        502 => "bad_gateway",
-        503 => "service_unavailable",
-        504 => "gateway_timeout",
-        s if s < 500 => "client_error",
-        _ => "server_error",
-    }
 }
 
 /// A sentence for an error whose body said nothing.

@@ -7,7 +7,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 
-use super::render::{ErrorInfo, Pages, describe, prefers_html};
+use super::render::{Described, ErrorInfo, Pages, describe, prefers_html};
 
 pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -129,15 +129,6 @@ where
     let bytes = axum::body::to_bytes(Body::new(body), settings.max_body_bytes)
         .await
         .unwrap_or_default();
-    let info = match kind {
-        Kind::Problem => from_problem(status, &bytes, asked),
-        Kind::Text => describe(
-            status,
-            &asked.method,
-            asked.uri.path(),
-            &String::from_utf8_lossy(&bytes),
-        ),
-    };
     for name in [
         header::CONTENT_TYPE,
         header::CONTENT_LENGTH,
@@ -146,23 +137,41 @@ where
         parts.headers.remove(name);
     }
     vary_on_accept(&mut parts.headers);
-    let body = if html {
-        parts.headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/html; charset=utf-8"),
-        );
-        Body::from(settings.pages.render(&info))
-    } else {
-        let (problem, body) =
-            autumn_base::problem_response(status, info.code(), info.detail()).into_parts();
-        if let Some(content_type) = problem.headers.get(header::CONTENT_TYPE) {
-            parts
-                .headers
-                .insert(header::CONTENT_TYPE, content_type.clone());
+    let text = || String::from_utf8_lossy(&bytes);
+    let body = match kind {
+        // A problem document reaches this point only for a browser: for an
+        // API client it passed as it is, above.
+        Kind::Text if !html => {
+            let described = Described::new(status, &asked.method, asked.uri.path(), &text());
+            // The one renderer: its body and type; the headers the response
+            // already had stay.
+            let (problem, body) = autumn_base::render_problem(&described).into_parts();
+            if let Some(content_type) = problem.headers.get(header::CONTENT_TYPE) {
+                parts
+                    .headers
+                    .insert(header::CONTENT_TYPE, content_type.clone());
+            }
+            body
         }
-        body
+        Kind::Text => {
+            let info = describe(status, &asked.method, asked.uri.path(), &text());
+            html_page(settings, &mut parts.headers, &info)
+        }
+        Kind::Problem => {
+            let info = from_problem(status, &bytes, asked);
+            html_page(settings, &mut parts.headers, &info)
+        }
     };
     Response::from_parts(parts, body)
+}
+
+/// The app's page for `info`, as the body of a response with `headers`.
+fn html_page(settings: &Settings, headers: &mut HeaderMap, info: &ErrorInfo) -> Body {
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    Body::from(settings.pages.render(info))
 }
 
 /// The page's view of a problem document; a document that does not parse

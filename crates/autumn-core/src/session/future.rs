@@ -6,8 +6,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use autumn_base::problem::{ProblemCode, ProblemDetails};
 use autumn_idempotency::submit::TokenMinted;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use http::StatusCode;
 use pin_project_lite::pin_project;
 
@@ -98,7 +99,7 @@ impl<F> std::fmt::Debug for ResponseFuture<F> {
 /// in the cookie alone for a form page minted for a visitor without one.
 pub(super) async fn finish(session: Session, mut response: Response) -> Response {
     if let Err(error) = session.save(response.headers_mut()).await {
-        return not_saved(&error);
+        return NotSaved(error).into_response();
     }
     if response.extensions().get::<TokenMinted>().is_some() {
         session.issue_cookie_only(response.headers_mut());
@@ -106,12 +107,28 @@ pub(super) async fn finish(session: Session, mut response: Response) -> Response
     response
 }
 
-/// 500: the handler ran but its session could not be saved.
-fn not_saved(error: &super::SessionError) -> Response {
-    tracing::error!(%error, "the session could not be saved after the handler ran");
-    autumn_base::problem_response(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        Some("session_not_saved"),
-        "the request was processed but the session could not be saved; changes to the session were lost",
-    )
+/// 500 `session_not_saved`: the handler ran but its session could not be
+/// saved. The store's error is logged, not sent.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the request was processed but the session could not be saved; changes to the session were lost"
+)]
+struct NotSaved(#[source] super::SessionError);
+
+impl ProblemDetails for NotSaved {
+    fn problem_status(&self) -> StatusCode {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(crate::codes::SESSION_NOT_SAVED)
+    }
+
+    /// The handler's changes to the session are lost: the operators must
+    /// see why.
+    fn log_for_operators(&self) {
+        tracing::error!(error = %self.0, "the session could not be saved after the handler ran");
+    }
 }
+
+autumn_base::problem_into_response!(NotSaved);

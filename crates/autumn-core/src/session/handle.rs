@@ -1,12 +1,13 @@
 //! [`Session`]: a request's session, loaded on first use and saved by the
 //! session layer on the way out.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use autumn_base::clock::SharedClock;
-use axum::response::{IntoResponse, Response};
+use autumn_base::problem::{ProblemCode, ProblemDetails};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -427,12 +428,17 @@ impl SessionError {
         }
     }
 
-    /// The stable machine-readable code in the problem document.
+    /// The stable machine-readable code in the problem document, one of
+    /// [`codes`](crate::codes).
     pub fn code(&self) -> &'static str {
+        self.typed_code().as_str()
+    }
+
+    fn typed_code(&self) -> ProblemCode {
         match self {
-            Self::Store(error) if error.is_full() => "session_store_full",
-            Self::Store(_) => "session_store_unavailable",
-            Self::Value(_) => "session_value_invalid",
+            Self::Store(error) if error.is_full() => crate::codes::SESSION_STORE_FULL,
+            Self::Store(_) => crate::codes::SESSION_STORE_UNAVAILABLE,
+            Self::Value(_) => crate::codes::SESSION_VALUE_INVALID,
         }
     }
 
@@ -448,22 +454,34 @@ impl SessionError {
     }
 }
 
-impl IntoResponse for SessionError {
-    fn into_response(self) -> Response {
-        match &self {
+impl ProblemDetails for SessionError {
+    fn problem_status(&self) -> StatusCode {
+        self.status()
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(self.typed_code())
+    }
+
+    /// The public detail: the store's own text may name hosts.
+    fn problem_detail(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self.public_detail())
+    }
+
+    /// A store outage is worth retrying shortly.
+    fn problem_retry_after(&self) -> Option<u32> {
+        matches!(self, Self::Store(_)).then_some(1)
+    }
+
+    /// The error the client is not shown: an outage or a value that no
+    /// longer fits its type, which the operators must see.
+    fn log_for_operators(&self) {
+        match self {
             Self::Store(error) => tracing::error!(%error, "session store failed"),
             Self::Value(error) => {
                 tracing::error!(%error, "a session value could not be converted");
             }
         }
-        let mut response =
-            autumn_base::problem_response(self.status(), Some(self.code()), self.public_detail());
-        if matches!(self, Self::Store(_)) {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        response
     }
 }
 
@@ -479,16 +497,25 @@ pub enum SessionRejection {
     LayerMissing,
 }
 
-impl IntoResponse for SessionRejection {
-    fn into_response(self) -> Response {
+impl ProblemDetails for SessionRejection {
+    fn problem_status(&self) -> StatusCode {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        match self {
+            Self::LayerMissing => Some(crate::codes::SESSION_LAYER_MISSING),
+        }
+    }
+
+    /// The app is misconfigured: every request to this handler fails until
+    /// the operators enable sessions.
+    fn log_for_operators(&self) {
         tracing::error!(error = %self, "session extractor rejected");
-        autumn_base::problem_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Some("session_layer_missing"),
-            &self.to_string(),
-        )
     }
 }
+
+autumn_base::problem_into_response!(SessionError, SessionRejection);
 
 crate::extract::extension_extractor!(Session, SessionRejection::LayerMissing);
 

@@ -22,13 +22,13 @@ mod store;
 mod sweep;
 
 pub use cookie::SameSite;
-pub(crate) use cookie::cookie_value;
+pub(crate) use cookie::session_cookie;
 #[cfg(feature = "database")]
 pub use database::DbSessionStore;
 pub use future::ResponseFuture;
 pub use handle::{Session, SessionError, SessionRejection};
 pub use id::SessionId;
-pub use layer::{DEFAULT_COOKIE_NAME, DEFAULT_TTL, SessionLayer};
+pub use layer::{DEFAULT_COOKIE_NAME, DEFAULT_SECURE_COOKIE_NAME, DEFAULT_TTL, SessionLayer};
 pub use memory::MemorySessionStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisSessionStore;

@@ -88,7 +88,7 @@ where
     }
 
     fn call(&mut self, mut request: Request) -> Self::Future {
-        let sent = super::cookie_value(request.headers(), &self.settings.cookie.name)
+        let sent = super::session_cookie(request.headers(), &self.settings.cookie.name)
             .and_then(SessionId::from_cookie);
         let session = Session::new(
             self.settings.store.clone(),
@@ -157,7 +157,7 @@ impl Finalize for SaveBeforeRecording {
             self.0
                 .save(headers)
                 .await
-                .map_err(|error| FinalizeError::new(error.to_string()))
+                .map_err(FinalizeError::from_error)
         })
     }
 

@@ -203,12 +203,8 @@ mod tests {
     }
 
     /// Waits, bounded, for `done`, which the writer thread brings about.
-    fn eventually(what: &str, done: impl Fn() -> bool) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !done() {
-            assert!(std::time::Instant::now() < deadline, "never: {what}");
-            std::thread::yield_now();
-        }
+    fn eventually(what: &str, done: impl FnMut() -> bool) {
+        autumn_testkit::eventually(what, Duration::from_secs(10), done);
     }
 
     #[test]

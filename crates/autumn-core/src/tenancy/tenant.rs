@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::response::{IntoResponse, Response};
+use autumn_base::problem::{ProblemCode, ProblemDetails};
 use http::StatusCode;
 
 use crate::session::{Session, SessionError};
@@ -120,25 +120,41 @@ impl TenantRejection {
         }
     }
 
-    /// The problem document's `code`.
+    /// The problem document's `code`, one of [`codes`](crate::codes).
     pub fn code(&self) -> &'static str {
+        self.typed_code().as_str()
+    }
+
+    fn typed_code(&self) -> ProblemCode {
         match self {
-            Self::Missing => "tenant_missing",
-            Self::Unknown => "tenant_unknown",
-            Self::Unavailable => "tenant_unavailable",
-            Self::NotResolved => "tenant_not_resolved",
+            Self::Missing => crate::codes::TENANT_MISSING,
+            Self::Unknown => crate::codes::TENANT_UNKNOWN,
+            Self::Unavailable => crate::codes::TENANT_UNAVAILABLE,
+            Self::NotResolved => crate::codes::TENANT_NOT_RESOLVED,
         }
     }
 }
 
-impl IntoResponse for TenantRejection {
-    fn into_response(self) -> Response {
-        if self == Self::NotResolved {
+impl ProblemDetails for TenantRejection {
+    fn problem_status(&self) -> StatusCode {
+        self.status()
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(self.typed_code())
+    }
+
+    /// A handler taking a `Tenant` where none is resolved is the app's
+    /// misconfiguration, which the operators must fix; the other refusals
+    /// are the client's.
+    fn log_for_operators(&self) {
+        if *self == Self::NotResolved {
             tracing::error!(error = %self, "tenant extractor rejected");
         }
-        autumn_base::problem_response(self.status(), Some(self.code()), &self.to_string())
     }
 }
+
+autumn_base::problem_into_response!(TenantRejection);
 
 crate::extract::extension_extractor!(Tenant, TenantRejection::NotResolved);
 

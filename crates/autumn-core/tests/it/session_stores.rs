@@ -23,6 +23,9 @@ use serde_json::{Map, Value, json};
 struct Subject {
     store: Arc<dyn SessionStore>,
     kept: Kept,
+    /// What must live as long as the store: a server of the test's own,
+    /// the certificates it uses.
+    _server: Option<Box<dyn std::any::Any + Send>>,
 }
 
 /// Where a store's entries can be listed from outside it.
@@ -31,6 +34,12 @@ enum Kept {
     Memory,
     /// Keys under `prefix:` in the Redis at `url`.
     Redis { url: String, prefix: String },
+    /// Keys under `prefix:` in the one Redis `connection` reaches (over
+    /// TLS, which the plain listing connection does not speak).
+    Connection {
+        connection: RedisConnection,
+        prefix: String,
+    },
     /// Rows of `autumn_sessions` in the database of `pool`.
     Table { pool: DbPool },
 }
@@ -48,6 +57,22 @@ impl Subject {
         match &self.kept {
             Kept::Memory => None,
             Kept::Redis { url, prefix } => Some(redis_support::keys_under(url, prefix).await),
+            Kept::Connection { connection, prefix } => {
+                let pattern = format!("{prefix}:*");
+                let keys: Vec<String> = connection
+                    .run(|mut link| {
+                        let pattern = pattern.clone();
+                        async move {
+                            ::redis::cmd("KEYS")
+                                .arg(pattern)
+                                .query_async(&mut link)
+                                .await
+                        }
+                    })
+                    .await
+                    .expect("KEYS");
+                Some(keys)
+            }
             Kept::Table { pool } => {
                 use diesel_async::RunQueryDsl as _;
                 let sql = "SELECT storage_key FROM autumn_sessions";
@@ -69,7 +94,7 @@ impl Subject {
     /// Whether the store deletes expired entries itself on `delete_expired`
     /// (Redis expires its keys on its own and keeps the default).
     fn sweeps(&self) -> bool {
-        !matches!(self.kept, Kept::Redis { .. })
+        !matches!(self.kept, Kept::Redis { .. } | Kept::Connection { .. })
     }
 }
 
@@ -77,6 +102,7 @@ fn memory() -> Subject {
     Subject {
         store: Arc::new(MemorySessionStore::new(10_000)),
         kept: Kept::Memory,
+        _server: None,
     }
 }
 
@@ -90,6 +116,7 @@ fn redis() -> Subject {
     Subject {
         store: Arc::new(redis_store(&url, &prefix)),
         kept: Kept::Redis { url, prefix },
+        _server: None,
     }
 }
 
@@ -102,6 +129,52 @@ fn redis_cluster() -> Subject {
     Subject {
         store: Arc::new(redis_store(&url, &prefix)),
         kept: Kept::Redis { url, prefix },
+        _server: None,
+    }
+}
+
+/// The Redis session store on a Valkey server of the test's own.
+fn valkey() -> Subject {
+    let server = redis_support::ValkeyServer::new();
+    let url = server.url();
+    let prefix = redis_support::unique_prefix();
+    Subject {
+        store: Arc::new(redis_store(&url, &prefix)),
+        kept: Kept::Redis { url, prefix },
+        _server: Some(Box::new(server)),
+    }
+}
+
+/// The Redis session store on a six-node Valkey cluster shared by this
+/// binary's tests.
+fn valkey_cluster() -> Subject {
+    let url = redis_support::cluster::shared_valkey_cluster().url();
+    let prefix = redis_support::unique_prefix();
+    Subject {
+        store: Arc::new(redis_store(&url, &prefix)),
+        kept: Kept::Redis { url, prefix },
+        _server: None,
+    }
+}
+
+/// The Redis session store over TLS, on a TLS-only server of the test's
+/// own that asks for a client certificate.
+fn redis_tls() -> Subject {
+    use autumn_base::redis::RedisTls;
+    use autumn_testkit::tls::TestCa;
+    use redis_support::{ClientCerts, RedisServer};
+    let ca = TestCa::new();
+    let server = RedisServer::with_tls(&ca, ClientCerts::Required);
+    let tls = RedisTls::new()
+        .with_ca_file(ca.ca_file())
+        .with_client_cert(ca.client_cert(), ca.client_key());
+    let connection = RedisConnection::with_tls(&server.url(), &tls).expect("a rediss:// URL");
+    assert!(connection.is_tls());
+    let prefix = redis_support::unique_prefix();
+    Subject {
+        store: Arc::new(RedisSessionStore::new(connection.clone(), &prefix)),
+        kept: Kept::Connection { connection, prefix },
+        _server: Some(Box::new((server, ca))),
     }
 }
 
@@ -114,6 +187,7 @@ fn table(url: &str) -> Subject {
     Subject {
         store: Arc::new(DbSessionStore::new(pool.clone())),
         kept: Kept::Table { pool },
+        _server: None,
     }
 }
 
@@ -134,6 +208,7 @@ fn postgres_via_pgbouncer() -> Subject {
     Subject {
         store: Arc::new(DbSessionStore::new(pool.clone())),
         kept: Kept::Table { pool },
+        _server: None,
     }
 }
 
@@ -400,6 +475,9 @@ macro_rules! conformance {
 conformance!(memory);
 conformance!(redis);
 conformance!(redis_cluster);
+conformance!(redis_tls);
+conformance!(valkey);
+conformance!(valkey_cluster);
 conformance!(postgres);
 conformance!(postgres_via_pgbouncer);
 conformance!(sqlite);

@@ -58,7 +58,9 @@ use crate::first_run::{
     AfterRun, Guard, Held, HoldsLock as _, Recorded, Retarget, RouteLabel, call_boxed,
     run_and_record,
 };
-use crate::key::{IDEMPOTENT_EXPIRES, IDEMPOTENT_HONOURED, key_str, parse_key_value, storage_key};
+use crate::key::{
+    IDEMPOTENT_EXPIRES, IDEMPOTENT_HONOURED, LogDigest, key_str, parse_key_value, storage_key,
+};
 use crate::metrics::IdempotencyMetrics;
 use crate::problem::IdempotencyRejection;
 use crate::record::IdempotencyRecord;
@@ -257,6 +259,15 @@ where
             None => std::borrow::Cow::Owned(fallback_scope(&parts.headers)),
         };
         let storage_key = storage_key(method, path, scope.as_bytes(), key_str(&key));
+        // The raw values, for whoever turns on `trace`; every other line
+        // names the key by its digest.
+        tracing::trace!(
+            idempotency.key = %key_str(&key),
+            idempotency.key_hash = %LogDigest(key.as_bytes()),
+            storage_key = %storage_key,
+            storage_key_hash = %LogDigest(storage_key.as_bytes()),
+            "idempotency key and its storage key"
+        );
         let json = settings.policy.json.as_deref();
         let fingerprint = fingerprint::fingerprint(json, method, path, content_type, &body);
         let owner = new_owner();
@@ -278,7 +289,7 @@ where
         } = match claimed {
             Ok(claimed) => claimed,
             Err(error) => {
-                tracing::warn!(idempotency.key = %key_str(&key), %error, "idempotency store failed; not running the handler");
+                tracing::warn!(idempotency.key_hash = %LogDigest(key.as_bytes()), %error, "idempotency store failed; not running the handler");
                 return Step::Respond(store_failure(&settings, &error));
             }
         };
@@ -287,7 +298,7 @@ where
             Claim::InFlight => {
                 settings.metrics.conflict();
                 tracing::debug!(
-                    idempotency.key = %key_str(&key),
+                    idempotency.key_hash = %LogDigest(key.as_bytes()),
                     idempotency.replayed = false,
                     idempotency.waited = waited,
                     "idempotency key in flight"
@@ -309,7 +320,7 @@ where
                 );
                 if let Comparison::Differs(differs_at) = compared {
                     tracing::debug!(
-                        idempotency.key = %key_str(&key),
+                        idempotency.key_hash = %LogDigest(key.as_bytes()),
                         idempotency.replayed = false,
                         "idempotency key reused for another request"
                     );
@@ -323,7 +334,7 @@ where
         }
         settings.metrics.miss();
         tracing::debug!(
-            idempotency.key = %key_str(&key),
+            idempotency.key_hash = %LogDigest(key.as_bytes()),
             idempotency.replayed = false,
             "idempotency key claimed; running the handler"
         );
@@ -465,7 +476,7 @@ where
         _ if opaque => {
             settings.metrics.conflict();
             tracing::debug!(
-                idempotency.key = %key_str(&key),
+                idempotency.key_hash = %LogDigest(key.as_bytes()),
                 idempotency.replayed = false,
                 "replay refused: an opaque layer authenticated the caller"
             );
@@ -474,7 +485,7 @@ where
         ReplayMode::Direct => {
             settings.metrics.hit();
             tracing::debug!(
-                idempotency.key = %key_str(&key),
+                idempotency.key_hash = %LogDigest(key.as_bytes()),
                 idempotency.replayed = true,
                 "replaying recorded response"
             );
@@ -496,7 +507,7 @@ where
                 if response.extensions().get::<Replayed>().is_some() {
                     settings.metrics.hit();
                     tracing::debug!(
-                        idempotency.key = %key_str(&key),
+                        idempotency.key_hash = %LogDigest(key.as_bytes()),
                         idempotency.replayed = true,
                         "replayed through the route's replay layer"
                     );
@@ -505,7 +516,7 @@ where
                     settings.metrics.conflict();
                 } else {
                     tracing::error!(
-                        idempotency.key = %key_str(&key),
+                        idempotency.key_hash = %LogDigest(key.as_bytes()),
                         "a replay forwarded into the route reached no IdempotencyReplayLayer; the route changed since the key was recorded"
                     );
                 }
@@ -515,7 +526,7 @@ where
         _ => {
             settings.metrics.conflict();
             tracing::debug!(
-                idempotency.key = %key_str(&key),
+                idempotency.key_hash = %LogDigest(key.as_bytes()),
                 idempotency.replayed = false,
                 "replay refused: the route's middleware is opaque"
             );

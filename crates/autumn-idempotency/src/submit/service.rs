@@ -237,9 +237,7 @@ fn watched(prefix: Bytes, rest: Body, mut scanner: MultipartScanner, field: Arc<
     let rest = rest.into_data_stream().map(move |chunk| {
         let chunk = chunk?;
         let refused = |error: ScanError| {
-            axum::Error::new(std::io::Error::other(
-                error.into_rejection(&field).to_string(),
-            ))
+            axum::Error::new(std::io::Error::other(error.into_rejection(&field)))
         };
         if let Some(scanner) = &mut framed {
             match scanner.feed(&chunk) {
@@ -296,8 +294,7 @@ fn unframed(
                 ScanError::Malformed(format!(
                     "a multipart body whose parts cannot be read names the {field} field"
                 ))
-                .into_rejection(&field)
-                .to_string(),
+                .into_rejection(&field),
             )));
         }
         Ok(chunk)
@@ -316,7 +313,7 @@ fn unframed(
 fn watched_urlencoded(prefix: Bytes, rest: Body, names: UrlencodedNames, field: Arc<str>) -> Body {
     let late = move || {
         axum::Error::new(std::io::Error::other(
-            ScanError::Late.into_rejection(&field).to_string(),
+            ScanError::Late.into_rejection(&field),
         ))
     };
     let rest = futures_util::stream::unfold(

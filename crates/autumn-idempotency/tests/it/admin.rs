@@ -153,14 +153,22 @@ async fn redis() {
 async fn postgres() {
     let clock = ManualClock::new();
     let url = crate::support::database::fresh_postgres_schema();
-    administer(&crate::support::database::store(&url, clock.clone()), &clock).await;
+    administer(
+        &crate::support::database::store(&url, clock.clone()),
+        &clock,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn sqlite() {
     let clock = ManualClock::new();
     let url = crate::support::database::fresh_sqlite_file();
-    administer(&crate::support::database::store(&url, clock.clone()), &clock).await;
+    administer(
+        &crate::support::database::store(&url, clock.clone()),
+        &clock,
+    )
+    .await;
 }
 
 /// A lock written before stores kept when it was taken: it inspects as

@@ -6,12 +6,12 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::support::app::Fixture;
+use crate::support::database::{FreshDatabase as _, PgBouncer, RoundTrips};
 use autumn_idempotency::IdempotencyStore;
 use autumn_idempotency::clock::ManualClock;
 use autumn_idempotency::database::{DbIdempotencyStore, DbPool};
 use http::StatusCode;
-use crate::support::app::Fixture;
-use crate::support::database::{FreshDatabase as _, PgBouncer, RoundTrips};
 
 /// The PgBouncer this binary's tests share (each on a database of its own).
 fn bouncer() -> &'static PgBouncer {

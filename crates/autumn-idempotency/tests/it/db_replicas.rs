@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use autumn_idempotency::clock::ManualClock;
-use http::StatusCode;
 use crate::support::app::{Fixture, LOCK_TTL};
 use crate::support::database;
+use autumn_idempotency::clock::ManualClock;
+use http::StatusCode;
 
 /// Two replicas on one fresh schema, each with its own pool and router;
 /// the schema goes when the test drops the last value.

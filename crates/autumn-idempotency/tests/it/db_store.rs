@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::database;
 use autumn_idempotency::clock::ManualClock;
 use autumn_idempotency::{IdempotencyRecord, IdempotencyStore};
 use http::StatusCode;
-use crate::support::database;
 
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::app::{Answer, Fixture, LOCK_TTL, RECORD_TTL};
+use crate::support::faulty::{Faults, FaultyStore};
+use crate::support::logs;
 use autumn_idempotency::clock::ManualClock;
 use autumn_idempotency::submit::{SubmitToken, SubmitTokenLayer};
 use autumn_idempotency::{IdempotencyMetrics, MemoryIdempotencyStore};
@@ -17,9 +20,6 @@ use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
 use http::{Request, StatusCode};
-use crate::support::app::{Answer, Fixture, LOCK_TTL, RECORD_TTL};
-use crate::support::faulty::{Faults, FaultyStore};
-use crate::support::logs;
 use tokio::sync::Notify;
 use tower::ServiceExt as _;
 
@@ -124,7 +124,14 @@ async fn a_failed_renewal_is_logged_counted_and_the_run_still_recorded() {
     let logged = logs.lines_with("could not renew the in-flight lock");
     assert_eq!(logged.len(), 1, "{}", logs.text());
     assert!(logged[0].contains("ERROR"), "{}", logged[0]);
-    assert!(logged[0].contains("storage_key="), "{}", logged[0]);
+    // The storage key by its digest only: the key itself evicts or
+    // replays where key administration reaches the store.
+    assert!(
+        logged[0].contains("storage_key_hash=sha256:"),
+        "{}",
+        logged[0]
+    );
+    assert!(!logged[0].contains("idem:v1:"), "{}", logged[0]);
     faults.renew.store(false, Ordering::SeqCst);
     // The lock was still ours: the next beat renews it, so a duplicate past
     // the first lock TTL is still refused.

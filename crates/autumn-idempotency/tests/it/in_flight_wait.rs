@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::app::{Fixture, RECORD_TTL};
+use crate::support::counting::CountingStore;
 use autumn_idempotency::clock::ManualClock;
 use autumn_idempotency::{IdempotencyStore, MemoryIdempotencyStore};
 use http::StatusCode;
-use crate::support::app::{Fixture, RECORD_TTL};
-use crate::support::counting::CountingStore;
 
 /// Long enough never to end by itself in a test: only the first run's end
 /// (or a test moving the clock) ends a wait. Shorter than the lock's TTL, so
@@ -162,8 +162,8 @@ mod memory {
 
 mod redis {
     use super::*;
-    use autumn_idempotency::RedisIdempotencyStore;
     use crate::support::redis::{require_redis, unique_prefix};
+    use autumn_idempotency::RedisIdempotencyStore;
 
     fn store(clock: &ManualClock) -> RedisIdempotencyStore {
         RedisIdempotencyStore::new(&require_redis(), &unique_prefix())
@@ -195,8 +195,8 @@ mod redis {
 
 mod postgres {
     use super::*;
-    use autumn_idempotency::DbIdempotencyStore;
     use crate::support::database::fresh_postgres_schema;
+    use autumn_idempotency::DbIdempotencyStore;
 
     fn store(clock: &ManualClock) -> DbIdempotencyStore {
         // The store outlives this function: the schema stays, for a later

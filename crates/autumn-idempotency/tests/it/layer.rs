@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support::app::{Call, Fixture, LOCK_TTL, RECORD_TTL};
+use crate::support::faulty::{Faults, FaultyStore, Gate};
 use autumn_idempotency::clock::ManualClock;
 use autumn_idempotency::{IdempotencyStore, MemoryIdempotencyStore};
 use http::StatusCode;
-use crate::support::app::{Call, Fixture, LOCK_TTL, RECORD_TTL};
-use crate::support::faulty::{Faults, FaultyStore, Gate};
 
 #[tokio::test]
 async fn a_retry_replays_the_first_response_byte_for_byte() {

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::app::{Fixture, LOCK_TTL, RECORD_TTL};
 use autumn_idempotency::clock::ManualClock;
 use autumn_idempotency::{
     Claim, IdempotencyRecord, IdempotencyStore, MemoryIdempotencyStore, StoreErrorKind,
     StoreOperation, StoreSize,
 };
 use http::StatusCode;
-use crate::support::app::{Fixture, LOCK_TTL, RECORD_TTL};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store_passes_the_conformance_suite() {

@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use autumn_idempotency::clock::ManualClock;
-use autumn_idempotency::{IdempotencyStore, RedisIdempotencyStore};
-use http::StatusCode;
 use crate::support::app::Fixture;
 use crate::support::redis::cluster::{RedisCluster, query, shared_cluster};
 use crate::support::redis::{Monitor, client_commands, command_name, unique_prefix};
+use autumn_idempotency::clock::ManualClock;
+use autumn_idempotency::{IdempotencyStore, RedisIdempotencyStore};
+use http::StatusCode;
 
 fn store(url: &str, prefix: &str, clock: &ManualClock) -> Arc<RedisIdempotencyStore> {
     Arc::new(

@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::app::{Answer, Fixture, LOCK_TTL};
+use crate::support::redis::{require_redis, unique_prefix};
 use autumn_idempotency::RedisIdempotencyStore;
 use autumn_idempotency::clock::ManualClock;
 use http::StatusCode;
-use crate::support::app::{Answer, Fixture, LOCK_TTL};
-use crate::support::redis::{require_redis, unique_prefix};
 
 /// Replicas A and B of one app.
 fn replicas() -> (Fixture, Fixture) {

@@ -6,16 +6,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use autumn_idempotency::clock::ManualClock;
-use autumn_idempotency::{
-    Claim, IdempotencyRecord, IdempotencyStore, RedisIdempotencyStore, StoreOperation,
-};
-use http::{HeaderValue, StatusCode};
 use crate::support::app::{Fixture, LOCK_TTL, RECORD_TTL};
 use crate::support::redis::{
     Monitor, RedisServer, client_commands, command_name, keys_under, plain_connection,
     require_redis, unique_prefix,
 };
+use autumn_idempotency::clock::ManualClock;
+use autumn_idempotency::{
+    Claim, IdempotencyRecord, IdempotencyStore, RedisIdempotencyStore, StoreOperation,
+};
+use http::{HeaderValue, StatusCode};
 
 fn store(url: &str, prefix: &str, clock: &ManualClock) -> Arc<RedisIdempotencyStore> {
     Arc::new(

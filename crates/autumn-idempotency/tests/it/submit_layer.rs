@@ -4,14 +4,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::counting::CountingStore;
+use crate::support::faulty::{Faults, FaultyStore};
 use autumn_idempotency::submit::{SubmitToken, SubmitTokenLayer};
 use autumn_idempotency::{IdempotencyStore, MemoryIdempotencyStore};
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
 use http::{Request, StatusCode};
-use crate::support::counting::CountingStore;
-use crate::support::faulty::{Faults, FaultyStore};
 use tower::ServiceExt as _;
 
 async fn send(app: &Router, request: Request<Body>) -> (StatusCode, String) {

@@ -37,6 +37,8 @@ struct Node {
 pub struct RedisCluster {
     nodes: Vec<Node>,
     dir: PathBuf,
+    /// The server program: `redis-server`, or Valkey's.
+    program: PathBuf,
 }
 
 /// The cluster every test of a binary shares (tests isolate themselves by
@@ -46,11 +48,27 @@ pub fn shared_cluster() -> &'static RedisCluster {
     CLUSTER.get_or_init(RedisCluster::start)
 }
 
+/// A cluster of six Valkey servers (joined by `redis-cli`, which speaks
+/// the same protocol) that every test of a binary shares, like
+/// [`shared_cluster`]. Panics saying how to install Valkey when it is
+/// missing.
+#[track_caller]
+pub fn shared_valkey_cluster() -> &'static RedisCluster {
+    static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| RedisCluster::start_with(super::valkey::valkey_server().0))
+}
+
 impl RedisCluster {
     /// Starts six servers and joins them into a cluster; returns once every
     /// node reports `cluster_state:ok` and knows all 16384 slots. Panics
     /// saying what to install or what failed.
     pub fn start() -> Self {
+        Self::start_with(PathBuf::from("redis-server"))
+    }
+
+    /// [`start`](Self::start) with the server program `program`
+    /// (`valkey-server`, say).
+    pub fn start_with(program: PathBuf) -> Self {
         let dir = std::env::temp_dir().join(format!(
             "autumn-redis-cluster-{}",
             uuid::Uuid::new_v4().simple()
@@ -59,6 +77,7 @@ impl RedisCluster {
         let mut cluster = Self {
             nodes: Vec::new(),
             dir,
+            program,
         };
         for index in 0..6 {
             let node = cluster.spawn_answering_node(index);
@@ -134,11 +153,12 @@ impl RedisCluster {
         // `exec` is not used: the shell stays to kill the server when the
         // test process (which holds its stdin) goes away.
         let script = format!(
-            "redis-server --port {port} --cluster-port {bus_port} --bind 127.0.0.1 \
+            "'{program}' --port {port} --cluster-port {bus_port} --bind 127.0.0.1 \
              --cluster-enabled yes --cluster-config-file nodes.conf \
              --cluster-node-timeout 2000 --save '' --appendonly no --dir '{dir}' \
              >'{dir}/log' 2>&1 & pid=$!; echo $pid; cat >/dev/null; kill -9 $pid 2>/dev/null; \
              wait $pid; rm -rf '{dir}'; rmdir '{parent}' 2>/dev/null",
+            program = self.program.display(),
             dir = node_dir.display(),
             parent = self.dir.display(),
         );

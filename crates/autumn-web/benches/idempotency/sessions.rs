@@ -42,7 +42,8 @@ use autumn_web::config::AutumnConfig;
 use autumn_web::idempotency::MemoryIdempotencyStore;
 use autumn_web::prelude::*;
 use autumn_web::session::{
-    DEFAULT_COOKIE_NAME, MemorySessionStore, SessionFuture, SessionId, SessionRecord, SessionStore,
+    DEFAULT_SECURE_COOKIE_NAME, MemorySessionStore, SessionFuture, SessionId, SessionRecord,
+    SessionStore,
 };
 use bytes::Bytes;
 use http::header::{COOKIE, SET_COOKIE};
@@ -212,7 +213,7 @@ async fn sign_in_cookie(client: &HttpClient, uri: &Uri) -> HeaderValue {
         .expect("valid request");
     let (status, headers, body) = exchange(client, request).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "sign-in failed: {body:?}");
-    let prefix = format!("{DEFAULT_COOKIE_NAME}=");
+    let prefix = format!("{DEFAULT_SECURE_COOKIE_NAME}=");
     let pair = headers
         .get_all(SET_COOKIE)
         .iter()

@@ -490,21 +490,22 @@ async fn sessions_keep_their_records_apart() {
         ])
         .idempotent()
         .build();
-    let send = |session: &'static str| {
+    let name = autumn_web::session::DEFAULT_SECURE_COOKIE_NAME;
+    let send = |session: String| {
         client
             .post("/s")
             .header("idempotency-key", "same")
-            .header("cookie", session)
+            .header("cookie", &session)
             .send()
     };
-    let alice = send("autumn_session=alice").await;
-    let bob = send("autumn_session=bob; theme=dark").await;
+    let alice = send(format!("{name}=alice")).await;
+    let bob = send(format!("{name}=bob; theme=dark")).await;
     assert_eq!(
         bob.header("x-idempotent-replayed"),
         None,
         "bob never sees alice's response"
     );
-    let alice_again = send("theme=light; autumn_session=alice").await;
+    let alice_again = send(format!("theme=light; {name}=alice")).await;
     alice_again.assert_header("x-idempotent-replayed", "true");
     assert_eq!(alice_again.text(), alice.text());
     assert_eq!(runs.load(Ordering::SeqCst), 2);

@@ -225,10 +225,8 @@ on_every_backend!(a_replayed_post_carries_the_session_that_holds_the_flash);
 
 /// The browser's session cookie as a `Cookie` header value.
 fn cookie_of(client: &TestClient) -> String {
-    format!(
-        "autumn_session={}",
-        client.cookie("autumn_session").expect("a session cookie")
-    )
+    let name = autumn_web::session::DEFAULT_SECURE_COOKIE_NAME;
+    format!("{name}={}", client.cookie(name).expect("a session cookie"))
 }
 
 async fn a_replayed_post_carries_the_session_that_holds_the_flash(backend: Backend) {

@@ -174,26 +174,21 @@ fn a_malformed_redis_cluster_url_is_refused_in_one_line_naming_the_key() {
 }
 
 #[test]
-fn a_tls_redis_url_is_refused_at_startup_saying_tls_is_not_supported_yet() {
+fn a_tls_redis_url_is_accepted_and_startup_tries_to_reach_it() {
     for url in [
-        "rediss://:secret@cache:6380",
-        "rediss+cluster://cache-a:7000",
+        "rediss://:secret@127.0.0.1:1",
+        "rediss+cluster://:secret@127.0.0.1:1",
     ] {
         let message = launch_error(configured(config(
             &format!("[idempotency]\nbackend = \"redis\"\nredis.url = \"{url}\"\n"),
             "dev",
         )));
         assert!(
-            message.contains("idempotency.redis.url"),
+            message.starts_with("cannot reach Redis for idempotency.redis.url"),
             "{url}: {message}"
         );
-        assert!(message.contains("is not supported yet"), "{url}: {message}");
-        assert!(
-            !message.contains("for TLS"),
-            "no hint that TLS works: {message}"
-        );
+        assert!(!message.contains("not supported"), "{url}: {message}");
         assert!(!message.contains("secret"), "{url}: {message}");
-        assert!(!message.contains('\n'), "one line: {message}");
     }
 }
 

@@ -159,9 +159,20 @@ fn a_route_whose_wait_outlasts_the_request_timeout_warns_at_boot() {
     assert!(!log.contains("in_flight_wait_ms"), "{log}");
 }
 
-#[test]
-fn the_layer_emits_debug_events_with_the_key_and_whether_it_replayed() {
-    let (captured, subscriber) = capturing(tracing::Level::DEBUG);
+/// `sha256:` and the first 12 hex digits of the SHA-256 of `value`.
+fn digest(value: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(value.as_bytes());
+    let hex: String = digest[..6]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("sha256:{hex}")
+}
+
+/// Logs the layer's events for two posts with one key, at `level`.
+fn keyed_log(level: tracing::Level) -> String {
+    let (captured, subscriber) = capturing(level);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -178,15 +189,41 @@ fn the_layer_emits_debug_events_with_the_key_and_whether_it_replayed() {
             }
         });
     });
-    let log = captured.text();
+    captured.text()
+}
+
+#[test]
+fn the_layer_emits_debug_events_with_the_keys_digest_and_whether_it_replayed() {
+    let log = keyed_log(tracing::Level::DEBUG);
+    let hash = digest("observed-key");
     assert!(
-        log.contains("idempotency.key=observed-key idempotency.replayed=false"),
+        log.contains(&format!(
+            "idempotency.key_hash={hash} idempotency.replayed=false"
+        )),
         "{log}"
     );
     assert!(
-        log.contains("idempotency.key=observed-key idempotency.replayed=true"),
+        log.contains(&format!(
+            "idempotency.key_hash={hash} idempotency.replayed=true"
+        )),
         "{log}"
     );
+    // The raw key, the only secret an anonymous caller has, and the storage
+    // key, which evicts a record, never appear below trace.
+    assert!(!log.contains("observed-key"), "{log}");
+    assert!(!log.contains("idem:v1:"), "{log}");
+}
+
+#[test]
+fn raw_keys_appear_only_at_trace() {
+    let log = keyed_log(tracing::Level::TRACE);
+    let line = log
+        .lines()
+        .find(|line| line.contains("idempotency key and its storage key"))
+        .unwrap_or_else(|| panic!("no trace line with the raw key: {log}"));
+    assert!(line.contains("TRACE"), "{line}");
+    assert!(line.contains("idempotency.key=observed-key"), "{line}");
+    assert!(line.contains("storage_key=idem:v1:"), "{line}");
 }
 
 /// The boot log of an app on the store `toml` names, reading time from

@@ -2,7 +2,7 @@
 //! from a forged cookie, saved before a guard records, and binding submit
 //! tokens to the session that consumed them.
 
-use crate::support::{backend, redis_support};
+use crate::support::{backend, logs, redis_support};
 
 use std::collections::HashMap;
 
@@ -17,7 +17,8 @@ use autumn_web::idempotency::{IdempotencyLayer, MemoryIdempotencyStore};
 use autumn_web::prelude::*;
 use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
 use autumn_web::session::{
-    MemorySessionStore, SessionFuture, SessionId, SessionRecord, SessionStore, SessionStoreError,
+    DEFAULT_SECURE_COOKIE_NAME, MemorySessionStore, SessionFuture, SessionId, SessionRecord,
+    SessionStore, SessionStoreError,
 };
 use autumn_web::test::{TestApp, TestClient, TestResponse};
 
@@ -76,6 +77,13 @@ async fn login(session: Session, Form(login): Form<Login>) -> AutumnResult<Redir
     session.cycle_id().await?;
     session.insert("user", &login.user).await?;
     Ok(Redirect::to("/me"))
+}
+
+/// Who the session says the visitor is, on a `POST` a guard may record.
+#[post("/whoami")]
+async fn whoami(session: Session) -> AutumnResult<String> {
+    let user: Option<String> = session.get("user").await?;
+    Ok(user.unwrap_or_else(|| "anonymous".to_owned()))
 }
 
 #[post("/logout")]
@@ -203,6 +211,7 @@ fn builder(store: Arc<Watched>) -> autumn_web::AppBuilder {
             me,
             visit,
             login,
+            whoami,
             logout,
             form,
             create_note
@@ -220,7 +229,7 @@ fn session_cookie(response: &TestResponse) -> Option<String> {
         .get_all("set-cookie")
         .iter()
         .filter_map(|value| value.to_str().ok())
-        .find(|value| value.starts_with("autumn_session="))
+        .find(|value| value.starts_with(&format!("{DEFAULT_SECURE_COOKIE_NAME}=")))
         .map(str::to_owned)
 }
 
@@ -245,7 +254,7 @@ fn with_cookie(
         "GET" => client.new_browser().get(path),
         _ => client.new_browser().post(path),
     };
-    request.header("cookie", &format!("autumn_session={id}"))
+    request.header("cookie", &format!("{DEFAULT_SECURE_COOKIE_NAME}={id}"))
 }
 
 fn token_in(page: &str) -> String {
@@ -294,24 +303,158 @@ async fn values_live_server_side_behind_a_random_id_with_safe_cookie_defaults() 
     let id = id_of(&cookie);
     assert_eq!(id.len(), 40, "160 random bits in hex: {cookie}");
     assert!(id.bytes().all(|byte| byte.is_ascii_hexdigit()));
-    for attribute in ["Path=/", "HttpOnly", "SameSite=Lax", "Max-Age=1209600"] {
-        assert!(cookie.contains(attribute), "{attribute} in {cookie}");
-    }
-    assert!(!cookie.contains("Secure"), "not Secure outside production");
+    // `__Host-` needs `Secure`, `Path=/` and no `Domain`, or the browser
+    // drops the cookie: the whole header, attribute by attribute.
+    assert_eq!(
+        cookie,
+        format!(
+            "__Host-autumn_session={id}; Path=/; HttpOnly; SameSite=Lax; Max-Age=1209600; Secure"
+        ),
+        "Secure under the __Host- prefix by default, without a Domain"
+    );
     assert!(!cookie.contains("visits"), "the value stays on the server");
     assert_eq!(client.post("/visit").send().await.text(), "visit 2");
 }
 
 #[tokio::test]
-async fn the_cookie_is_secure_in_production_profiles() {
-    let mut config = AutumnConfig::default();
-    config.profile = Profile::new("prod");
-    config.idempotency.allow_memory_in_production = true;
+async fn the_cookie_is_secure_under_the_host_prefix_in_every_profile() {
+    for profile in ["dev", "test", "staging", "prod"] {
+        let mut config = AutumnConfig::default();
+        config.profile = Profile::new(profile);
+        config.idempotency.allow_memory_in_production = true;
+        assert_eq!(
+            config.session.effective_cookie_name(),
+            DEFAULT_SECURE_COOKIE_NAME
+        );
+        let client = TestApp::from_builder(builder(Watched::new()))
+            .with_config(config)
+            .build();
+        let cookie = session_cookie(&client.post("/visit").send().await).expect("cookie");
+        assert!(cookie.ends_with("; Secure"), "{profile}: {cookie}");
+        assert!(!cookie.contains("Domain"), "{profile}: {cookie}");
+    }
+}
+
+#[tokio::test]
+async fn secure_false_sends_the_plain_name_without_secure() {
+    let config = AutumnConfig::from_toml_str("[session]\nsecure = false\n").expect("config");
+    assert_eq!(config.session.effective_cookie_name(), "autumn_session");
     let client = TestApp::from_builder(builder(Watched::new()))
         .with_config(config)
         .build();
-    let cookie = session_cookie(&client.post("/visit").send().await).expect("cookie");
-    assert!(cookie.ends_with("; Secure"), "{cookie}");
+    let response = client.post("/visit").send().await;
+    let cookie = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|value| value.starts_with("autumn_session="))
+        .map(str::to_owned)
+        .expect("the cookie under its configured name");
+    assert!(!cookie.contains("Secure"), "{cookie}");
+    assert_eq!(client.post("/visit").send().await.text(), "visit 2");
+}
+
+#[tokio::test]
+async fn a_planted_session_cookie_never_replaces_the_signed_in_one() {
+    let (_logging, logs) = logs::capture();
+    let client = app(Watched::new());
+    let victim = client.new_browser();
+    victim
+        .post("/login")
+        .form(&[("user", "victim-vic")])
+        .send()
+        .await
+        .assert_status(303);
+    let real = victim
+        .cookie(DEFAULT_SECURE_COOKIE_NAME)
+        .expect("signed in");
+    // The attacker signs in on their own, then plants that session's id
+    // (from a sibling subdomain, say, with a longer Path so it comes
+    // first in the Cookie header).
+    let attacker = client.new_browser();
+    attacker
+        .post("/login")
+        .form(&[("user", "attacker-al")])
+        .send()
+        .await
+        .assert_status(303);
+    let planted = attacker
+        .cookie(DEFAULT_SECURE_COOKIE_NAME)
+        .expect("signed in");
+    // The attacker's guarded request, recorded under their session.
+    let key = "planted-key";
+    let recorded = attacker
+        .post("/whoami")
+        .header("idempotency-key", key)
+        .send()
+        .await;
+    assert_eq!(recorded.text(), "attacker-al");
+
+    let send = |method: &str, path: &str, cookie: String| {
+        let request = match method {
+            "GET" => client.new_browser().get(path),
+            _ => client
+                .new_browser()
+                .post(path)
+                .header("idempotency-key", key),
+        };
+        request.header("cookie", &cookie)
+    };
+    // Under the plain name, beside the __Host- one: not the session cookie.
+    let plain_first = format!("autumn_session={planted}; {DEFAULT_SECURE_COOKIE_NAME}={real}");
+    assert_eq!(
+        send("GET", "/me", plain_first.clone()).send().await.text(),
+        "victim-vic"
+    );
+    let guarded = send("POST", "/whoami", plain_first).send().await;
+    assert_eq!(guarded.header("x-idempotent-replayed"), None);
+    assert_eq!(
+        guarded.text(),
+        "victim-vic",
+        "scoped by the victim's session"
+    );
+
+    // Under the very name: two values, and neither is trusted.
+    let same_name =
+        format!("{DEFAULT_SECURE_COOKIE_NAME}={planted}; {DEFAULT_SECURE_COOKIE_NAME}={real}");
+    let read = send("GET", "/me", same_name.clone()).send().await;
+    assert_eq!(read.text(), "anonymous", "neither session is taken");
+    let guarded = send("POST", "/whoami", same_name).send().await;
+    assert_eq!(
+        guarded.header("x-idempotent-replayed"),
+        None,
+        "not the attacker's recorded answer"
+    );
+    assert_eq!(guarded.text(), "anonymous");
+    // A handler that stores something starts a new session, as for an
+    // unknown id: neither the planted nor the real id is adopted.
+    let fresh = client
+        .new_browser()
+        .post("/visit")
+        .header(
+            "cookie",
+            &format!("{DEFAULT_SECURE_COOKIE_NAME}={planted}; {DEFAULT_SECURE_COOKIE_NAME}={real}"),
+        )
+        .send()
+        .await;
+    assert_eq!(fresh.text(), "visit 1");
+    let issued = id_of(&session_cookie(&fresh).expect("a new session"));
+    assert_ne!(issued, planted);
+    assert_ne!(issued, real);
+    // Logged at warn, once per such request, and without the values.
+    let warnings = logs.lines_with("two different session cookies");
+    assert_eq!(warnings.len(), 3, "{}", logs.text());
+    for line in &warnings {
+        assert!(line.contains("WARN"), "{line}");
+        assert!(
+            !line.contains(&planted) && !line.contains(&real),
+            "no session id in the log: {line}"
+        );
+    }
+    // Both sessions are intact for their own browsers.
+    assert_eq!(victim.get("/me").send().await.text(), "victim-vic");
+    assert_eq!(attacker.get("/me").send().await.text(), "attacker-al");
 }
 
 async fn signing_in_rotates_the_id_and_the_old_one_grants_nothing(backend: Backend) {
@@ -341,12 +484,14 @@ async fn signing_out_forgets_the_session_and_removes_the_cookie() {
         .form(&[("user", "leaving-lou")])
         .send()
         .await;
-    let id = client.cookie("autumn_session").expect("signed in");
+    let id = client
+        .cookie(DEFAULT_SECURE_COOKIE_NAME)
+        .expect("signed in");
     let out = client.post("/logout").send().await;
     out.assert_status(303);
     let removal = session_cookie(&out).expect("a removal cookie");
     assert!(removal.contains("Max-Age=0"), "{removal}");
-    assert_eq!(client.cookie("autumn_session"), None);
+    assert_eq!(client.cookie(DEFAULT_SECURE_COOKIE_NAME), None);
     assert_eq!(client.get("/me").send().await.text(), "anonymous");
     let replayed_cookie = with_cookie(&client, "GET", "/me", &id).send().await;
     assert_eq!(replayed_cookie.text(), "anonymous", "the old id is dead");
@@ -425,7 +570,10 @@ async fn a_retry_after_a_lost_sign_in_gets_the_final_set_cookie_without_a_second
     let sign_in = |browser: TestClient| {
         browser
             .post("/login")
-            .header("cookie", &format!("autumn_session={anonymous}"))
+            .header(
+                "cookie",
+                &format!("{DEFAULT_SECURE_COOKIE_NAME}={anonymous}"),
+            )
             .header("idempotency-key", "login-1")
             .form(&[("user", user.as_str())])
             .send()

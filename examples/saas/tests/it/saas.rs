@@ -21,8 +21,9 @@ fn client_in(dir: &Path, app: AppBuilder, extra: &str) -> TestClient {
     TestApp::from_builder(app).with_config(config).build()
 }
 
-/// The session cookie's name (the default).
-const SESSION_COOKIE: &str = "autumn_session";
+/// The session cookie's name: the default `cookie_name` with the `__Host-`
+/// prefix the `Secure` cookie gets.
+const SESSION_COOKIE: &str = autumn_web::session::DEFAULT_SECURE_COOKIE_NAME;
 
 /// The session id a response sets, if it sets one.
 fn set_session_cookie(response: &TestResponse) -> Option<String> {

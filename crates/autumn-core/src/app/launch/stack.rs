@@ -104,13 +104,15 @@ pub(super) fn actuator_routes(
     let settings = &config.actuator;
     settings.enabled.then(|| {
         let admin = &config.idempotency.admin;
-        let store = metrics
-            .idempotency_store
-            .clone()
-            .filter(|_| admin.is_enabled(config.profile.is_production()));
-        let mut routes = actuator::routes(metrics, health);
-        if let Some(store) = store {
-            routes = routes.merge(crate::key_admin::routes(store, admin.token.as_deref()));
+        let mut routes = actuator::routes(metrics.clone(), health);
+        // Only with a token, in every profile: the endpoint reads recorded
+        // responses and evicts keys.
+        if let (Some(store), Some(token), true) = (
+            metrics.idempotency_store,
+            admin.token.as_deref(),
+            admin.serves_endpoint(),
+        ) {
+            routes = routes.merge(crate::key_admin::routes(store, token, admin.allow_bodies));
         }
         match settings.port {
             Some(_) => routes.layer(crate::telemetry::RequestLogLayer::new(

@@ -30,6 +30,10 @@ pub(crate) struct Startup {
     /// [`warm`](Self::warm) when serving on the same runtime.
     #[cfg(feature = "redis")]
     pub(super) live_redis: Vec<Arc<autumn_idempotency::RedisIdempotencyStore>>,
+    /// The TLS files of the Redis connection, for the check's own
+    /// connection to [`redis`](Self::redis).
+    #[cfg(feature = "redis")]
+    pub(super) redis_tls: autumn_base::redis::RedisTls,
     /// Set once the checks passed (the framework tables exist): what
     /// starts in the background and uses the database waits for it, so it
     /// never races the migrations (SQLite refuses a second writer then).
@@ -45,6 +49,8 @@ impl Default for Startup {
             in_flight_ttl: std::time::Duration::from_secs(60),
             #[cfg(feature = "redis")]
             live_redis: Vec::new(),
+            #[cfg(feature = "redis")]
+            redis_tls: autumn_base::redis::RedisTls::new(),
             checked: tokio::sync::watch::channel(false).0,
         }
     }
@@ -79,9 +85,11 @@ impl Startup {
                 url: crate::config::redact(url),
                 message: e.to_string(),
             };
-            let store = autumn_idempotency::RedisIdempotencyStore::new(url, prefix)
-                .map_err(|e| redis_error(&e))?
-                .with_clock(self.clock.clone());
+            let connection = autumn_base::redis::RedisConnection::with_tls(url, &self.redis_tls)
+                .map_err(|e| redis_error(&autumn_idempotency::StoreError::from(e)))?;
+            let store =
+                autumn_idempotency::RedisIdempotencyStore::from_connection(connection, prefix)
+                    .with_clock(self.clock.clone());
             store.ping().await.map_err(|e| redis_error(&e))?;
             match store.clock_offset_millis().await {
                 Ok(ahead) => self.check_clock("Redis", &crate::config::redact(url), ahead),

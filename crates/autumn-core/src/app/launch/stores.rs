@@ -222,6 +222,61 @@ fn check_redis_url(url: &str) -> Result<(), LaunchError> {
     })
 }
 
+/// The connection `[idempotency.redis]` describes (its URL and TLS files).
+/// Every Redis store of the app goes through here: the one made first (the
+/// idempotency store's, when there is one) is shared by the submit-token
+/// and session stores, so they all use the same TLS settings and socket.
+#[cfg(feature = "redis")]
+fn redis_connection(
+    config: &AutumnConfig,
+    url: &str,
+    startup: &mut Startup,
+) -> Result<autumn_base::redis::RedisConnection, LaunchError> {
+    check_redis_url(url)?;
+    if let Some(store) = startup.live_redis.first() {
+        return Ok(store.connection().clone());
+    }
+    let redis = &config.idempotency.redis;
+    let connection = open_redis(redis, url)?;
+    startup.redis_tls = redis.tls();
+    Ok(connection)
+}
+
+/// A new connection to `url` with `redis`'s TLS files; a file that cannot
+/// be used is an error naming its key.
+#[cfg(feature = "redis")]
+pub(crate) fn open_redis(
+    redis: &crate::config::RedisConfig,
+    url: &str,
+) -> Result<autumn_base::redis::RedisConnection, LaunchError> {
+    use autumn_base::redis::{RedisConnection, RedisError, TlsFile};
+    let key = |file: TlsFile| match file {
+        TlsFile::Ca => "idempotency.redis.tls_ca_file",
+        TlsFile::Cert => "idempotency.redis.tls_cert_file",
+        _ => "idempotency.redis.tls_key_file",
+    };
+    RedisConnection::with_tls(url, &redis.tls()).map_err(|error| match error {
+        RedisError::TlsFile { file, path, reason } => LaunchError::RedisTlsFile {
+            key: key(file),
+            path: path.display().to_string(),
+            reason,
+        },
+        RedisError::TlsIncomplete { missing } => LaunchError::InvalidSetting {
+            key: key(missing),
+            message: error.to_string(),
+        },
+        RedisError::TlsWithoutRediss { .. } => LaunchError::InvalidSetting {
+            key: "idempotency.redis.url",
+            message: error.to_string(),
+        },
+        other => LaunchError::Redis {
+            url: crate::config::redact(url),
+            // Worded as the Redis idempotency store's failures are.
+            message: autumn_idempotency::StoreError::from(other).to_string(),
+        },
+    })
+}
+
 /// The store `[idempotency] backend` names, refusing what cannot work.
 fn build_store(
     config: &AutumnConfig,
@@ -246,15 +301,10 @@ fn build_store(
             };
             #[cfg(feature = "redis")]
             {
-                check_redis_url(url)?;
-                let store = autumn_idempotency::RedisIdempotencyStore::new(
-                    url,
+                let store = autumn_idempotency::RedisIdempotencyStore::from_connection(
+                    redis_connection(config, url, startup)?,
                     &idempotency.redis.key_prefix,
                 )
-                .map_err(|e| LaunchError::Redis {
-                    url: crate::config::redact(url),
-                    message: e.to_string(),
-                })?
                 .with_clock(clock.clone());
                 startup.redis = Some((url.clone(), idempotency.redis.key_prefix.clone()));
                 let store = Arc::new(store);
@@ -392,10 +442,12 @@ fn session_layer(
     };
     Ok(Some(
         SessionLayer::new(store)
+            // The layer names the cookie by the rule of
+            // `SessionConfig::effective_cookie_name`, as the scope layer reads it.
             .with_cookie_name(sessions.cookie_name.as_str())
             .with_ttl(sessions.ttl())
             .with_same_site(sessions.same_site)
-            .with_secure(sessions.secure.unwrap_or(config.profile.is_production()))
+            .with_secure(sessions.is_secure())
             .with_clock(clock.clone()),
     ))
 }
@@ -413,17 +465,7 @@ fn redis_sessions(
     };
     #[cfg(feature = "redis")]
     {
-        check_redis_url(url)?;
-        let connection = match startup.live_redis.first() {
-            Some(store) => store.connection().clone(),
-            None => {
-                autumn_base::redis::RedisConnection::new(url).map_err(|e| LaunchError::Redis {
-                    url: crate::config::redact(url),
-                    // Worded as the Redis idempotency store's failures are.
-                    message: autumn_idempotency::StoreError::from(e).to_string(),
-                })?
-            }
-        };
+        let connection = redis_connection(config, url, startup)?;
         if startup.redis.is_none() {
             startup.redis = Some((url.clone(), redis.key_prefix.clone()));
         }
