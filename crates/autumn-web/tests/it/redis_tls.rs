@@ -99,7 +99,7 @@ async fn an_app_on_redis_over_tls_starts_and_replays_a_keyed_request() {
     let url = server.url();
     assert!(url.starts_with("rediss://localhost:"), "{url}");
     let prefix = unique_prefix();
-    let tls_keys = format!("tls_ca_file = {}\n", toml_path(&ca.ca_file()));
+    let tls_keys = format!("tls_ca_file = {}\n", toml_path(ca.ca_file()));
 
     a_keyed_request_is_replayed(config(&url, &prefix, &tls_keys), "tls-order-1").await;
 
@@ -129,7 +129,7 @@ async fn an_app_presents_its_client_certificate_to_a_server_that_requires_one() 
     let ca = TestCa::new();
     let server = RedisServer::with_tls(&ca, ClientCerts::Required);
     let prefix = unique_prefix();
-    let ca_only = format!("tls_ca_file = {}\n", toml_path(&ca.ca_file()));
+    let ca_only = format!("tls_ca_file = {}\n", toml_path(ca.ca_file()));
     let message = launch_error(config(&server.url(), &prefix, &ca_only));
     assert!(
         message.contains(&format!(
@@ -141,8 +141,8 @@ async fn an_app_presents_its_client_certificate_to_a_server_that_requires_one() 
 
     let with_cert = format!(
         "{ca_only}tls_cert_file = {}\ntls_key_file = {}\n",
-        toml_path(&ca.client_cert()),
-        toml_path(&ca.client_key())
+        toml_path(ca.client_cert()),
+        toml_path(ca.client_key())
     );
     a_keyed_request_is_replayed(config(&server.url(), &prefix, &with_cert), "mtls-order-1").await;
 }
@@ -152,7 +152,7 @@ fn a_server_certificate_from_another_ca_stops_the_launch_saying_so() {
     let ca = TestCa::new();
     let server = RedisServer::with_tls(&ca, ClientCerts::NotAsked);
     let other = TestCa::new();
-    let keys = format!("tls_ca_file = {}\n", toml_path(&other.ca_file()));
+    let keys = format!("tls_ca_file = {}\n", toml_path(other.ca_file()));
     let message = launch_error(config(&server.url(), &unique_prefix(), &keys));
     assert!(
         message.contains(&format!(
@@ -205,8 +205,8 @@ fn a_tls_file_that_cannot_be_used_stops_the_launch_in_one_line_naming_its_key() 
         "p",
         &format!(
             "tls_cert_file = {}\ntls_key_file = {}\n",
-            toml_path(&ca.client_cert()),
-            toml_path(&ca.client_cert())
+            toml_path(ca.client_cert()),
+            toml_path(ca.client_cert())
         ),
     ));
     assert!(
