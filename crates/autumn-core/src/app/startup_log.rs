@@ -1,4 +1,5 @@
-//! The startup report: what the app runs with, logged once as it launches.
+//! The startup report: what the app runs with, logged once as it launches;
+//! under a production profile, one warning per setting left unsafe.
 
 use crate::actuator::Health;
 use crate::config::{AutumnConfig, redact};
@@ -49,5 +50,146 @@ pub(super) fn log_startup(config: &AutumnConfig, health: &Health) {
     match &config.database.url {
         Some(url) => tracing::info!("database: {}", redact(url)),
         None => tracing::info!("database: none (database.url unset)"),
+    }
+    if config.profile.is_production() {
+        for warning in unsafe_in_production(config) {
+            tracing::warn!("{warning}");
+        }
+    }
+}
+
+/// What a production deployment should not run with, one sentence each,
+/// naming the key to fix (the "Deploying safely" checklist of
+/// docs/security.md). Warnings, not refusals: each can be right for one
+/// deployment (a database on the same host, a proxy that terminates TLS in
+/// front of a plain-HTTP LAN), and the operator decides.
+pub(crate) fn unsafe_in_production(config: &AutumnConfig) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some(url) = config.database.url.as_deref()
+        && (url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        && !is_local(url)
+        && !["require", "verify-ca", "verify-full"]
+            .iter()
+            .any(|mode| url.contains(&format!("sslmode={mode}")))
+    {
+        warnings.push(format!(
+            "database.url ({}) does not require TLS: set sslmode=verify-full (and sslrootcert for a private CA), or passwords and recorded responses may cross the network in clear",
+            redact(url)
+        ));
+    }
+    if let Some(url) = config.idempotency.redis.url.as_deref()
+        && !url.starts_with("rediss")
+        && !url.starts_with("redis+unix")
+        && !is_local(url)
+    {
+        warnings.push(format!(
+            "idempotency.redis.url ({}) is plain TCP: use rediss:// (with idempotency.redis.tls_ca_file for a private CA), or keys, sessions and recorded responses cross the network in clear",
+            redact(url)
+        ));
+    }
+    if config.actuator.enabled && config.actuator.port.is_none() {
+        warnings.push(
+            "actuator.port is unset: /actuator/metrics and /actuator/prometheus (and key administration, when its token is set) are served on the app's public port; set actuator.port to serve them apart".to_owned(),
+        );
+    }
+    if config.session.enabled && !config.session.is_secure() {
+        warnings.push(
+            "session.secure = false: session cookies are sent over plain HTTP; remove it unless every client reaches the app over a private network".to_owned(),
+        );
+    }
+    if config.security.headers.hsts == Some(false) {
+        warnings.push(
+            "security.headers.hsts = false: browsers are not told to keep to HTTPS; remove it unless TLS ends at a proxy that sends Strict-Transport-Security itself".to_owned(),
+        );
+    }
+    warnings
+}
+
+/// Whether `url`'s host is this machine (loopback, or a Unix socket), where
+/// plain TCP crosses no network.
+fn is_local(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let host_port = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if host_port.is_empty() || url.contains("host=/") {
+        return true; // no host: a Unix socket
+    }
+    host_port.split(',').all(|host| {
+        let host = host.strip_prefix('[').map_or_else(
+            || host.split(':').next().unwrap_or_default(),
+            |bracketed| bracketed.split(']').next().unwrap_or_default(),
+        );
+        host == "localhost" || host == "::1" || host.starts_with("127.")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn warnings(toml: &str) -> Vec<String> {
+        let mut config = AutumnConfig::from_toml_str(toml).expect("config");
+        config.profile = crate::config::Profile::new("prod");
+        unsafe_in_production(&config)
+    }
+
+    const SAFE: &str = "[actuator]\nport = 9090\n";
+
+    #[test]
+    fn a_safe_configuration_gets_no_warning() {
+        assert_eq!(warnings(SAFE), Vec::<String>::new());
+        let tls = format!(
+            "{SAFE}[database]\nurl = \"postgres://app:pw@db.internal/app?sslmode=verify-full\"\n[idempotency.redis]\nurl = \"rediss://cache.internal:6380\"\n"
+        );
+        assert_eq!(warnings(&tls), Vec::<String>::new());
+        let local = format!(
+            "{SAFE}[database]\nurl = \"postgres://app:pw@127.0.0.1/app\"\n[idempotency.redis]\nurl = \"redis://localhost:6379\"\n"
+        );
+        assert_eq!(warnings(&local), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_unsafe_setting_is_named_once_without_its_password() {
+        let all = "[database]\nurl = \"postgres://app:pw@db.internal/app\"\n[idempotency.redis]\nurl = \"redis://:pw@cache.internal:6379\"\n[session]\nsecure = false\n[security.headers]\nhsts = false\n";
+        let found = warnings(all);
+        for key in [
+            "database.url",
+            "idempotency.redis.url",
+            "actuator.port",
+            "session.secure",
+            "security.headers.hsts",
+        ] {
+            assert_eq!(
+                found.iter().filter(|w| w.starts_with(key)).count(),
+                1,
+                "{key}: {found:#?}"
+            );
+        }
+        assert_eq!(found.len(), 5, "{found:#?}");
+        assert!(found.iter().all(|w| !w.contains(":pw@")), "{found:#?}");
+    }
+
+    #[test]
+    fn hosts_on_this_machine_are_local() {
+        for url in [
+            "redis://127.0.0.1:6379",
+            "redis://user:pw@localhost",
+            "postgres://app@[::1]:5432/app",
+            "postgres:///app?host=/var/run/postgresql",
+            "redis+cluster://127.0.0.1:7000,127.0.0.1:7001",
+        ] {
+            assert!(is_local(url), "{url}");
+        }
+        for url in [
+            "redis://cache.internal:6379",
+            "postgres://app@10.0.0.5/app",
+            "redis+cluster://127.0.0.1:7000,10.0.0.2:7001",
+        ] {
+            assert!(!is_local(url), "{url}");
+        }
     }
 }

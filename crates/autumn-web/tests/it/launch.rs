@@ -289,3 +289,37 @@ async fn errors_choose_their_status_and_never_leak_internals() {
     );
     assert!(!broken.text().contains("hunter2"), "{}", broken.text());
 }
+
+/// Under a production profile the startup report warns once per setting
+/// left unsafe, naming its key; the same settings under `staging` are not
+/// warned about (they are not refused anywhere).
+#[test]
+fn a_production_launch_warns_about_each_unsafe_setting() {
+    let unsafe_settings = "[idempotency]\nallow_memory_in_production = true\n[session]\nallow_memory_in_production = true\nsecure = false\n[security.headers]\nhsts = false\n";
+    let (_logging, logs) = logs::capture();
+    assert!(
+        configured(config(unsafe_settings, "prod"))
+            .try_build()
+            .is_ok()
+    );
+    for key in [
+        "actuator.port is unset",
+        "session.secure = false: session cookies",
+        "security.headers.hsts = false: browsers",
+    ] {
+        let lines = logs.lines_with(key);
+        assert_eq!(lines.len(), 1, "{key}: {}", logs.text());
+        assert!(lines[0].contains("WARN"), "{lines:?}");
+    }
+    let (_logging, logs) = logs::capture();
+    assert!(
+        configured(config(unsafe_settings, "staging"))
+            .try_build()
+            .is_ok()
+    );
+    assert!(
+        logs.lines_with("actuator.port is unset").is_empty(),
+        "{}",
+        logs.text()
+    );
+}
