@@ -208,6 +208,8 @@ impl Server {
             // Should the clean-up at the end fail, records outlive the run
             // by ten minutes at most in the shared Redis.
             .env("AUTUMN_IDEMPOTENCY__TTL_SECS", "600")
+            // The soak reads the counters on the app's one port.
+            .env("AUTUMN_ACTUATOR__METRICS_ON_APP_PORT", "true")
             .env("AUTUMN_SECURITY__SUBMIT_TOKEN__TTL_SECS", "600")
             .env("AUTUMN_IDEMPOTENCY__MAX_BODY_BYTES", &limit)
             .env("AUTUMN_SECURITY__SUBMIT_TOKEN__MAX_FORM_BYTES", &limit)

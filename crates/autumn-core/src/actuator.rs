@@ -351,11 +351,11 @@ fn prometheus(metrics: &AppMetrics) -> String {
     out
 }
 
-/// `/actuator/health` (and its liveness and readiness groups),
-/// `/actuator/metrics` and `/actuator/prometheus`.
-pub(crate) fn routes(metrics: AppMetrics, health: Health) -> Router {
+/// `/actuator/metrics` and `/actuator/prometheus`: the counters, served on
+/// the actuator's own port, or on the app's when
+/// `actuator.metrics_on_app_port` says so.
+fn metrics_routes(metrics: AppMetrics) -> Router {
     let json_metrics = metrics.clone();
-    let readiness = health.clone();
     Router::new()
         .route(
             "/actuator/metrics",
@@ -383,6 +383,18 @@ pub(crate) fn routes(metrics: AppMetrics, health: Health) -> Router {
                 async move { ([(header::CONTENT_TYPE, PROMETHEUS)], text) }
             }),
         )
+}
+
+/// `/actuator/health` (and its liveness and readiness groups), and with
+/// `with_metrics` `/actuator/metrics` and `/actuator/prometheus`.
+pub(crate) fn routes(metrics: AppMetrics, health: Health, with_metrics: bool) -> Router {
+    let readiness = health.clone();
+    let routes = if with_metrics {
+        metrics_routes(metrics)
+    } else {
+        Router::new()
+    };
+    routes
         .route(
             "/actuator/health",
             get(move || {

@@ -87,9 +87,20 @@ pub(crate) fn unsafe_in_production(config: &AutumnConfig) -> Vec<String> {
             redact(url)
         ));
     }
-    if config.actuator.enabled && config.actuator.port.is_none() {
+    if config.actuator.enabled
+        && config.actuator.port.is_none()
+        && config.actuator.metrics_on_app_port
+    {
         warnings.push(
-            "actuator.port is unset: /actuator/metrics and /actuator/prometheus (and key administration, when its token is set) are served on the app's public port; set actuator.port to serve them apart".to_owned(),
+            "actuator.metrics_on_app_port = true: /actuator/metrics and /actuator/prometheus tell anyone who reaches the app's port its traffic; set actuator.port to serve them apart".to_owned(),
+        );
+    }
+    if config.actuator.enabled
+        && config.actuator.port.is_none()
+        && config.idempotency.admin.serves_endpoint()
+    {
+        warnings.push(
+            "idempotency.admin.token is set and actuator.port is not: key administration is served on the app's public port; set actuator.port to serve it apart".to_owned(),
         );
     }
     if config.session.enabled && !config.session.is_secure() {
@@ -137,7 +148,7 @@ mod tests {
         unsafe_in_production(&config)
     }
 
-    const SAFE: &str = "[actuator]\nport = 9090\n";
+    const SAFE: &str = "";
 
     #[test]
     fn a_safe_configuration_gets_no_warning() {
@@ -154,12 +165,13 @@ mod tests {
 
     #[test]
     fn each_unsafe_setting_is_named_once_without_its_password() {
-        let all = "[database]\nurl = \"postgres://app:pw@db.internal/app\"\n[idempotency.redis]\nurl = \"redis://:pw@cache.internal:6379\"\n[session]\nsecure = false\n[security.headers]\nhsts = false\n";
+        let all = "[database]\nurl = \"postgres://app:pw@db.internal/app\"\n[idempotency.redis]\nurl = \"redis://:pw@cache.internal:6379\"\n[idempotency.admin]\ntoken = \"0123456789abcdef\"\n[session]\nsecure = false\n[security.headers]\nhsts = false\n[actuator]\nmetrics_on_app_port = true\n";
         let found = warnings(all);
         for key in [
             "database.url",
             "idempotency.redis.url",
-            "actuator.port",
+            "actuator.metrics_on_app_port",
+            "idempotency.admin.token",
             "session.secure",
             "security.headers.hsts",
         ] {
@@ -169,7 +181,7 @@ mod tests {
                 "{key}: {found:#?}"
             );
         }
-        assert_eq!(found.len(), 5, "{found:#?}");
+        assert_eq!(found.len(), 6, "{found:#?}");
         assert!(found.iter().all(|w| !w.contains(":pw@")), "{found:#?}");
     }
 

@@ -163,6 +163,11 @@ pub struct ActuatorConfig {
     /// `0.0.0.0`, or a management network's address, for a probe from
     /// another host). Only with [`port`](Self::port).
     pub host: String,
+    /// Serve `/actuator/metrics` and `/actuator/prometheus` on the app's
+    /// port when [`port`](Self::port) is unset: off by default, so the
+    /// counters are not public unless asked for (health stays there, for
+    /// load balancers).
+    pub metrics_on_app_port: bool,
     /// Milliseconds a health check of one store or the database may take
     /// before it counts as down.
     pub health_timeout_ms: u64,
@@ -184,6 +189,7 @@ impl Default for ActuatorConfig {
             enabled: true,
             port: None,
             host: "127.0.0.1".to_owned(),
+            metrics_on_app_port: false,
             health_timeout_ms: 2_000,
             health_cache_ms: 1_000,
             optional: Vec::new(),

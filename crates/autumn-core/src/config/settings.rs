@@ -85,6 +85,7 @@ impl AutumnConfig {
             enabled,
             port,
             host,
+            metrics_on_app_port,
             health_timeout_ms,
             health_cache_ms,
             optional,
@@ -92,6 +93,7 @@ impl AutumnConfig {
         out.plain("actuator.enabled", enabled);
         out.optional("actuator.port", port.as_ref());
         out.string("actuator.host", host);
+        out.plain("actuator.metrics_on_app_port", metrics_on_app_port);
         out.plain("actuator.health_timeout_ms", health_timeout_ms);
         out.plain("actuator.health_cache_ms", health_cache_ms);
         out.strings("actuator.optional", optional);

@@ -93,6 +93,7 @@ fn defaults_without_files_or_env() {
             enabled: true,
             port: None,
             host: "127.0.0.1".to_owned(),
+            metrics_on_app_port: false,
             health_timeout_ms: 2_000,
             health_cache_ms: 1_000,
             optional: Vec::new(),
@@ -1012,6 +1013,7 @@ fn effective_settings_cover_every_key() {
         enabled = false
         port = 9
         host = "10.0.0.9"
+        metrics_on_app_port = true
         health_timeout_ms = 16
         health_cache_ms = 17
         optional = ["db"]
@@ -1096,7 +1098,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 80);
+    assert_eq!(settings.len(), 81);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

@@ -163,7 +163,11 @@ async fn a_stopped_database_is_down_and_health_answers_503() {
 
 #[tokio::test]
 async fn prometheus_reports_the_idempotency_counters_in_the_text_format() {
-    let client = TestApp::new().routes(routes![create]).idempotent().build();
+    let client = TestApp::new()
+        .routes(routes![create])
+        .with_config(config("[actuator]\nmetrics_on_app_port = true\n"))
+        .idempotent()
+        .build();
     for _ in 0..2 {
         client
             .post("/orders")
@@ -534,4 +538,25 @@ async fn health_checks_the_database_without_taking_the_apps_connections() {
     }
     RELEASE.notify_one();
     assert_eq!(held.await.expect("the handler ran"), "released");
+}
+
+/// Without a port of its own, the actuator serves health on the app's port
+/// (load balancers need it) and the counters only when asked for: they tell
+/// anyone who reaches the port the app's traffic.
+#[tokio::test]
+async fn the_counters_are_not_on_the_apps_port_unless_asked_for() {
+    let client = app_with("");
+    for path in ["/actuator/metrics", "/actuator/prometheus"] {
+        client
+            .get(path)
+            .send()
+            .await
+            .assert_status(StatusCode::NOT_FOUND);
+    }
+    let (status, _) = health(&client, "/actuator/health").await;
+    assert_eq!(status, StatusCode::OK);
+    let client = app_with("[actuator]\nmetrics_on_app_port = true\n");
+    for path in ["/actuator/metrics", "/actuator/prometheus"] {
+        client.get(path).send().await.assert_status(StatusCode::OK);
+    }
 }

@@ -516,6 +516,7 @@ async fn the_metrics_endpoint_counts_hits_misses_and_conflicts() {
     let client = TestApp::new()
         .routes(routes![managed])
         .merge(axum::Router::new().route("/raw", counter().1))
+        .with_config(with_metrics())
         .idempotent()
         .build();
     post_twice(&client, "/managed", "m1").await; // miss + hit
@@ -543,8 +544,10 @@ async fn the_metrics_endpoint_counts_hits_misses_and_conflicts() {
 
 #[tokio::test]
 async fn a_full_memory_store_answers_503_and_the_metrics_show_its_size() {
-    let config =
-        AutumnConfig::from_toml_str("[idempotency.memory]\nmax_entries = 2\n").expect("config");
+    let config = AutumnConfig::from_toml_str(
+        "[idempotency.memory]\nmax_entries = 2\n[actuator]\nmetrics_on_app_port = true\n",
+    )
+    .expect("config");
     let client = TestApp::new()
         .routes(routes![managed])
         .with_config(config)
@@ -629,4 +632,11 @@ async fn disabled_in_config_means_no_layer() {
         .build();
     post_twice(&client, "/d", "k").await;
     assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// A configuration that serves the counters on the app's port, where these
+/// tests read them.
+fn with_metrics() -> autumn_web::config::AutumnConfig {
+    autumn_web::config::AutumnConfig::from_toml_str("[actuator]\nmetrics_on_app_port = true\n")
+        .expect("config")
 }

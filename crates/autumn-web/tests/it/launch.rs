@@ -295,7 +295,7 @@ async fn errors_choose_their_status_and_never_leak_internals() {
 /// warned about (they are not refused anywhere).
 #[test]
 fn a_production_launch_warns_about_each_unsafe_setting() {
-    let unsafe_settings = "[idempotency]\nallow_memory_in_production = true\n[session]\nallow_memory_in_production = true\nsecure = false\n[security.headers]\nhsts = false\n";
+    let unsafe_settings = "[idempotency]\nallow_memory_in_production = true\n[session]\nallow_memory_in_production = true\nsecure = false\n[security.headers]\nhsts = false\n[actuator]\nmetrics_on_app_port = true\n";
     let (_logging, logs) = logs::capture();
     assert!(
         configured(config(unsafe_settings, "prod"))
@@ -303,7 +303,7 @@ fn a_production_launch_warns_about_each_unsafe_setting() {
             .is_ok()
     );
     for key in [
-        "actuator.port is unset",
+        "actuator.metrics_on_app_port = true: /actuator",
         "session.secure = false: session cookies",
         "security.headers.hsts = false: browsers",
     ] {
@@ -318,7 +318,8 @@ fn a_production_launch_warns_about_each_unsafe_setting() {
             .is_ok()
     );
     assert!(
-        logs.lines_with("actuator.port is unset").is_empty(),
+        logs.lines_with("actuator.metrics_on_app_port = true: /actuator")
+            .is_empty(),
         "{}",
         logs.text()
     );

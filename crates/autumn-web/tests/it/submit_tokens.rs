@@ -138,7 +138,7 @@ async fn the_field_name_is_escaped_where_it_needs_to_be() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_runs_its_form_once_and_replays_the_first_answer() {
-    let client = client("");
+    let client = client("[actuator]\nmetrics_on_app_port = true\n");
     let token = rendered_token(&client).await;
     let first = submit(&client, &token, "hello").await;
     first.assert_status(303);

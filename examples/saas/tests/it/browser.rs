@@ -99,6 +99,8 @@ impl Server {
         command
             .current_dir(dir.path())
             .env("AUTUMN_DATABASE__URL", &database)
+            // The tests read the counters on the app's one port.
+            .env("AUTUMN_ACTUATOR__METRICS_ON_APP_PORT", "true")
             .env(saas::POST_DELAY_VAR, POST_DELAY_MS)
             .env("SAAS_DOUBLE_SUBMIT_GUARD", if guard { "1" } else { "0" });
         Self {

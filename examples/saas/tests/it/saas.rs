@@ -460,6 +460,8 @@ fn start_binary(dir: &Path, env: &[(&str, &str)]) -> ServerProcess {
     command
         .current_dir(dir)
         .envs(env.iter().copied())
+        // The tests read the counters on the app's one port.
+        .env("AUTUMN_ACTUATOR__METRICS_ON_APP_PORT", "true")
         .env_remove("AUTUMN_DATABASE__URL")
         .env_remove("AUTUMN_SECURITY__SUBMIT_TOKEN__IN_FLIGHT_WAIT_MS");
     ServerProcess::start(command)

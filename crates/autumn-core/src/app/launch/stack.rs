@@ -104,7 +104,10 @@ pub(super) fn actuator_routes(
     let settings = &config.actuator;
     settings.enabled.then(|| {
         let admin = &config.idempotency.admin;
-        let mut routes = actuator::routes(metrics.clone(), health);
+        // The counters tell an outsider the app's traffic: on the public
+        // port only when asked for.
+        let with_metrics = settings.port.is_some() || settings.metrics_on_app_port;
+        let mut routes = actuator::routes(metrics.clone(), health, with_metrics);
         // Only with a token, in every profile: the endpoint reads recorded
         // responses and evicts keys.
         if let (Some(store), Some(token), true) = (
