@@ -9,6 +9,8 @@
 //!   ([`render_problem`], [`problem_into_response!`]) and [`Problem`];
 //! - [`redact`]: [`redact_passwords`], keeping secrets out of logs and
 //!   error messages;
+//! - [`seal`]: [`SecretKeys`](seal::SecretKeys), sealing what a store
+//!   keeps (recorded cookies and bodies) under the app's secret key;
 //! - [`body`]: reading a request or response body whole, up to a limit;
 //! - [`paths`]: [`ExemptPaths`], the path prefixes a guard skips;
 //! - `database` (features `postgres`, `sqlite`): the app's connection pool
@@ -27,6 +29,7 @@ pub mod database;
 pub mod paths;
 pub mod problem;
 pub mod redact;
+pub mod seal;
 #[cfg(feature = "redis")]
 pub mod redis;
 

@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use crate::IdempotencyScope;
 use crate::key::{LogDigest, storage_key};
+use crate::record::IdempotencyRecord;
 use crate::store::{IdempotencyStore, StoreError};
 use autumn_base::clock::{Clock as _, SystemClock};
 
@@ -76,7 +77,12 @@ pub struct KeyReport {
     /// The recorded body's length in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub body_bytes: Option<usize>,
-    /// The recorded body, as text (lossy), only when asked for.
+    /// Whether the recorded body is sealed (`[security]
+    /// encrypt_recorded_bodies`): then it is never shown.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub body_sealed: bool,
+    /// The recorded body, as text (lossy), only when asked for and not
+    /// sealed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
 }
@@ -114,8 +120,9 @@ pub async fn inspect(
         status: record.map(|r| r.status().as_u16()),
         record_expires_at: found.record_expires_at,
         body_bytes: record.map(|r| r.body().len()),
+        body_sealed: record.is_some_and(IdempotencyRecord::body_sealed),
         body: record
-            .filter(|_| with_body)
+            .filter(|r| with_body && !r.body_sealed())
             .map(|r| String::from_utf8_lossy(r.body()).into_owned()),
     })
 }

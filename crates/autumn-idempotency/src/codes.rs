@@ -35,6 +35,10 @@ pub const IDEMPOTENCY_KEY_IN_FLIGHT: ProblemCode = ProblemCode::new("idempotency
 /// 409: the key was used, but this route cannot replay its response safely.
 pub const IDEMPOTENCY_REPLAY_UNAVAILABLE: ProblemCode =
     ProblemCode::new("idempotency_replay_unavailable");
+/// 409: the key's response was recorded sealed with a secret key this app
+/// no longer has; it cannot be replayed, and nothing ran again.
+pub const IDEMPOTENCY_RECORD_UNREADABLE: ProblemCode =
+    ProblemCode::new("idempotency_record_unreadable");
 /// 409, `Retry-After: 1`: the lock could not be taken or renewed.
 pub const IDEMPOTENCY_LOCK_UNAVAILABLE: ProblemCode =
     ProblemCode::new("idempotency_lock_unavailable");
@@ -81,6 +85,10 @@ pub const SUBMIT_TOKEN_STORE_UNAVAILABLE: ProblemCode =
 pub const SUBMIT_TOKEN_STORE_FULL: ProblemCode = ProblemCode::new("submit_token_store_full");
 /// 409: the token was submitted before from another session.
 pub const SUBMIT_TOKEN_OTHER_SESSION: ProblemCode = ProblemCode::new("submit_token_other_session");
+/// 409: the form was submitted before, but its recorded response was sealed
+/// with a secret key this app no longer has; nothing ran again.
+pub const SUBMIT_TOKEN_RECORD_UNREADABLE: ProblemCode =
+    ProblemCode::new("submit_token_record_unreadable");
 /// 500: a handler takes a submit token but the submit-token layer is not
 /// installed.
 pub const SUBMIT_TOKEN_LAYER_MISSING: ProblemCode = ProblemCode::new("submit_token_layer_missing");

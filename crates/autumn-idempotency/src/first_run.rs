@@ -26,6 +26,7 @@ use crate::problem::{IdempotencyRejection, SubmitTokenRejection};
 use crate::record::IdempotencyRecord;
 use crate::rescope::ScopeAfterRun;
 use crate::scope::IdempotencyScope;
+use crate::sealing::RecordSealing;
 use crate::store::{Claim, IdempotencyFuture, IdempotencyStore};
 use autumn_base::body::{Capped, read_capped};
 
@@ -43,6 +44,8 @@ pub(crate) struct Held {
     /// The largest response body recorded.
     pub(crate) max_record_bytes: usize,
     pub(crate) metrics: Arc<IdempotencyMetrics>,
+    /// How the record is sealed before the store sees it.
+    pub(crate) sealing: RecordSealing,
     /// Which route answered, for a warning per route.
     pub(crate) route: RouteLabel,
     /// Which guard holds the lock: it decides the rejection a failed run
@@ -384,8 +387,10 @@ where
                 fingerprint.extend_from_slice(&token_binding(&after));
             }
         }
-        let record = IdempotencyRecord::from_parts(&parts, body.clone())
-            .with_replay_through_inner(replays_through_inner(&parts));
+        let record = held.sealing.seal(
+            IdempotencyRecord::from_parts(&parts, body.clone())
+                .with_replay_through_inner(replays_through_inner(&parts)),
+        );
         if let Some(moved) = &followed.also_key {
             let finished = held
                 .store

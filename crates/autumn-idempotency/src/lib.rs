@@ -34,6 +34,7 @@ mod problem;
 mod record;
 pub mod replay;
 pub mod rescope;
+mod sealing;
 mod scope;
 pub mod store;
 pub mod submit;
@@ -51,6 +52,7 @@ pub use problem::{IdempotencyContextRejection, IdempotencyRejection, KEY_MISSING
 pub use record::{IdempotencyEntry, IdempotencyRecord, RecordDecodeError};
 pub use replay::{IdempotencyReplayLayer, ReplayGuardLayer};
 pub use scope::{IdempotencyScope, OpaqueCaller};
+pub use sealing::RecordSealing;
 #[cfg(feature = "redis")]
 pub use store::RedisIdempotencyStore;
 pub use store::{
@@ -83,4 +85,6 @@ pub use autumn_base::redis::{RedisConnection, RedisLink};
 /// Deprecated: moved to `autumn_base`.
 #[deprecated(note = "moved to autumn_base")]
 #[doc(no_inline)]
+/// Sealing what stores keep: [`SecretKeys`](seal::SecretKeys).
+pub use autumn_base::seal;
 pub use autumn_base::{ExemptPaths, Problem, problem_response, redact_passwords};

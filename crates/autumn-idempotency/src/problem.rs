@@ -87,6 +87,14 @@ pub enum IdempotencyRejection {
         "this Idempotency-Key was already used on a route whose response cannot be replayed safely (its middleware is opaque to Autumn); use a new key, or opt the route into ReplayThroughInner with an IdempotencyReplayLayer"
     )]
     ReplayUnavailable,
+    /// 409 `idempotency_record_unreadable`: the key's response was recorded,
+    /// sealed with a secret key this app no longer has (rotated away, or
+    /// made by a process with another key), so it cannot be replayed; the
+    /// handler did not run again.
+    #[error(
+        "this Idempotency-Key was already used, but its recorded response was sealed with a secret key this server does not have, so it cannot be replayed; the request was not run again (list the retired key in security.old_secret_keys, or use a new key to make a new request)"
+    )]
+    RecordUnreadable,
     /// 409 `idempotency_lock_unavailable`: the lock could not be taken or
     /// renewed.
     #[error(
@@ -136,9 +144,10 @@ impl IdempotencyRejection {
             }
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::PayloadMismatch => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::InFlight | Self::ReplayUnavailable | Self::LockUnavailable => {
-                StatusCode::CONFLICT
-            }
+            Self::InFlight
+            | Self::ReplayUnavailable
+            | Self::RecordUnreadable
+            | Self::LockUnavailable => StatusCode::CONFLICT,
             Self::StoreUnavailable | Self::StoreFull => StatusCode::SERVICE_UNAVAILABLE,
             Self::HandlerPanicked | Self::ResponseLost | Self::ResponseNotFinal => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -161,6 +170,7 @@ impl IdempotencyRejection {
             Self::PayloadMismatch => codes::IDEMPOTENCY_KEY_REUSED,
             Self::InFlight => codes::IDEMPOTENCY_KEY_IN_FLIGHT,
             Self::ReplayUnavailable => codes::IDEMPOTENCY_REPLAY_UNAVAILABLE,
+            Self::RecordUnreadable => codes::IDEMPOTENCY_RECORD_UNREADABLE,
             Self::LockUnavailable => codes::IDEMPOTENCY_LOCK_UNAVAILABLE,
             Self::StoreUnavailable => codes::IDEMPOTENCY_STORE_UNAVAILABLE,
             Self::StoreFull => codes::IDEMPOTENCY_STORE_FULL,
@@ -184,7 +194,7 @@ impl IdempotencyRejection {
     /// `None` where the question does not arise.
     pub fn new_key_needed(&self) -> Option<bool> {
         match self {
-            Self::PayloadMismatch | Self::ReplayUnavailable => Some(true),
+            Self::PayloadMismatch | Self::ReplayUnavailable | Self::RecordUnreadable => Some(true),
             Self::InFlight | Self::LockUnavailable => Some(false),
             _ => None,
         }
@@ -407,6 +417,13 @@ pub enum SubmitTokenRejection {
         "this form was already submitted from another session; reload the form to get a fresh one"
     )]
     OtherSession,
+    /// 409 `submit_token_record_unreadable`: the form was submitted before,
+    /// but its recorded response was sealed with a secret key this app no
+    /// longer has; nothing ran again.
+    #[error(
+        "this form was already submitted, but its recorded answer can no longer be read, so it was not processed again; reload the page to see the current state"
+    )]
+    RecordUnreadable,
 }
 
 impl SubmitTokenRejection {
@@ -418,7 +435,7 @@ impl SubmitTokenRejection {
             | Self::TokenRepeated { .. }
             | Self::TokenMalformed { .. }
             | Self::TokenLate { .. } => StatusCode::BAD_REQUEST,
-            Self::InFlight | Self::OtherSession => StatusCode::CONFLICT,
+            Self::InFlight | Self::OtherSession | Self::RecordUnreadable => StatusCode::CONFLICT,
             Self::TokenReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::StoreUnavailable | Self::StoreFull => StatusCode::SERVICE_UNAVAILABLE,
             Self::HandlerPanicked | Self::ResponseLost | Self::ResponseNotFinal => {
@@ -448,6 +465,7 @@ impl SubmitTokenRejection {
             Self::ResponseLost => codes::RESPONSE_LOST,
             Self::ResponseNotFinal => codes::RESPONSE_NOT_FINAL,
             Self::OtherSession => codes::SUBMIT_TOKEN_OTHER_SESSION,
+            Self::RecordUnreadable => codes::SUBMIT_TOKEN_RECORD_UNREADABLE,
         }
     }
 }
@@ -623,6 +641,26 @@ mod tests {
             },
             {
                 let r = SubmitTokenRejection::OtherSession;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = IdempotencyRejection::RecordUnreadable;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = SubmitTokenRejection::RecordUnreadable;
                 (
                     r.status(),
                     r.code(),

@@ -16,6 +16,8 @@ pub struct IdempotencyRecord {
     headers: Box<[(HeaderName, HeaderValue)]>,
     body: Bytes,
     replay_through_inner: bool,
+    /// Whether `body` is sealed (see [`crate::sealing`]).
+    body_sealed: bool,
 }
 
 /// Headers that describe one connection or one transfer, not the response:
@@ -61,6 +63,7 @@ impl IdempotencyRecord {
             headers,
             body: body.into(),
             replay_through_inner: false,
+            body_sealed: false,
         }
     }
 
@@ -80,6 +83,7 @@ impl IdempotencyRecord {
             headers: headers.into_boxed_slice(),
             body,
             replay_through_inner: false,
+            body_sealed: false,
         }
     }
 
@@ -110,6 +114,23 @@ impl IdempotencyRecord {
         self
     }
 
+    /// Whether the body is sealed: it must be opened before a replay.
+    pub fn body_sealed(&self) -> bool {
+        self.body_sealed
+    }
+
+    /// The headers, to seal or open values in place.
+    pub(crate) fn headers_mut(&mut self) -> &mut [(HeaderName, HeaderValue)] {
+        &mut self.headers
+    }
+
+    /// The same record with this body, sealed or not.
+    pub(crate) fn with_body(mut self, body: Bytes, sealed: bool) -> Self {
+        self.body = body;
+        self.body_sealed = sealed;
+        self
+    }
+
     /// Rebuilds the response. Cheap: the body is reference-counted.
     pub fn to_response(&self) -> Response {
         let mut response = Response::new(Body::from(self.body.clone()));
@@ -122,7 +143,8 @@ impl IdempotencyRecord {
     }
 
     /// A compact binary form: version, status, flags, headers and body, each
-    /// length-prefixed.
+    /// length-prefixed. A record with a sealed body is written as version 2,
+    /// which an older reader refuses rather than replaying ciphertext.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.encoded_len());
         self.encode_into(&mut out);
@@ -141,7 +163,11 @@ impl IdempotencyRecord {
 
     /// [`encode`](Self::encode), appended to `out`.
     pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
-        out.push(CODEC_VERSION);
+        out.push(if self.body_sealed {
+            CODEC_VERSION_SEALED_BODY
+        } else {
+            CODEC_VERSION
+        });
         out.extend_from_slice(&self.status.as_u16().to_be_bytes());
         out.push(u8::from(self.replay_through_inner));
         put_len(out, self.headers.len());
@@ -172,9 +198,11 @@ impl IdempotencyRecord {
         to_bytes: impl Fn(&[u8]) -> Bytes,
     ) -> Result<Self, RecordDecodeError> {
         let mut input = Reader(bytes);
-        if input.take(1)? != [CODEC_VERSION] {
-            return Err(RecordDecodeError("unknown record version"));
-        }
+        let body_sealed = match input.take(1)? {
+            [CODEC_VERSION] => false,
+            [CODEC_VERSION_SEALED_BODY] => true,
+            _ => return Err(RecordDecodeError("unknown record version")),
+        };
         let status = u16::from_be_bytes(input.array()?);
         let status =
             StatusCode::from_u16(status).map_err(|_| RecordDecodeError("invalid status code"))?;
@@ -197,11 +225,14 @@ impl IdempotencyRecord {
             headers: headers.into_boxed_slice(),
             body,
             replay_through_inner,
+            body_sealed,
         })
     }
 }
 
 const CODEC_VERSION: u8 = 1;
+/// The same layout, with a sealed body.
+const CODEC_VERSION_SEALED_BODY: u8 = 2;
 
 fn put_len(out: &mut Vec<u8>, len: usize) {
     out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());

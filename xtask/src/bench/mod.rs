@@ -88,6 +88,12 @@ fn autumn_env(
 ) -> Vec<(&'static str, String)> {
     vec![
         ("AUTUMN_PROFILE", "prod".to_owned()),
+        // Production refuses to start without one; fixed so that every
+        // replica of a run opens the others' records.
+        (
+            "AUTUMN_SECURITY__SECRET_KEY",
+            "bench-secret-key-0123456789abcdef0123456789".to_owned(),
+        ),
         ("AUTUMN_IDEMPOTENCY__BACKEND", backend.to_owned()),
         (
             "AUTUMN_IDEMPOTENCY__ALLOW_MEMORY_IN_PRODUCTION",

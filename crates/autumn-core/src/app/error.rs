@@ -18,6 +18,15 @@ pub enum LaunchError {
         /// The active profile.
         profile: String,
     },
+    /// No secret key in a production profile: recorded session cookies
+    /// could not be sealed in a way every replica opens.
+    #[error(
+        "security.secret_key is not set in production profile `{profile}`: recorded responses carry session cookies, sealed with it before any store keeps them; set it to at least 32 random bytes (AUTUMN_SECURITY__SECRET_KEY, e.g. from `openssl rand -base64 48`), the same on every replica"
+    )]
+    SecretKeyMissing {
+        /// The active profile.
+        profile: String,
+    },
     /// The memory store was chosen explicitly for submit tokens in a
     /// production profile.
     #[error(

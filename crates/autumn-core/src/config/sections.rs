@@ -591,17 +591,45 @@ impl RedisConfig {
     }
 }
 
-/// `[security]`: request-forgery and double-submit protection.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+/// `[security]`: the app's secret key, request-forgery and double-submit protection.
+#[derive(Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct SecurityConfig {
+    /// The app's secret, at least 32 random bytes: it seals the session
+    /// cookies (and, with `encrypt_recorded_bodies`, the bodies) of the
+    /// responses the guards record, so a dump of the store holds nothing
+    /// usable. Required in production profiles; elsewhere, unset means a key
+    /// made at random for each process (records are then replayed only by
+    /// the process that made them). Best given as
+    /// `AUTUMN_SECURITY__SECRET_KEY`.
+    pub secret_key: Option<String>,
+    /// Secrets a rotation retired: what they sealed still opens. Remove one
+    /// once the records it sealed have expired (`idempotency.ttl_secs`).
+    pub old_secret_keys: Vec<String>,
+    /// Whether recorded bodies are sealed too, not only their cookies: for
+    /// responses that carry personal data or tokens.
+    pub encrypt_recorded_bodies: bool,
     /// `[security.cross_origin]`: refusing mutating requests sent by other sites' pages.
     pub cross_origin: CrossOriginConfig,
     /// `[security.submit_token]`: one-time tokens embedded in HTML forms.
     pub submit_token: SubmitTokenConfig,
     /// `[security.headers]`: the security headers added to every response.
     pub headers: HeadersConfig,
+}
+
+impl std::fmt::Debug for SecurityConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The secrets are credentials: only whether they are set is shown.
+        f.debug_struct("SecurityConfig")
+            .field("secret_key", &self.secret_key.as_ref().map(|_| "(set)"))
+            .field("old_secret_keys", &self.old_secret_keys.len())
+            .field("encrypt_recorded_bodies", &self.encrypt_recorded_bodies)
+            .field("cross_origin", &self.cross_origin)
+            .field("submit_token", &self.submit_token)
+            .field("headers", &self.headers)
+            .finish()
+    }
 }
 
 /// The `Content-Security-Policy` sent by default.

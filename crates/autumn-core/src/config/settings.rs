@@ -177,10 +177,20 @@ impl AutumnConfig {
         out.plain("idempotency.admin.allow_bodies", allow_bodies);
 
         let SecurityConfig {
+            secret_key,
+            old_secret_keys,
+            encrypt_recorded_bodies,
             cross_origin,
             submit_token,
             headers,
         } = security;
+        // Secrets: only whether they are set, and how many.
+        out.optional_string("security.secret_key", secret_key.as_ref().map(|_| "(set)"));
+        out.strings(
+            "security.old_secret_keys",
+            &vec!["(set)".to_owned(); old_secret_keys.len()],
+        );
+        out.plain("security.encrypt_recorded_bodies", encrypt_recorded_bodies);
         let CrossOriginConfig {
             enabled,
             trusted_origins,

@@ -133,6 +133,9 @@ fn defaults_without_files_or_env() {
             admin: IdempotencyAdminConfig::default(),
         },
         security: SecurityConfig {
+            secret_key: None,
+            old_secret_keys: Vec::new(),
+            encrypt_recorded_bodies: false,
             cross_origin: CrossOriginConfig {
                 enabled: true,
                 trusted_origins: Vec::new(),
@@ -1050,6 +1053,10 @@ fn effective_settings_cover_every_key() {
         enabled = true
         token = "0123456789abcdef"
         allow_bodies = true
+        [security]
+        secret_key = "0123456789abcdef0123456789abcdef-new"
+        old_secret_keys = ["0123456789abcdef0123456789abcdef-old"]
+        encrypt_recorded_bodies = true
         [security.cross_origin]
         enabled = false
         trusted_origins = ["https://a.example"]
@@ -1098,7 +1105,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 81);
+    assert_eq!(settings.len(), 84);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
@@ -1465,4 +1472,40 @@ fn redis_tls_files_that_would_be_ignored_are_refused_naming_the_key() {
         "[idempotency.redis]\nurl = \"rediss+cluster://h:7000\"\ntls_ca_file = \"/ca.pem\"\n",
     )]);
     load_ok(&dir, &[]);
+}
+
+#[test]
+fn a_short_secret_key_is_refused_naming_the_key() {
+    for (key, toml) in [
+        (
+            "security.secret_key",
+            "[security]\nsecret_key = \"too-short\"\n",
+        ),
+        (
+            "security.old_secret_keys",
+            "[security]\nold_secret_keys = [\"too-short\"]\n",
+        ),
+    ] {
+        let dir = dir_with(&[("autumn.toml", toml)]);
+        let error = load(&dir, &[])
+            .expect_err("a short secret is refused")
+            .to_string();
+        assert!(error.contains(key), "{error}");
+        assert!(error.contains("at least 32"), "{error}");
+        assert!(
+            !error.contains("too-short"),
+            "the secret is not shown: {error}"
+        );
+    }
+}
+
+#[test]
+fn the_secret_key_is_not_shown_by_debug() {
+    let dir = dir_with(&[(
+        "autumn.toml",
+        "[security]\nsecret_key = \"0123456789abcdef0123456789abcdef-new\"\n",
+    )]);
+    let config = load_ok(&dir, &[]);
+    let shown = format!("{config:?}");
+    assert!(!shown.contains("0123456789abcdef"), "{shown}");
 }

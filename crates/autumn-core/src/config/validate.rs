@@ -97,7 +97,20 @@ impl AutumnConfig {
         const LOCK: &str = "must be at least 1: a lock that lapses at once lets two overlapping duplicates both run the handler";
         const RECORD: &str = "must be at least 1: a record that expires at once is never replayed";
         let admin = &self.idempotency.admin;
-        let checks: [(&'static str, bool, &str); 12] = [
+        const SECRET: &str = "must be at least 32 random bytes (for example the output of `openssl rand -base64 48`): a short secret can be guessed, and with it every sealed session cookie opened";
+        let long_enough =
+            |secret: &String| secret.len() >= autumn_idempotency::seal::MIN_SECRET_LEN;
+        let checks: [(&'static str, bool, &str); 14] = [
+            (
+                "security.secret_key",
+                self.security.secret_key.as_ref().is_none_or(long_enough),
+                SECRET,
+            ),
+            (
+                "security.old_secret_keys",
+                self.security.old_secret_keys.iter().all(long_enough),
+                SECRET,
+            ),
             (
                 "idempotency.admin.token",
                 match &admin.token {
@@ -461,7 +474,7 @@ impl AutumnConfig {
 
     /// Where `key` was set. Every default passes [`validate`](Self::validate), so a refused
     /// value that no file or variable set was set by the program.
-    fn source(&self, key: &str) -> Source {
+    pub(crate) fn source(&self, key: &str) -> Source {
         self.provenance.0.get(key).cloned().unwrap_or(Source::Code)
     }
 }

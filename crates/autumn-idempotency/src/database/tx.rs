@@ -33,6 +33,7 @@ use autumn_base::database::{CachedExt as _, DbConnection, DbError};
 
 use super::DbIdempotencyStore;
 use crate::context::IdempotencyContext;
+use crate::first_run::HoldsLock as _;
 use crate::record::IdempotencyRecord;
 
 /// The largest response body [`IdempotencyContext::commit_in`] records.
@@ -235,7 +236,11 @@ impl IdempotencyContext {
             }
             Err(error) => return Err(TxError::Body(error)),
         };
-        let record = IdempotencyRecord::from_parts(&parts, body.clone()).encode();
+        let record = self
+            .held()
+            .sealing
+            .seal(IdempotencyRecord::from_parts(&parts, body.clone()))
+            .encode();
         let now = store.now_millis();
         let deadline = now.saturating_add(millis(self.ttl()));
         // A session change already made is saved only after the handler

@@ -6,6 +6,7 @@ use tower::Layer;
 use super::policy::{IdempotencyPolicy, KeyRequirement, MIN_TTL, PolicyError, Resolved};
 use super::service::{Idempotency, ReplayMode, Settings};
 use crate::metrics::IdempotencyMetrics;
+use crate::sealing::RecordSealing;
 use crate::store::IdempotencyStore;
 use autumn_base::clock::{SharedClock, SystemClock};
 
@@ -65,6 +66,7 @@ impl IdempotencyLayer {
                 max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
                 mode: ReplayMode::Direct,
                 metrics: Arc::new(IdempotencyMetrics::new()),
+                sealing: RecordSealing::default(),
                 clock: Arc::new(SystemClock),
                 policy: Resolved::default(),
             }),
@@ -172,6 +174,16 @@ impl IdempotencyLayer {
     #[must_use]
     pub fn with_metrics(self, metrics: Arc<IdempotencyMetrics>) -> Self {
         self.map(|s| s.metrics = metrics)
+    }
+
+    /// How recorded responses are sealed before the store keeps them: their
+    /// `Set-Cookie` values always, their bodies when asked. By default with
+    /// a key made for this process ([`RecordSealing::default`]), so a
+    /// record made elsewhere is refused with 409 rather than replayed; give
+    /// every replica the same [`RecordSealing`] to replay each other's.
+    #[must_use]
+    pub fn with_sealing(self, sealing: RecordSealing) -> Self {
+        self.map(|s| s.sealing = sealing)
     }
 
     /// The clock used to decide when the lock needs renewing before the

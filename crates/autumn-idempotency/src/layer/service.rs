@@ -67,6 +67,7 @@ use crate::record::IdempotencyRecord;
 use crate::replay::replay_response;
 use crate::rescope::ScopeAfterRun;
 use crate::scope::{IdempotencyScope, OpaqueCaller};
+use crate::sealing::RecordSealing;
 use crate::store::IdempotencyStore;
 use crate::store::{Claim, StoreError, StoreErrorKind, StoreOperation};
 use crate::wait::{Claimed, claim_or_wait};
@@ -101,6 +102,7 @@ pub(crate) struct Settings {
     pub(crate) max_record_bytes: usize,
     pub(crate) mode: ReplayMode,
     pub(crate) metrics: Arc<IdempotencyMetrics>,
+    pub(crate) sealing: RecordSealing,
     pub(crate) clock: SharedClock,
     /// The route's policy, resolved: required keys, JSON fingerprints, the
     /// in-flight wait, outcome headers.
@@ -347,6 +349,7 @@ where
             in_flight_ttl: settings.in_flight_ttl,
             max_record_bytes: settings.max_record_bytes,
             metrics: settings.metrics.clone(),
+            sealing: settings.sealing.clone(),
             route: RouteLabel::of(&parts.method, &parts.uri, &parts.extensions),
             guard: Guard::Key,
             finalize: parts.extensions.get::<FinalizeHook>().cloned(),
@@ -469,6 +472,20 @@ where
     S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
 {
+    // What the record sealed opens before anything replays it; a record
+    // this app cannot open is refused, never run again.
+    let record = match settings.sealing.open(record) {
+        Ok(record) => record,
+        Err(error) => {
+            settings.metrics.conflict();
+            tracing::warn!(
+                idempotency.key_hash = %LogDigest(key.as_bytes()),
+                %error,
+                "replay refused: the recorded response cannot be opened"
+            );
+            return Step::Respond(IdempotencyRejection::RecordUnreadable.into_response());
+        }
+    };
     // A layer Autumn cannot see through decided who is asking: nothing
     // proves this retry passed the same checks, whatever the route's mode.
     let opaque = parts.extensions.get::<OpaqueCaller>().is_some();

@@ -9,6 +9,7 @@ use super::DEFAULT_FIELD_NAME;
 use super::service::{Settings, SubmitTokenService};
 use crate::layer::DEFAULT_MAX_RECORD_BYTES;
 use crate::metrics::IdempotencyMetrics;
+use crate::sealing::RecordSealing;
 use crate::store::IdempotencyStore;
 use autumn_base::ExemptPaths;
 use autumn_base::clock::{SharedClock, SystemClock};
@@ -75,6 +76,7 @@ impl SubmitTokenLayer {
                 max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
                 in_flight_wait: DEFAULT_IN_FLIGHT_WAIT,
                 metrics: Arc::new(IdempotencyMetrics::new()),
+                sealing: RecordSealing::default(),
                 clock: Arc::new(SystemClock),
             }),
         }
@@ -172,6 +174,16 @@ impl SubmitTokenLayer {
     #[must_use]
     pub fn with_metrics(self, metrics: Arc<IdempotencyMetrics>) -> Self {
         self.map(|s| s.metrics = metrics)
+    }
+
+    /// How recorded responses are sealed before the store keeps them: their
+    /// `Set-Cookie` values always, their bodies when asked. By default with
+    /// a key made for this process ([`RecordSealing::default`]), so a
+    /// record made elsewhere is refused with 409 rather than replayed; give
+    /// every replica the same [`RecordSealing`] to replay each other's.
+    #[must_use]
+    pub fn with_sealing(self, sealing: RecordSealing) -> Self {
+        self.map(|s| s.sealing = sealing)
     }
 
     /// The clock a duplicate's [in-flight wait](Self::with_in_flight_wait)

@@ -60,6 +60,7 @@ use crate::layer::new_owner;
 use crate::metrics::IdempotencyMetrics;
 use crate::problem::SubmitTokenRejection;
 use crate::rescope::ScopeAfterRun;
+use crate::sealing::RecordSealing;
 use crate::store::{Claim, IdempotencyStore, StoreErrorKind, StoreOperation};
 use crate::wait::claim_or_wait;
 use autumn_base::ExemptPaths;
@@ -77,6 +78,7 @@ pub(crate) struct Settings {
     pub(crate) max_record_bytes: usize,
     pub(crate) in_flight_wait: Duration,
     pub(crate) metrics: Arc<IdempotencyMetrics>,
+    pub(crate) sealing: RecordSealing,
     pub(crate) clock: SharedClock,
 }
 
@@ -489,6 +491,14 @@ where
             if let Some(rejection) = mismatch(&recorded, &form, &binding) {
                 return Step::Respond(rejection.into_response());
             }
+            let record = match settings.sealing.open(record) {
+                Ok(record) => record,
+                Err(error) => {
+                    settings.metrics.conflict();
+                    tracing::warn!(%error, "replay refused: the recorded response cannot be opened");
+                    return Step::Respond(SubmitTokenRejection::RecordUnreadable.into_response());
+                }
+            };
             settings.metrics.hit();
             tracing::debug!(
                 submit_token.replayed = true,
@@ -517,6 +527,7 @@ where
         in_flight_ttl: settings.in_flight_ttl,
         max_record_bytes: settings.max_record_bytes,
         metrics: settings.metrics.clone(),
+        sealing: settings.sealing.clone(),
         route,
         guard: Guard::Token,
         finalize: request.extensions().get::<FinalizeHook>().cloned(),

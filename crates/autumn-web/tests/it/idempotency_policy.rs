@@ -309,6 +309,7 @@ async fn a_production_422_says_nothing_more_than_before(backend: Backend) {
     let mut config = storage.config("[session]\nallow_memory_in_production = true\n");
     config.idempotency.allow_memory_in_production = true;
     config.profile = Profile::new("prod");
+    config.security.secret_key = Some(crate::support::SECRET_KEY.to_owned());
     let client = TestApp::from_builder(autumn_web::app().routes(routes![transfer]).idempotent())
         .with_config(config)
         .build();

@@ -132,6 +132,7 @@ fn in_profile(profile: &str, toml: &str) -> AutumnConfig {
     ))
     .expect("config");
     config.profile = Profile::new(profile);
+    config.security.secret_key = Some(crate::support::SECRET_KEY.to_owned());
     config
 }
 
@@ -310,6 +311,7 @@ async fn the_idempotency_command_inspects_a_key_in_the_apps_store() {
 async fn any_other_command_line_serves_the_app() {
     let mut config = AutumnConfig::default();
     config.profile = Profile::new("prod");
+    config.security.secret_key = Some(crate::support::SECRET_KEY.to_owned());
     let outcome = command_app(config)
         .run_command(["--my-own-flag", "idempotency"])
         .await;

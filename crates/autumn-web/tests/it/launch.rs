@@ -19,6 +19,7 @@ async fn create_again() -> &'static str {
 fn config(toml: &str, profile: &str) -> AutumnConfig {
     let mut config = AutumnConfig::from_toml_str(toml).expect("valid TOML");
     config.profile = Profile::new(profile);
+    config.security.secret_key = Some(crate::support::SECRET_KEY.to_owned());
     config
 }
 

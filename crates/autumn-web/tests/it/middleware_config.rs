@@ -325,6 +325,7 @@ async fn any_origin_with_a_star() {
 fn production() -> AutumnConfig {
     let mut config = AutumnConfig::default();
     config.profile = Profile::new("prod");
+    config.security.secret_key = Some(crate::support::SECRET_KEY.to_owned());
     config.idempotency.allow_memory_in_production = true;
     config.session.allow_memory_in_production = true;
     config

@@ -321,6 +321,7 @@ async fn the_cookie_is_secure_under_the_host_prefix_in_every_profile() {
     for profile in ["dev", "test", "staging", "prod"] {
         let mut config = AutumnConfig::default();
         config.profile = Profile::new(profile);
+        config.security.secret_key = Some(crate::support::SECRET_KEY.to_owned());
         config.idempotency.allow_memory_in_production = true;
         assert_eq!(
             config.session.effective_cookie_name(),

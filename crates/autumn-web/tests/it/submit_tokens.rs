@@ -358,6 +358,7 @@ fn an_explicit_memory_store_for_tokens_is_refused_in_production() {
     let mut config = AutumnConfig::from_toml_str("[security.submit_token]\nbackend = \"memory\"\n")
         .expect("config");
     config.profile = Profile::new("prod");
+    config.security.secret_key = Some(crate::support::SECRET_KEY.to_owned());
     let error = TestApp::new()
         .with_config(config)
         .try_build()
@@ -371,6 +372,7 @@ fn an_explicit_memory_store_for_tokens_is_refused_in_production() {
     // Unset, it inherits the idempotency backend and starts.
     let mut inherited = AutumnConfig::default();
     inherited.profile = Profile::new("prod");
+    inherited.security.secret_key = Some(crate::support::SECRET_KEY.to_owned());
     inherited.session.allow_memory_in_production = true;
     assert!(TestApp::new().with_config(inherited).try_build().is_ok());
 }

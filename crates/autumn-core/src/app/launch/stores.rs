@@ -7,8 +7,11 @@
 use std::sync::Arc;
 
 use autumn_base::clock::SharedClock;
+use autumn_idempotency::seal::SecretKeys;
 use autumn_idempotency::submit::SubmitTokenLayer;
-use autumn_idempotency::{IdempotencyLayer, IdempotencyStore, MemoryIdempotencyStore};
+use autumn_idempotency::{
+    IdempotencyLayer, IdempotencyStore, MemoryIdempotencyStore, RecordSealing,
+};
 
 use super::super::error::LaunchError;
 use super::{Database, Startup};
@@ -89,6 +92,16 @@ impl Stores {
             clock,
             startup,
         )?;
+        // Last, so a store that cannot work is named before the key.
+        let (idempotency, submit) = if idempotency.is_some() || submit.is_some() {
+            let sealing = record_sealing(config)?;
+            (
+                idempotency.map(|layer| layer.with_sealing(sealing.clone())),
+                submit.map(|layer| layer.with_sealing(sealing)),
+            )
+        } else {
+            (idempotency, submit)
+        };
         Ok(Self {
             database,
             idempotency,
@@ -137,6 +150,48 @@ impl Stores {
             submit: self.submit.clone(),
         }
     }
+}
+
+/// How the guards seal what they record: with `[security] secret_key` and
+/// the keys it retired; without one, outside production, with a key made
+/// for this process (and a warning, as replicas then cannot replay each
+/// other's records that carry cookies).
+fn record_sealing(config: &AutumnConfig) -> Result<RecordSealing, LaunchError> {
+    let security = &config.security;
+    let keys = match &security.secret_key {
+        Some(secret) => SecretKeys::new(secret, &security.old_secret_keys).map_err(|error| {
+            // The configuration check refuses short keys first.
+            LaunchError::Config(crate::config::ConfigError::InvalidValue {
+                key: "security.secret_key".to_owned(),
+                origin: config.source("security.secret_key"),
+                message: error.to_string(),
+            })
+        })?,
+        None if config.profile.is_production() => {
+            return Err(LaunchError::SecretKeyMissing {
+                profile: config.profile.to_string(),
+            });
+        }
+        None => {
+            // A memory store's records die with the process that sealed
+            // them: only a shared store loses replays to a per-process key.
+            if config.idempotency.backend != Backend::Memory
+                || config
+                    .security
+                    .submit_token
+                    .effective_backend(&config.idempotency)
+                    != Backend::Memory
+            {
+                tracing::warn!(
+                    target: "autumn::security",
+                    key = "security.secret_key",
+                    "security.secret_key is not set: recorded session cookies are sealed with a key made for this process, so another replica, or this one after a restart, answers their retries with 409 instead of replaying them; set it, the same on every replica"
+                );
+            }
+            SecretKeys::for_this_process()
+        }
+    };
+    Ok(RecordSealing::new(keys).with_bodies(security.encrypt_recorded_bodies))
 }
 
 /// The idempotency layer on `store`, under `[idempotency]`'s policy.

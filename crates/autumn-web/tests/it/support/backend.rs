@@ -101,6 +101,53 @@ impl Storage {
             .map(|url| autumn_web::db::DbPool::new(url, 4, Duration::from_secs(5)).expect("a pool"))
     }
 
+    /// What a dump of this run's storage would hand over: the values of every
+    /// Redis key under its prefix, or every recorded response in its
+    /// idempotency table. `None` on memory, which nothing outside the
+    /// process can read.
+    pub async fn dump(&self) -> Option<Vec<u8>> {
+        #[cfg(feature = "redis")]
+        if let Some((url, prefix)) = &self.redis {
+            let mut connection = super::redis_support::plain_connection(url).await;
+            let keys: Vec<String> = ::redis::cmd("KEYS")
+                .arg(format!("{prefix}*"))
+                .query_async(&mut connection)
+                .await
+                .expect("KEYS");
+            let mut out = Vec::new();
+            for key in keys {
+                let kind: String = ::redis::cmd("TYPE")
+                    .arg(&key)
+                    .query_async(&mut connection)
+                    .await
+                    .expect("TYPE");
+                let mut read = ::redis::cmd(if kind == "hash" { "HGETALL" } else { "GET" });
+                read.arg(&key);
+                let values: Vec<Vec<u8>> =
+                    read.query_async(&mut connection).await.unwrap_or_default();
+                out.extend(values.concat());
+            }
+            return Some(out);
+        }
+        #[cfg(feature = "postgres")]
+        if let Some(url) = &self.database_url {
+            let client = autumn_testkit::postgres::connect(url).await;
+            let rows = client
+                .query(
+                    "SELECT record FROM autumn_idempotency_keys WHERE record IS NOT NULL",
+                    &[],
+                )
+                .await
+                .expect("the recorded responses");
+            return Some(
+                rows.iter()
+                    .flat_map(|row| row.get::<_, Vec<u8>>(0))
+                    .collect(),
+            );
+        }
+        None
+    }
+
     /// A session store where the app's own would be: what a test wraps to
     /// watch it.
     pub fn session_store(&self) -> Arc<dyn SessionStore> {

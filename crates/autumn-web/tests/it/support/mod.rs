@@ -14,3 +14,7 @@ pub mod stores;
 
 pub use autumn_testkit::logs;
 pub use autumn_testkit::redis as redis_support;
+
+/// A `[security] secret_key` for apps a test runs under a production
+/// profile, which refuses to start without one.
+pub const SECRET_KEY: &str = "a-test-secret-key-of-at-least-32-bytes-0123456789";
