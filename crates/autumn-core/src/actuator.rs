@@ -1,5 +1,5 @@
 //! `/actuator/*`: the app's health (overall, liveness, readiness), its
-//! counters as JSON and in the Prometheus text format.
+//! counters and request metrics as JSON and in the Prometheus text format.
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -14,6 +14,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 
 use crate::pool::Pool;
+use crate::telemetry::metrics::{self, HttpMetrics, StoreTimings};
 
 /// Counters shared by the app's layers and reported by `/actuator/metrics`,
 /// with the stores whose size is reported next to them.
@@ -23,6 +24,35 @@ pub(crate) struct AppMetrics {
     pub(crate) submit_token: Arc<IdempotencyMetrics>,
     pub(crate) idempotency_store: Option<Arc<dyn IdempotencyStore>>,
     pub(crate) submit_token_store: Option<Arc<dyn IdempotencyStore>>,
+    /// Requests by route, in flight, and the open connections.
+    pub(crate) http: Arc<HttpMetrics>,
+    /// The round trips of each guard's store, when it has one.
+    pub(crate) store_timings: Vec<Arc<StoreTimings>>,
+    /// The app's database pool, whose usage is reported.
+    pub(crate) pool: Option<Pool>,
+}
+
+impl AppMetrics {
+    /// The timings of every store, for the renderers.
+    fn store_timings(&self) -> Vec<&StoreTimings> {
+        self.store_timings
+            .iter()
+            .map(|timings| &**timings)
+            .collect()
+    }
+
+    /// `store`, its round trips timed as the `name` guard's store on
+    /// `backend`.
+    pub(crate) fn timed_store(
+        &mut self,
+        name: &'static str,
+        backend: &'static str,
+        store: Arc<dyn IdempotencyStore>,
+    ) -> Arc<dyn IdempotencyStore> {
+        let timings = Arc::new(StoreTimings::new(name, backend));
+        self.store_timings.push(Arc::clone(&timings));
+        Arc::new(metrics::TimedStore::new(store, timings))
+    }
 }
 
 impl std::fmt::Debug for AppMetrics {
@@ -30,6 +60,7 @@ impl std::fmt::Debug for AppMetrics {
         f.debug_struct("AppMetrics")
             .field("idempotency", &self.idempotency)
             .field("submit_token", &self.submit_token)
+            .field("http", &self.http)
             .finish_non_exhaustive()
     }
 }
@@ -275,7 +306,8 @@ type Family<T> = (&'static str, &'static str, fn(&T) -> u64);
 const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The counters in the Prometheus text exposition format, one family per
-/// counter, labelled by layer (`idempotency`, `submit_token`).
+/// counter, labelled by layer (`idempotency`, `submit_token`), then the
+/// request, store and pool metrics.
 fn prometheus(metrics: &AppMetrics) -> String {
     let layers = [
         (
@@ -348,6 +380,12 @@ fn prometheus(metrics: &AppMetrics) -> String {
             let _ = writeln!(out, "{name}{{layer=\"{layer}\"}} {}", value(size));
         }
     }
+    metrics::prometheus(
+        &mut out,
+        &metrics.http,
+        &metrics.store_timings(),
+        metrics.pool.as_ref(),
+    );
     out
 }
 
@@ -368,12 +406,19 @@ fn metrics_routes(metrics: AppMetrics) -> Router {
                     json_metrics.submit_token.snapshot(),
                     json_metrics.submit_token_store.as_ref(),
                 );
-                async move {
-                    Json(serde_json::json!({
-                        "idempotency": idempotency,
-                        "submit_token": submit_token,
-                    }))
+                let mut report = serde_json::json!({
+                    "idempotency": idempotency,
+                    "submit_token": submit_token,
+                    "http": metrics::http_json(&json_metrics.http),
+                    "stores": metrics::stores_json(&json_metrics.store_timings()),
+                });
+                if let (Some(usage), Some(fields)) = (
+                    json_metrics.pool.as_ref().and_then(metrics::pool_usage),
+                    report.as_object_mut(),
+                ) {
+                    fields.insert("db_pool".to_owned(), serde_json::json!(usage));
                 }
+                async move { Json(report) }
             }),
         )
         .route(

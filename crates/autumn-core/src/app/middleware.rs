@@ -5,6 +5,7 @@
 
 use std::convert::Infallible;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -21,15 +22,18 @@ use super::error::LaunchError;
 use crate::config::AutumnConfig;
 use crate::error_pages::ErrorPagesLayer;
 use crate::telemetry::RequestLogLayer;
+use crate::telemetry::metrics::{HttpMetrics, HttpMetricsLayer, RouteLabelLayer};
 
 /// Serves `app` (the routes inside the framework's request layers) with
 /// the middleware around it, as one router: the static files beside the app
 /// (with error pages of their own, so a missing file is answered like any
 /// 404, but none of the session, tenancy or guard layers a file does not
 /// need), then, outside the error pages so every answer gets them, CORS,
-/// compression (so that everything sent is compressed) and, outermost, the
-/// request id and access log, which also sets the security headers as the
-/// response leaves.
+/// compression (so that everything sent is compressed), the request id and
+/// access log, which also sets the security headers as the response leaves,
+/// and, outermost, the request metrics, so that they count every request
+/// with the status it leaves with. The static files are labelled for them
+/// as one route, `{mount}/{*path}`.
 ///
 /// One typed tower stack, boxed once: layered on a `Router` one by one,
 /// each layer would be boxed, and every request would clone each boxed
@@ -38,6 +42,7 @@ pub(super) fn install<S>(
     config: &AutumnConfig,
     app: S,
     error_pages: &ErrorPagesLayer,
+    http: &Arc<HttpMetrics>,
 ) -> Result<AppService, LaunchError>
 where
     S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
@@ -49,6 +54,7 @@ where
             .enabled
             .then(CompressWhenAskedLayer::default);
         Ok(ServiceBuilder::new()
+            .layer(HttpMetricsLayer::new(Arc::clone(http)))
             .layer(
                 RequestLogLayer::new(config.log.access_log)
                     .with_response_headers(crate::security_headers::from_config(config)?),
@@ -69,8 +75,9 @@ where
         });
     }
     let mount = config.static_files.mount.trim_end_matches('/');
+    let label = RouteLabelLayer::fixed(http.route(&format!("{mount}/{{*path}}")));
     let router = Router::new()
-        .nest_service(mount, error_pages.layer(ServeDir::new(dir)))
+        .nest_service(mount, error_pages.layer(label.layer(ServeDir::new(dir))))
         .fallback_service(app)
         .with_state(());
     Ok(AppService::new(stack(config)?.service(router)))

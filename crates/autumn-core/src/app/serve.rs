@@ -188,6 +188,7 @@ async fn serve_launched(
             listener,
             launched.service,
             &launched.config.server,
+            Some(launched.http_metrics),
             shutdown,
         )
         .await;
@@ -210,12 +211,15 @@ async fn serve_launched(
             listener,
             launched.service,
             &launched.config.server,
+            Some(launched.http_metrics),
             app_shutdown
         ),
+        // The actuator's own connections are not the app's.
         super::server::serve(
             actuator_listener,
             super::middleware::AppService::new(actuator_router),
             &launched.config.server,
+            None,
             actuator_shutdown
         ),
     );

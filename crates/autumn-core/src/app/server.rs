@@ -24,14 +24,17 @@ use tokio::sync::{Notify, Semaphore, watch};
 use super::middleware::AppService;
 use crate::config::ServerConfig;
 use crate::error_pages::connection::ParseErrorBodies;
+use crate::telemetry::metrics::HttpMetrics;
 
 /// Serves `router` on `listener` until `shutdown` completes, then stops accepting, lets open
 /// requests finish and waits for detached first-time runs, all within
-/// `config.shutdown_grace()`.
+/// `config.shutdown_grace()`. Each connection counts in `metrics`' open connections from its
+/// accept until its task ends, however it ends.
 pub(crate) async fn serve(
     listener: TcpListener,
     app: AppService,
     config: &ServerConfig,
+    metrics: Option<Arc<HttpMetrics>>,
     shutdown: impl Future<Output = ()>,
 ) {
     let limits = Arc::new(Limits::from(config));
@@ -66,12 +69,14 @@ pub(crate) async fn serve(
             },
         };
         let connection = open.enter();
+        let counted = metrics.as_ref().map(HttpMetrics::connection_opened);
         let limits = limits.clone();
         let app = ConnectionService::new(app.clone());
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _connection = connection;
+            let _counted = counted;
             let builder = limits.builder();
             let served = builder
                 .serve_connection(

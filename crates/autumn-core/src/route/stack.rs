@@ -14,6 +14,8 @@ use tower::Layer;
 use tower::layer::util::Identity;
 use tower::util::{Either, option_layer};
 
+use crate::telemetry::metrics::RouteLabelLayer;
+
 /// The database pool handlers extract.
 #[cfg(feature = "database")]
 pub(crate) type PoolLayer = axum::Extension<crate::pool::Pool>;
@@ -46,12 +48,6 @@ pub(crate) type Shared = (
 );
 
 impl SharedLayers {
-    /// Whether there is none: a merged router then gets no layer (and so no
-    /// box) for them.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.pool.is_none() && self.queue.is_none() && self.submit.is_none()
-    }
-
     pub(crate) fn layers(&self) -> Shared {
         (
             option_layer(self.pool.clone()),
@@ -61,12 +57,13 @@ impl SharedLayers {
     }
 }
 
-/// What the app puts on a route it mounts, outermost first: the
-/// [`SharedLayers`], the idempotency layer, the opaque route's replay guard,
-/// then the replay guard in front of the handler (or of the route's own
-/// layers).
+/// What the app puts on a route it mounts, outermost first: the route's
+/// label for the request metrics, the [`SharedLayers`], the idempotency
+/// layer, the opaque route's replay guard, then the replay guard in front
+/// of the handler (or of the route's own layers).
 #[derive(Clone)]
 pub(crate) struct RouteStack {
+    pub(crate) label: RouteLabelLayer,
     pub(crate) shared: SharedLayers,
     pub(crate) idempotency: Option<IdempotencyLayer>,
     pub(crate) opaque_guard: Option<ReplayGuardLayer>,
@@ -75,6 +72,7 @@ pub(crate) struct RouteStack {
 
 /// Everything above [`RouteStack::inner_guard`], outermost first.
 pub(crate) type Outer = (
+    RouteLabelLayer,
     Shared,
     Either<IdempotencyLayer, Identity>,
     Either<ReplayGuardLayer, Identity>,
@@ -85,6 +83,7 @@ impl RouteStack {
     /// between the two.
     pub(crate) fn outer(&self) -> Outer {
         (
+            self.label.clone(),
             self.shared.layers(),
             option_layer(self.idempotency.clone()),
             option_layer(self.opaque_guard.clone()),

@@ -1,9 +1,11 @@
 //! Logging: the subscriber `[log]` describes (or `RUST_LOG`), the request
-//! id and access log of every request, and the startup report.
+//! id and access log of every request, and the startup report; and the
+//! request metrics the actuator reports (`metrics/`).
 
 mod buffered;
 #[cfg(test)]
 mod captured;
+pub(crate) mod metrics;
 mod request_log;
 mod text;
 

@@ -194,13 +194,20 @@ async fn prometheus_reports_the_idempotency_counters_in_the_text_format() {
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line:?}:\n{text}");
     }
-    // Every sample line is `name{labels} value`, every family has HELP and TYPE.
+    // Every sample line is `name{labels} value`, every family has HELP and
+    // TYPE (a histogram's samples are its name with `_bucket`, `_sum` or
+    // `_count`).
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let (series, value) = line.rsplit_once(' ').expect("a sample has a value");
         assert!(value.parse::<f64>().is_ok(), "{line}");
         let name = series.split('{').next().unwrap_or_default();
-        assert!(text.contains(&format!("# HELP {name} ")), "{name}");
-        assert!(text.contains(&format!("# TYPE {name} ")), "{name}");
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .filter_map(|suffix| name.strip_suffix(suffix))
+            .find(|base| text.contains(&format!("# TYPE {base} histogram\n")))
+            .unwrap_or(name);
+        assert!(text.contains(&format!("# HELP {family} ")), "{name}");
+        assert!(text.contains(&format!("# TYPE {family} ")), "{name}");
     }
 }
 

@@ -26,6 +26,7 @@ mod nested_forms;
 mod observability;
 mod redis_tls;
 mod repositories;
+mod request_metrics;
 mod sealed_records;
 mod server_limits;
 mod sessions;

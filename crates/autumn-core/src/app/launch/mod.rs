@@ -31,6 +31,7 @@ use super::error::LaunchError;
 use super::middleware::AppService;
 use crate::actuator::{self, AppMetrics};
 use crate::config::AutumnConfig;
+use crate::telemetry::metrics::RouteLabelLayer;
 
 /// A built app.
 pub(crate) struct Launched {
@@ -44,6 +45,8 @@ pub(crate) struct Launched {
     /// The store of the idempotency layer, when it is on: the one key
     /// administration works on.
     pub(crate) idempotency_store: Option<Arc<dyn autumn_idempotency::IdempotencyStore>>,
+    /// The request metrics, whose open connections the server counts.
+    pub(crate) http_metrics: Arc<crate::telemetry::metrics::HttpMetrics>,
     pub(crate) config: AutumnConfig,
     pub(crate) startup: Startup,
 }
@@ -78,6 +81,8 @@ impl AppBuilder {
             &mut startup,
         )?;
 
+        metrics.pool.clone_from(&stores.database);
+
         // Phase 2: routes.
         let routes = routes::collect(self.routes, self.scoped)?;
         if config.static_files.dir.is_some() {
@@ -93,6 +98,7 @@ impl AppBuilder {
             self.raw,
             stores.idempotency.as_ref(),
             &shared,
+            &metrics.http,
         )?;
 
         // The actuator, on the app's router unless it has a port of its own.
@@ -103,7 +109,10 @@ impl AppBuilder {
             config.actuator.port,
         ) {
             (Some(routes), None) => {
-                router = router.merge(routes);
+                // Counted by the paths they matched, like the app's own
+                // routes.
+                let label = RouteLabelLayer::matched(metrics.http.clone());
+                router = router.merge(routes.route_layer(label));
                 None
             }
             (routes, _) => routes,
@@ -113,6 +122,7 @@ impl AppBuilder {
         let service = stack::assemble(
             &config,
             router,
+            &metrics.http,
             stack::Outer {
                 app_layers: self.layers,
                 states: self.states,
@@ -126,6 +136,7 @@ impl AppBuilder {
             service,
             actuator,
             idempotency_store: metrics.idempotency_store.clone(),
+            http_metrics: metrics.http.clone(),
             config,
             // Phase 4 is the caller's: `Launched::startup` runs the checks.
             startup,

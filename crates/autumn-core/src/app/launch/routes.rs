@@ -4,14 +4,17 @@
 //! opaque.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use autumn_idempotency::{IdempotencyLayer, ReplayGuardLayer, ReplayMode};
 use axum::Router;
+use tower::util::option_layer;
 
 use super::super::RawRouter;
 use super::super::error::LaunchError;
 use crate::config::AutumnConfig;
 use crate::route::{Route, RouteIdempotency, RouteStack, SharedLayers};
+use crate::telemetry::metrics::{HttpMetrics, RouteLabelLayer};
 
 /// The app's routes, scoped ones under their prefix, checked.
 pub(super) fn collect(
@@ -28,14 +31,17 @@ pub(super) fn collect(
     Ok(routes)
 }
 
-/// Mounts every route with its stack (see [`RouteStack`]), then the raw
-/// routers, which the guard cannot see into and so fail closed.
+/// Mounts every route with its stack (see [`RouteStack`]), labelled for
+/// the request metrics with its path, then the raw routers, which the guard
+/// cannot see into and so fail closed, and which are labelled by the path
+/// each request matched.
 pub(super) fn mount(
     config: &AutumnConfig,
     routes: Vec<Route>,
     raw: Vec<RawRouter>,
     idempotency: Option<&IdempotencyLayer>,
     shared: &SharedLayers,
+    http: &Arc<HttpMetrics>,
 ) -> Result<Router, LaunchError> {
     let mut router = Router::new();
     for route in routes {
@@ -74,6 +80,7 @@ pub(super) fn mount(
         // All of the framework's layers in one call: each `layer` call
         // boxes the route once more, and each box is cloned per request.
         let stack = RouteStack {
+            label: RouteLabelLayer::fixed(http.route(&path)),
             shared: shared.clone(),
             idempotency: guard,
             opaque_guard,
@@ -87,16 +94,17 @@ pub(super) fn mount(
         router = router.route(&path, handler);
     }
     for raw in raw {
+        // In one `layer` call, so one box: the label (a fallback's request
+        // has no matched path and is counted unmatched), the shared
+        // layers, then the guard.
         let opaque = |raw: Router| {
-            let raw = match idempotency {
-                Some(layer) => raw.layer(layer.clone().with_replay_mode(ReplayMode::FailClosed)),
-                None => raw,
-            };
-            if shared.is_empty() {
-                raw
-            } else {
-                raw.layer(shared.layers())
-            }
+            let guard =
+                idempotency.map(|layer| layer.clone().with_replay_mode(ReplayMode::FailClosed));
+            raw.layer((
+                RouteLabelLayer::matched(Arc::clone(http)),
+                shared.layers(),
+                option_layer(guard),
+            ))
         };
         router = match raw {
             RawRouter::Merge(raw) => router.merge(opaque(raw)),

@@ -14,6 +14,7 @@ use crate::actuator::{self, AppMetrics};
 use crate::config::{AutumnConfig, TenantStrategy};
 use crate::cross_origin::CrossOriginLayer;
 use crate::scope;
+use crate::telemetry::metrics::HttpMetrics;
 use crate::tenancy::{self, TenancyLayer};
 
 /// What goes around the routes, from the builder and the store phase.
@@ -34,6 +35,7 @@ pub(super) struct Outer {
 pub(super) fn assemble(
     config: &AutumnConfig,
     mut router: Router,
+    http: &Arc<HttpMetrics>,
     outer: Outer,
 ) -> Result<AppService, LaunchError> {
     for layer in outer.app_layers {
@@ -70,9 +72,9 @@ pub(super) fn assemble(
         // otherwise copy those few hundred bytes into its own future on
         // every request.
         .service(AppService::new(router.with_state(())));
-    // The static files, CORS, compression and the access log (see
-    // `middleware.rs`).
-    let mut service = super::super::middleware::install(config, app, &outer.error_pages)?;
+    // The static files, CORS, compression, the access log and the request
+    // metrics (see `middleware.rs`).
+    let mut service = super::super::middleware::install(config, app, &outer.error_pages, http)?;
     if config.tenancy.enabled && config.tenancy.strategy == TenantStrategy::Path {
         // Before routing: the routes are matched below the tenant segment.
         let strip = tower::util::MapRequestLayer::new(tenancy::strip_path_tenant(config));

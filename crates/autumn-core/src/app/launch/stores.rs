@@ -57,6 +57,7 @@ impl Stores {
         startup: &mut Startup,
     ) -> Result<Self, LaunchError> {
         let database = database_pool(config, startup)?;
+        let given_store = given.idempotency_store.is_some();
         let idempotency_store = if given.idempotent && config.idempotency.enabled {
             let store = match given.idempotency_store {
                 Some(store) => store,
@@ -68,18 +69,22 @@ impl Stores {
                     startup,
                 )?,
             };
-            metrics.idempotency_store = Some(store.clone());
             Some(store)
         } else {
             None
         };
-        let idempotency = idempotency_store
-            .clone()
+        // Timed for the metrics, key administration's calls too.
+        let timed = idempotency_store.clone().map(|store| {
+            let backend = backend_label(config.idempotency.backend, given_store);
+            metrics.timed_store("idempotency", backend, store)
+        });
+        metrics.idempotency_store.clone_from(&timed);
+        let idempotency = timed
             .map(|store| idempotency_layer(config, store, clock, metrics))
             .transpose()?;
         let submit = submit_token_layer(
             config,
-            idempotency_store,
+            idempotency_store.map(|store| (store, given_store)),
             database.as_ref(),
             clock,
             metrics,
@@ -398,11 +403,18 @@ fn build_store(
     }
 }
 
+/// The `backend` label of a store's timings: the configured backend, or
+/// `custom` for a store given in code.
+fn backend_label(backend: Backend, given: bool) -> &'static str {
+    if given { "custom" } else { backend.as_str() }
+}
+
 /// The submit-token layer `[security.submit_token]` describes, on the
-/// idempotency store when both name the same backend.
+/// idempotency store (and whether it was given in code) when both name the
+/// same backend.
 fn submit_token_layer(
     config: &AutumnConfig,
-    idempotency_store: Option<Arc<dyn IdempotencyStore>>,
+    idempotency_store: Option<(Arc<dyn IdempotencyStore>, bool)>,
     database: Option<&Database>,
     clock: &SharedClock,
     metrics: &mut AppMetrics,
@@ -426,14 +438,19 @@ fn submit_token_layer(
             config.profile
         );
     }
-    let store = match idempotency_store {
-        Some(store) if backend == config.idempotency.backend => store,
-        _ if backend == Backend::Memory => {
-            Arc::new(memory_store(config, tokens_ttl(config), clock)?)
-        }
-        _ => build_store(config, backend, database, clock, startup)?,
+    let (store, given): (Arc<dyn IdempotencyStore>, _) = match idempotency_store {
+        Some((store, given)) if backend == config.idempotency.backend => (store, given),
+        _ if backend == Backend::Memory => (
+            Arc::new(memory_store(config, tokens_ttl(config), clock)?),
+            false,
+        ),
+        _ => (
+            build_store(config, backend, database, clock, startup)?,
+            false,
+        ),
     };
     metrics.submit_token_store = Some(store.clone());
+    let store = metrics.timed_store("submit_token", backend_label(backend, given), store);
     Ok(Some(
         SubmitTokenLayer::new(store)
             .with_field_name(tokens.field_name.as_str())
