@@ -5,6 +5,9 @@
 //!
 //! - `POST /orders`: under the idempotency layer.
 //! - `POST /orders-off`: the same handler with the layer off.
+//! - `POST /orders-signed`: the guarded handler whose response also sets a
+//!   cookie, which the guard seals before recording and opens on every
+//!   replay: what sealing costs.
 //! - `GET /orders/new`: the form page with a freshly minted submit token.
 //! - `GET /orders/blank`: the same page without one, so the bench can tell
 //!   what minting costs on an Autumn route.
@@ -26,6 +29,20 @@ async fn create_order(
     Json(new): Json<NewOrder>,
 ) -> AutumnResult<(StatusCode, Json<Order>)> {
     create(&orders, new)
+}
+
+#[post("/orders-signed")]
+async fn create_signed_order(
+    State(orders): State<Orders>,
+    Json(new): Json<NewOrder>,
+) -> AutumnResult<(StatusCode, [(axum::http::HeaderName, String); 1], Json<Order>)> {
+    let (status, order) = create(&orders, new)?;
+    // A cookie of a session's size and form, set as a sign-in would.
+    let cookie = format!(
+        "receipt={}; Path=/; Secure; HttpOnly; SameSite=Lax",
+        order.id.simple()
+    );
+    Ok((status, [(axum::http::header::SET_COOKIE, cookie)], order))
 }
 
 #[post("/orders-off", idempotent = false)]
@@ -51,6 +68,7 @@ async fn main() {
     autumn_web::app()
         .routes(routes![
             create_order,
+            create_signed_order,
             create_order_unguarded,
             new_order,
             blank_order

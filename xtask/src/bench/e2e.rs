@@ -235,6 +235,16 @@ const ROWS: &[Row] = &[
         same_allocator: Some(3),
     },
     Row {
+        name: "Autumn, memory store, replay, sealed cookie",
+        target: Target::AutumnMemory,
+        path: "/orders-signed",
+        post: true,
+        keys: Keys::Fixed,
+        returning: false,
+        baseline: Some(0),
+        same_allocator: Some(3),
+    },
+    Row {
         name: "Autumn, memory store, first-time",
         target: Target::AutumnMemory,
         path: "/orders",
@@ -601,8 +611,15 @@ fn report(samples: &[Vec<Sample>]) -> String {
 /// with the same middleware (what Autumn costs for the same features), and
 /// Autumn's form page with a minted token against the same page without
 /// one, for a first visit (which also issues the session cookie a token is
-/// bound to) and for a visitor who has the cookie (what minting costs).
-const COMPARED: [(&str, &str, &str); 3] = [
+/// bound to) and for a visitor who has the cookie (what minting costs); and
+/// a replay whose recorded cookie is opened against one with nothing sealed
+/// (what sealing costs a replay).
+const COMPARED: [(&str, &str, &str); 4] = [
+    (
+        "Autumn, memory store, replay, sealed cookie",
+        "Autumn, memory store, replay",
+        "of a replay with nothing sealed",
+    ),
     (
         "Autumn, layer off, one fixed key",
         "axum + the same middleware, POST",
