@@ -10,9 +10,10 @@
 //! layer resolved (never the raw header) and the raw `Authorization`
 //! header. An `IdempotencyScope` already in the extensions is left alone.
 //!
-//! When the tenant came from the session, a `ScopeAfterRun` goes with the
-//! scope, so the guards follow a handler that switches tenants (see
-//! `scope_after_run`).
+//! With sessions on, a `ScopeAfterRun` goes with the scope, so the guards
+//! follow a handler that moves the caller: one that creates or rotates the
+//! session (a guest's first flash, a sign-in), or switches tenants when the
+//! tenant came from the session (see `scope_after_run`).
 
 use autumn_idempotency::IdempotencyScope;
 use autumn_idempotency::key::may_be_guarded;
@@ -23,7 +24,7 @@ use tower::util::MapRequestLayer;
 
 use crate::config::AutumnConfig;
 use crate::config::TenantStrategy;
-use crate::session::{Session, SessionIdentity, session_cookie};
+use crate::session::{Session, SessionId, SessionIdentity, session_cookie};
 use crate::tenancy::Tenant;
 
 pub(crate) fn layer(
@@ -50,8 +51,8 @@ pub(crate) fn layer(
             if let Some(previous) = parts.gone_session_scope(tenant.map(str::as_bytes)) {
                 request.extensions_mut().insert(previous);
             }
-            if tenant_from_session
-                && let Some(after_run) = scope_after_run(&parts, request.extensions())
+            if let Some(after_run) =
+                scope_after_run(&parts, request.extensions(), tenant_from_session)
             {
                 request.extensions_mut().insert(after_run);
             }
@@ -61,40 +62,62 @@ pub(crate) fn layer(
     })
 }
 
-/// For a request whose tenant came from the session (strategy `session`:
-/// a resolved `Tenant` and the `Session` it was read from): how the guards
-/// learn the scope a retry will carry once the handler ran (the tenant it
-/// switched to, if any). See `autumn_idempotency::rescope`.
-fn scope_after_run(parts: &ScopeParts, extensions: &http::Extensions) -> Option<ScopeAfterRun> {
-    let tenant = extensions.get::<Tenant>()?.clone();
-    let session = extensions.get::<Session>()?;
-    Some(ScopeAfterRun::new(Switched {
+/// For a request with a session: how the guards learn the scope a retry
+/// will carry once the handler ran: the session's id after the save (a
+/// session created or rotated gets a new one, which the retry's cookie
+/// carries), and, when the tenant came from the session (strategy
+/// `session`), the tenant it switched to. See `autumn_idempotency::rescope`.
+fn scope_after_run(
+    parts: &ScopeParts,
+    extensions: &http::Extensions,
+    tenant_from_session: bool,
+) -> Option<ScopeAfterRun> {
+    let session = extensions.get::<Session>()?.clone();
+    let tenant = extensions.get::<Tenant>().cloned();
+    Some(ScopeAfterRun::new(Moved {
         parts: parts.clone(),
-        session: session.clone(),
+        session,
+        switchable: tenant_from_session && tenant.is_some(),
         tenant,
     }))
 }
 
-/// The scope after a possible [`Tenant::switch`].
-struct Switched {
+/// The scope after the handler may have moved the caller.
+struct Moved {
     parts: ScopeParts,
     session: Session,
     /// The tenant the request was resolved to.
-    tenant: Tenant,
+    tenant: Option<Tenant>,
+    /// Whether that tenant came from the session, so a handler can switch it.
+    switchable: bool,
 }
 
-impl Rescope for Switched {
+impl Rescope for Moved {
     fn scope_after_run(&self) -> ScopeFuture<'_> {
         Box::pin(async move {
-            // No tenant left (signed out): the next request is refused before
-            // any guard, so there is no key to follow.
-            let now = self
-                .session
-                .get::<String>(Tenant::SESSION_KEY)
-                .await
-                .ok()
-                .flatten()?;
-            (now != self.tenant.id()).then(|| self.parts.with_tenant(Some(now.as_bytes())))
+            let session_after = self.session.id_after_save().await;
+            let tenant_before = self.tenant.as_ref().map(Tenant::id);
+            let tenant_after = if self.switchable {
+                // No tenant left (signed out): the next request is refused
+                // before any guard, so there is no key to follow.
+                Some(
+                    self.session
+                        .get::<String>(Tenant::SESSION_KEY)
+                        .await
+                        .ok()
+                        .flatten()?,
+                )
+            } else {
+                tenant_before.map(str::to_owned)
+            };
+            if session_after.is_none() && tenant_after.as_deref() == tenant_before {
+                return None;
+            }
+            let parts = match &session_after {
+                Some(id) => self.parts.with_session(id),
+                None => self.parts.clone(),
+            };
+            Some(parts.with_tenant(tenant_after.as_deref().map(str::as_bytes)))
         })
     }
 }
@@ -160,6 +183,16 @@ impl ScopeParts {
             session,
             gone_session,
             authorization: headers.get(header::AUTHORIZATION).cloned(),
+        }
+    }
+
+    /// The same parts for a caller whose session, known to the store, is
+    /// `id` (the one a save created or rotated to).
+    fn with_session(&self, id: &SessionId) -> Self {
+        Self {
+            session: IdempotencyScope::default().with_part("session", id.as_str()),
+            gone_session: None,
+            authorization: self.authorization.clone(),
         }
     }
 

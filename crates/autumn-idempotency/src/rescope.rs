@@ -1,9 +1,10 @@
 //! [`ScopeAfterRun`]: when the handler changes who is asking, the scope a
 //! retry will carry.
 //!
-//! A handler can change the caller's scope: switching tenants stores the new
-//! tenant in the session, and every later request (a retry of this one
-//! included) is scoped by it. A guard that recorded the response only under
+//! A handler can change the caller's scope: creating or rotating the session
+//! (a guest's first flash, a sign-in) gives the caller a new session id, and
+//! switching tenants stores the new tenant in the session; every later
+//! request (a retry of this one included) is scoped by them. A guard that recorded the response only under
 //! the storage key it claimed would leave the retry's key free: a duplicate
 //! arriving once the session is saved would run the handler again. So an
 //! outer layer that can tell the scope after the run puts a
@@ -62,8 +63,8 @@ pub trait Rescope: Send + Sync + 'static {
 /// Request extension: the [`Rescope`] of an outer layer.
 ///
 /// Inserted by Autumn's scope layer, beside the
-/// [`IdempotencyScope`], when the tenancy layer took the tenant from the
-/// session (a handler may switch it). Read by both guards as they set up a
+/// [`IdempotencyScope`], on every request with a session (a handler may
+/// create or rotate it, or switch the tenant taken from it). Read by both guards as they set up a
 /// run: about to record, they ask it for the scope a retry will carry and
 /// lock or bind the record under that one too.
 #[derive(Clone)]

@@ -90,6 +90,9 @@ pub(super) struct State {
     pub(super) known: Option<Known>,
     /// The id now in effect, once the session was saved under a new one.
     pub(super) current: Option<SessionId>,
+    /// The fresh id the next save writes under, when it was asked for
+    /// before the save ([`Session::id_after_save`]).
+    pub(super) next: Option<SessionId>,
     pub(super) data: Map<String, Value>,
     pub(super) modified: bool,
     pub(super) cycle: bool,
@@ -267,6 +270,37 @@ impl Session {
         Ok(state)
     }
 
+    /// The id the session will be stored under once the pending save is
+    /// done, when that is not the id the request came with: a session
+    /// created for a guest, or rotated by a sign-in. The id is chosen now
+    /// and the save uses it, so a guard can lock the key a retry carrying
+    /// the new cookie will look up before the save makes it the caller's.
+    /// `None` when the save keeps the request's id, removes the session, or
+    /// writes nothing.
+    pub(crate) async fn id_after_save(&self) -> Option<SessionId> {
+        if self.untouched() || !self.pending() {
+            return None;
+        }
+        let mut state = self.inner.state.lock().await;
+        let known = state.known.clone()?;
+        if !state.modified || state.flushed {
+            return None;
+        }
+        let live_sent = match (&known, &self.inner.sent) {
+            (Known::Live { .. }, Some(id)) if state.current.is_none() => Some(id.clone()),
+            _ => None,
+        };
+        if live_sent.is_none() && state.current.is_none() && state.data.is_empty() {
+            return None;
+        }
+        match (&live_sent, &state.current, state.cycle) {
+            // Kept: the retry carries the id the request came with.
+            (Some(_), _, false) => None,
+            (None, Some(id), false) => Some(id.clone()),
+            _ => Some(state.next.get_or_insert_with(SessionId::generate).clone()),
+        }
+    }
+
     /// The id the session was last saved under in this request, if it got
     /// a new one (created, or rotated).
     pub(super) fn saved_id(&self) -> Option<SessionId> {
@@ -360,7 +394,8 @@ impl Session {
             let target = match (&live_sent, &state.current, state.cycle) {
                 (Some(id), _, false) => id.clone(),
                 (None, Some(id), false) => id.clone(),
-                _ => SessionId::generate(),
+                // The id a guard was told it would get, if it asked.
+                _ => state.next.take().unwrap_or_else(SessionId::generate),
             };
             let record = SessionRecord::new(state.data.clone(), expires_at);
             self.inner.store.save(&target, &record, now).await?;

@@ -197,6 +197,8 @@ fn app_on(backend: Backend) -> (TestClient, Arc<Watched>) {
 }
 
 on_every_backend!(
+    a_guests_keyed_post_that_creates_a_session_replays_with_or_without_its_cookie,
+    a_keyed_sign_in_replays_to_the_cookie_it_set_and_to_the_old_one,
     signing_in_rotates_the_id_and_the_old_one_grants_nothing,
     a_retry_after_a_lost_sign_in_gets_the_final_set_cookie_without_a_second_run,
     a_failed_save_answers_500_and_retries_get_409_never_a_second_run,
@@ -596,6 +598,73 @@ async fn a_retry_after_a_lost_sign_in_gets_the_final_set_cookie_without_a_second
         .send()
         .await;
     assert_eq!(me.text(), user, "the replayed cookie signs the browser in");
+}
+
+/// A guest's keyed post whose handler creates the session: the response
+/// sets a cookie the request did not carry, and the retry finds the first
+/// run's record whether the client kept the new cookie or never got it.
+async fn a_guests_keyed_post_that_creates_a_session_replays_with_or_without_its_cookie(
+    backend: Backend,
+) {
+    let (client, _) = app_on(backend);
+    let key = format!("guest-{backend:?}");
+    let first = client
+        .new_browser()
+        .post("/visit")
+        .header("idempotency-key", &key)
+        .send()
+        .await;
+    assert_eq!(first.text(), "visit 1");
+    let id = id_of(&session_cookie(&first).expect("the visit creates the session"));
+    for (retry, carried) in [
+        (
+            with_cookie(&client, "POST", "/visit", &id)
+                .header("idempotency-key", &key)
+                .send()
+                .await,
+            "the cookie the answer set",
+        ),
+        (
+            client
+                .new_browser()
+                .post("/visit")
+                .header("idempotency-key", &key)
+                .send()
+                .await,
+            "no cookie",
+        ),
+    ] {
+        retry.assert_header("x-idempotent-replayed", "true");
+        assert_eq!(retry.text(), "visit 1", "a retry with {carried} ran again");
+    }
+    let me = with_cookie(&client, "POST", "/visit", &id).send().await;
+    assert_eq!(me.text(), "visit 2", "the session holds the one visit");
+}
+
+/// A keyed sign-in rotates the session id: the retry replays whether the
+/// browser kept the new cookie or still holds the old one.
+async fn a_keyed_sign_in_replays_to_the_cookie_it_set_and_to_the_old_one(backend: Backend) {
+    let (client, _) = app_on(backend);
+    let user = format!("moved-mia-{backend:?}");
+    let anonymous = id_of(&session_cookie(&client.post("/visit").send().await).expect("cookie"));
+    let sign_in = |id: String| {
+        with_cookie(&client, "POST", "/login", &id)
+            .header("idempotency-key", "login-moved")
+            .form(&[("user", user.as_str())])
+            .send()
+    };
+    let first = sign_in(anonymous.clone()).await;
+    first.assert_status(303);
+    let signed_in = id_of(&session_cookie(&first).expect("the sign-in sets the cookie"));
+    assert_ne!(signed_in, anonymous, "the id was rotated");
+    for id in [signed_in.clone(), anonymous] {
+        let retry = sign_in(id).await;
+        retry.assert_status(303);
+        retry.assert_header("x-idempotent-replayed", "true");
+    }
+    assert_eq!(count(&LOGINS, &user), 1, "the handler ran once");
+    let me = with_cookie(&client, "GET", "/me", &signed_in).send().await;
+    assert_eq!(me.text(), user);
 }
 
 async fn a_failed_save_answers_500_and_retries_get_409_never_a_second_run(backend: Backend) {
