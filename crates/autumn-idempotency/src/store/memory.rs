@@ -65,7 +65,6 @@ pub struct MemoryIdempotencyStore {
     shards: Box<[Mutex<Shard>]>,
     sweep_every_millis: u64,
     map_keys: MapKeys,
-    max_ttl: Duration,
     clock: SharedClock,
     max_entries: usize,
     max_bytes: usize,
@@ -244,8 +243,10 @@ impl MemoryIdempotencyStore {
     /// otherwise: 128 MiB.
     pub const DEFAULT_MAX_BYTES: usize = 128 * 1024 * 1024;
 
-    /// A store that keeps each record for at most `ttl` (a shorter TTL given
-    /// to [`set`](IdempotencyStore::set) wins), within the default limits
+    /// A store whose records usually live `ttl`, which sets how often it
+    /// sweeps expired entries; each record is kept for the TTL it is
+    /// [`set`](IdempotencyStore::set) with (a route's own, longer or
+    /// shorter), within the default limits
     /// ([`DEFAULT_MAX_ENTRIES`](Self::DEFAULT_MAX_ENTRIES),
     /// [`DEFAULT_MAX_BYTES`](Self::DEFAULT_MAX_BYTES)).
     pub fn new(ttl: Duration) -> Self {
@@ -258,7 +259,6 @@ impl MemoryIdempotencyStore {
                     .as_millis(),
             )
             .unwrap_or(1_000),
-            max_ttl: ttl,
             clock: Arc::new(SystemClock),
             max_entries: Self::DEFAULT_MAX_ENTRIES,
             max_bytes: Self::DEFAULT_MAX_BYTES,
@@ -515,7 +515,6 @@ impl MemoryIdempotencyStore {
     ) -> Result<bool, StoreError> {
         let key = self.map_key(key);
         let tag = owner_tag(owner);
-        let ttl = ttl.min(self.max_ttl);
         let block = encode(&record, &fingerprint, tag)?;
         let written = self.write(&key, |shard, now| {
             let Shard { records, locks, .. } = shard;
@@ -707,7 +706,6 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 impl std::fmt::Debug for MemoryIdempotencyStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryIdempotencyStore")
-            .field("max_ttl", &self.max_ttl)
             .field("entries", &self.len())
             .field("max_entries", &self.max_entries)
             .field("record_bytes", &self.record_bytes())

@@ -59,6 +59,12 @@ async fn short(Json(body): Json<Value>) -> (StatusCode, String) {
     count(&body)
 }
 
+/// Longer than the app's 24 h: every store keeps it for 48 h.
+#[post("/longer", idempotency_ttl = "48h")]
+async fn longer(Json(body): Json<Value>) -> (StatusCode, String) {
+    count(&body)
+}
+
 #[post("/long")]
 async fn long(Json(body): Json<Value>) -> (StatusCode, String) {
     count(&body)
@@ -223,14 +229,17 @@ async fn an_app_wide_requirement_applies_to_every_route_that_keeps_it(backend: B
 
 async fn a_route_ttl_overrides_the_app_ttl(backend: Backend) {
     let clock = Arc::new(ManualClock::new());
-    let client = app_on(backend, routes![short, long], |_| {})
+    let client = app_on(backend, routes![short, long, longer], |_| {})
         .with_clock(clock.clone())
         .build();
     let (short_id, long_id) = (unique("short"), unique("long"));
+    let longer_id = unique("longer");
     let short_body = json!({ "id": short_id }).to_string();
     let long_body = json!({ "id": long_id }).to_string();
+    let longer_body = json!({ "id": longer_id }).to_string();
     send(&client, "/short", Some("k"), &short_body).await;
     send(&client, "/long", Some("k"), &long_body).await;
+    send(&client, "/longer", Some("k"), &longer_body).await;
 
     clock.advance(Duration::from_secs(2 * 3600 - 1));
     let short_retry = send(&client, "/short", Some("k"), &short_body).await;
@@ -244,6 +253,20 @@ async fn a_route_ttl_overrides_the_app_ttl(backend: Backend) {
     let long_retry = send(&client, "/long", Some("k"), &long_body).await;
     assert_eq!(long_retry.header("x-idempotent-replayed"), Some("true"));
     assert_eq!(runs(&long_id), 1, "the app's 24 h TTL still holds");
+
+    // Past the app's 24 h, a route's longer TTL still holds, on every store.
+    clock.advance(Duration::from_secs(23 * 3600));
+    let long_retry = send(&client, "/long", Some("k"), &long_body).await;
+    assert_eq!(long_retry.header("x-idempotent-replayed"), None);
+    assert_eq!(runs(&long_id), 2, "past the app's 24 h the record is gone");
+    let longer_retry = send(&client, "/longer", Some("k"), &longer_body).await;
+    assert_eq!(longer_retry.header("x-idempotent-replayed"), Some("true"));
+    assert_eq!(runs(&longer_id), 1, "the route's 48 h TTL holds past 24 h");
+
+    clock.advance(Duration::from_secs(24 * 3600));
+    let longer_retry = send(&client, "/longer", Some("k"), &longer_body).await;
+    assert_eq!(longer_retry.header("x-idempotent-replayed"), None);
+    assert_eq!(runs(&longer_id), 2, "past its 48 h the record is gone");
 }
 
 async fn json_fingerprints_ignore_volatile_fields_and_name_the_difference(backend: Backend) {
