@@ -2,8 +2,8 @@
 //! `redis-server` children that can be stopped and started again (plain,
 //! TLS-only with certificates from a [`TestCa`], or with an ACL user),
 //! private Valkey servers ([`valkey`]), a MONITOR reader that sees commands
-//! the way the server does, and a Redis Cluster of six servers
-//! ([`cluster`]).
+//! the way the server does, and a Redis Cluster of six servers, plain or
+//! TLS-only ([`cluster`]).
 
 use std::io::{self, Read as _, Write as _};
 use std::net::Ipv4Addr;

@@ -1,17 +1,20 @@
 //! A real Redis Cluster of the test's own: six `redis-server` processes on
 //! free loopback ports (three masters, three replicas), joined with
 //! `redis-cli --cluster create`, torn down when dropped or when the test
-//! process exits, whichever comes first.
+//! process exits, whichever comes first. [`RedisCluster::start_tls`] makes
+//! one whose nodes speak TLS only, to clients and to each other.
 //!
 //! Each server runs under a small shell that kills it when its stdin closes:
 //! the test process holds the write end, so even a cluster kept in a
 //! `static` (never dropped) dies with the process that made it.
 
 use std::io::{BufRead as _, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use crate::tls::TestCa;
 
 const HOW_TO_INSTALL: &str = "install Redis 7 (`apt-get install redis-server`, which also \
     brings redis-cli) so that both are on PATH";
@@ -39,6 +42,23 @@ pub struct RedisCluster {
     dir: PathBuf,
     /// The server program: `redis-server`, or Valkey's.
     program: PathBuf,
+    /// For a TLS-only cluster, its certificate files.
+    tls: Option<ClusterTls>,
+}
+
+/// The certificate files of a TLS-only cluster: copies the cluster keeps in
+/// its own directory, so they last as long as it does.
+struct ClusterTls {
+    /// The CA's certificate, which clients trust.
+    ca: PathBuf,
+    /// The one server certificate every node presents (also as a client
+    /// on the cluster bus), for `localhost`, `127.0.0.1` and `::1`.
+    cert: PathBuf,
+    key: PathBuf,
+    /// A shell that removes the files when its stdin closes (with the
+    /// test process, for a cluster in a `static`), like the nodes' shells
+    /// remove their directories.
+    keeper: Child,
 }
 
 /// The cluster every test of a binary shares (tests isolate themselves by
@@ -58,6 +78,14 @@ pub fn shared_valkey_cluster() -> &'static RedisCluster {
     CLUSTER.get_or_init(|| RedisCluster::start_with(super::valkey::valkey_server().0))
 }
 
+/// A TLS-only cluster ([`RedisCluster::start_tls`], with a CA of its own)
+/// that every test of a binary shares, like [`shared_cluster`]. Clients
+/// trust [`RedisCluster::ca_file`].
+pub fn shared_tls_cluster() -> &'static RedisCluster {
+    static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| RedisCluster::start_tls(&TestCa::new()))
+}
+
 impl RedisCluster {
     /// Starts six servers and joins them into a cluster; returns once every
     /// node reports `cluster_state:ok` and knows all 16384 slots. Panics
@@ -69,21 +97,79 @@ impl RedisCluster {
     /// [`start`](Self::start) with the server program `program`
     /// (`valkey-server`, say).
     pub fn start_with(program: PathBuf) -> Self {
+        Self::launch(program, None)
+    }
+
+    /// [`start`](Self::start) with nodes that speak TLS only: each one's
+    /// plaintext port is off (`--port 0`), its clients, its replication and
+    /// the cluster bus use TLS, with a server certificate `ca` signs for
+    /// `localhost`, `127.0.0.1` and `::1` (the cluster announces its nodes
+    /// by IP address). Clients need no certificate of their own. Reach it at
+    /// [`url`](Self::url), `rediss+cluster://127.0.0.1:{port},...`,
+    /// trusting [`ca_file`](Self::ca_file). The cluster keeps copies of the
+    /// files: `ca` may be dropped.
+    pub fn start_tls(ca: &TestCa) -> Self {
+        let server = ca.server_cert(&["localhost", "127.0.0.1", "::1"]);
+        Self::launch(
+            PathBuf::from("redis-server"),
+            Some((ca.ca_file().to_owned(), server.cert, server.key)),
+        )
+    }
+
+    /// Starts the six nodes (with TLS when `tls` gives the CA, certificate
+    /// and key files to copy) and joins them.
+    fn launch(program: PathBuf, tls: Option<(PathBuf, PathBuf, PathBuf)>) -> Self {
         let dir = std::env::temp_dir().join(format!(
             "autumn-redis-cluster-{}",
             uuid::Uuid::new_v4().simple()
         ));
         std::fs::create_dir_all(&dir).expect("a directory for the cluster");
+        let tls = tls.map(|(ca, cert, key)| {
+            let tls_dir = dir.join("tls");
+            std::fs::create_dir_all(&tls_dir).expect("a directory for the cluster's certificates");
+            // Whichever of it and the nodes' shells is last finds the
+            // cluster's directory empty and removes it.
+            let keeper = Command::new("sh")
+                .args([
+                    "-c",
+                    &format!(
+                        "cat >/dev/null; rm -rf '{tls}'; rmdir '{parent}' 2>/dev/null",
+                        tls = tls_dir.display(),
+                        parent = dir.display(),
+                    ),
+                ])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("sh to keep the cluster's certificates under");
+            let copy = |from: &Path, name: &str| {
+                let to = tls_dir.join(name);
+                std::fs::copy(from, &to)
+                    .unwrap_or_else(|error| panic!("cannot copy {}: {error}", from.display()));
+                to
+            };
+            ClusterTls {
+                ca: copy(&ca, "ca.pem"),
+                cert: copy(&cert, "node.pem"),
+                key: copy(&key, "node.key"),
+                keeper,
+            }
+        });
         let mut cluster = Self {
             nodes: Vec::new(),
             dir,
             program,
+            tls,
         };
         for index in 0..6 {
             let node = cluster.spawn_answering_node(index);
             cluster.nodes.push(node);
         }
         let mut create = Command::new("redis-cli");
+        if let Some(tls) = &cluster.tls {
+            create.arg("--tls").arg("--cacert").arg(&tls.ca);
+        }
         create.args(["--cluster", "create"]);
         for node in &cluster.nodes {
             create.arg(format!("127.0.0.1:{}", node.port));
@@ -103,7 +189,7 @@ impl RedisCluster {
             crate::eventually(
                 &format!("node {} to see the cluster ok", node.port),
                 READY_WITHIN,
-                || node_ready(node.port),
+                || cluster.node_ready(node.port),
             );
         }
         cluster
@@ -123,7 +209,10 @@ impl RedisCluster {
             while start.elapsed() < NODE_UP_WITHIN {
                 // Ours, not another test's server that took the port.
                 let ours = format!("process_id:{}\r\n", node.pid);
-                if query(node.port, &["INFO", "server"]).is_ok_and(|info| info.contains(&ours)) {
+                if self
+                    .query_node(node.port, &["INFO", "server"])
+                    .is_ok_and(|info| info.contains(&ours))
+                {
                     return node;
                 }
                 std::thread::sleep(Duration::from_millis(50));
@@ -150,10 +239,23 @@ impl RedisCluster {
                 break bus_port;
             }
         };
+        // TLS only: the plaintext port off, the TLS port for clients,
+        // replication over TLS, and TLS on the cluster bus too.
+        let ports = match &self.tls {
+            Some(tls) => format!(
+                "--port 0 --tls-port {port} --tls-cluster yes --tls-replication yes \
+                 --tls-cert-file '{cert}' --tls-key-file '{key}' --tls-ca-cert-file '{ca}' \
+                 --tls-auth-clients no",
+                cert = tls.cert.display(),
+                key = tls.key.display(),
+                ca = tls.ca.display(),
+            ),
+            None => format!("--port {port}"),
+        };
         // `exec` is not used: the shell stays to kill the server when the
         // test process (which holds its stdin) goes away.
         let script = format!(
-            "'{program}' --port {port} --cluster-port {bus_port} --bind 127.0.0.1 \
+            "'{program}' {ports} --cluster-port {bus_port} --bind 127.0.0.1 \
              --cluster-enabled yes --cluster-config-file nodes.conf \
              --cluster-node-timeout 2000 --save '' --appendonly no --dir '{dir}' \
              >'{dir}/log' 2>&1 & pid=$!; echo $pid; cat >/dev/null; kill -9 $pid 2>/dev/null; \
@@ -185,25 +287,54 @@ impl RedisCluster {
         }
     }
 
-    /// `redis+cluster://` with every node as a seed.
+    /// `redis+cluster://` with every node as a seed; for a TLS cluster
+    /// `rediss+cluster://`.
     pub fn url(&self) -> String {
         let nodes: Vec<String> = self
             .nodes
             .iter()
             .map(|node| format!("127.0.0.1:{}", node.port))
             .collect();
-        format!("redis+cluster://{}", nodes.join(","))
+        format!("{}{}", self.scheme(), nodes.join(","))
     }
 
-    /// `redis+cluster://` with one seed node only: the client must learn the
-    /// others from it.
+    /// [`url`](Self::url) with one seed node only: the client must learn
+    /// the others from it.
     pub fn url_with_one_seed(&self) -> String {
-        format!("redis+cluster://127.0.0.1:{}", self.nodes[0].port)
+        format!("{}127.0.0.1:{}", self.scheme(), self.nodes[0].port)
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "rediss+cluster://"
+        } else {
+            "redis+cluster://"
+        }
+    }
+
+    /// For a TLS cluster, the file of the CA that signed its certificate
+    /// (PEM), for clients to trust; `None` for a plaintext one.
+    pub fn ca_file(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|tls| tls.ca.as_path())
+    }
+
+    /// The ports of the nodes, masters and replicas, in the order they
+    /// started (killed ones included).
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|node| node.port).collect()
+    }
+
+    /// [`query`] for this cluster's nodes: over TLS, trusting
+    /// [`ca_file`](Self::ca_file), when the cluster speaks TLS.
+    pub fn query_node(&self, port: u16, args: &[&str]) -> Result<String, String> {
+        query_over(self.ca_file(), port, args)
     }
 
     /// The ports of the nodes that are masters now.
     pub fn master_ports(&self) -> Vec<u16> {
-        let nodes = query(self.live_port(), &["CLUSTER", "NODES"]).expect("CLUSTER NODES");
+        let nodes = self
+            .query_node(self.live_port(), &["CLUSTER", "NODES"])
+            .expect("CLUSTER NODES");
         nodes
             .lines()
             .map(|line| line.split_whitespace().collect::<Vec<_>>())
@@ -218,11 +349,14 @@ impl RedisCluster {
     /// The ports of the master that owns `key`'s slot and of its replica.
     pub fn master_and_replica_of(&self, key: &str) -> (u16, u16) {
         let live = self.live_port();
-        let slot: u16 = query(live, &["CLUSTER", "KEYSLOT", key])
+        let slot: u16 = self
+            .query_node(live, &["CLUSTER", "KEYSLOT", key])
             .expect("CLUSTER KEYSLOT")
             .parse()
             .expect("a slot number");
-        let nodes = query(live, &["CLUSTER", "NODES"]).expect("CLUSTER NODES");
+        let nodes = self
+            .query_node(live, &["CLUSTER", "NODES"])
+            .expect("CLUSTER NODES");
         let lines: Vec<Vec<&str>> = nodes
             .lines()
             .map(|line| line.split_whitespace().collect())
@@ -247,7 +381,7 @@ impl RedisCluster {
     pub fn kill(&mut self, port: u16) {
         let node = self
             .nodes
-            .iter_mut()
+            .iter()
             .find(|node| node.port == port)
             .unwrap_or_else(|| panic!("no cluster node on port {port}"));
         let status = Command::new("kill")
@@ -256,7 +390,7 @@ impl RedisCluster {
             .expect("kill");
         assert!(status.success(), "kill -9 {} failed", node.pid);
         crate::eventually(&format!("node {port} to die"), READY_WITHIN, || {
-            query(port, &["PING"]).is_err()
+            self.query_node(port, &["PING"]).is_err()
         });
     }
 
@@ -265,13 +399,16 @@ impl RedisCluster {
     /// needed, so the test need not wait out the node timeout), and waits
     /// until it serves them.
     pub fn promote(&self, port: u16) {
-        query(port, &["CLUSTER", "FAILOVER", "TAKEOVER"]).expect("CLUSTER FAILOVER TAKEOVER");
+        self.query_node(port, &["CLUSTER", "FAILOVER", "TAKEOVER"])
+            .expect("CLUSTER FAILOVER TAKEOVER");
         crate::eventually(
             &format!("node {port} to become a master"),
             READY_WITHIN,
             || {
-                query(port, &["ROLE"]).is_ok_and(|role| role.starts_with("master"))
-                    && query(port, &["CLUSTER", "INFO"])
+                self.query_node(port, &["ROLE"])
+                    .is_ok_and(|role| role.starts_with("master"))
+                    && self
+                        .query_node(port, &["CLUSTER", "INFO"])
                         .is_ok_and(|info| info.contains("cluster_state:ok"))
             },
         );
@@ -281,8 +418,25 @@ impl RedisCluster {
         self.nodes
             .iter()
             .map(|node| node.port)
-            .find(|&port| query(port, &["PING"]).is_ok())
+            .find(|&port| self.query_node(port, &["PING"]).is_ok())
             .expect("a live cluster node")
+    }
+
+    /// Whether the node on `port` sees the cluster ok, with every slot
+    /// served and every replica attached to its master (replicas join after
+    /// the slots are assigned, and the news spreads by gossip).
+    fn node_ready(&self, port: u16) -> bool {
+        let info_ok = self
+            .query_node(port, &["CLUSTER", "INFO"])
+            .is_ok_and(|info| {
+                info.contains("cluster_state:ok")
+                    && info.contains("cluster_slots_ok:16384")
+                    && info.contains("cluster_known_nodes:6")
+            });
+        info_ok
+            && self
+                .query_node(port, &["CLUSTER", "NODES"])
+                .is_ok_and(|nodes| nodes.lines().filter(|line| line.contains("slave")).count() == 3)
     }
 }
 
@@ -294,6 +448,10 @@ impl Drop for RedisCluster {
             if let Some(mut shell) = node.shell.take() {
                 let _ = shell.wait();
             }
+        }
+        if let Some(tls) = &mut self.tls {
+            drop(tls.keeper.stdin.take());
+            let _ = tls.keeper.wait();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -332,26 +490,31 @@ fn port_of(address: &str) -> u16 {
         .unwrap_or_else(|| panic!("no port in cluster node address {address:?}"))
 }
 
-/// Whether the node on `port` sees the cluster ok, with every slot served
-/// and every replica attached to its master (replicas join after the slots
-/// are assigned, and the news spreads by gossip).
-fn node_ready(port: u16) -> bool {
-    let info_ok = query(port, &["CLUSTER", "INFO"]).is_ok_and(|info| {
-        info.contains("cluster_state:ok")
-            && info.contains("cluster_slots_ok:16384")
-            && info.contains("cluster_known_nodes:6")
-    });
-    info_ok
-        && query(port, &["CLUSTER", "NODES"])
-            .is_ok_and(|nodes| nodes.lines().filter(|line| line.contains("slave")).count() == 3)
+/// One command to the node on `port` over a fresh plaintext connection
+/// (never through the cluster client: these talk to one node on purpose);
+/// bulk and status answers as text. For a TLS cluster's nodes see
+/// [`RedisCluster::query_node`].
+pub fn query(port: u16, args: &[&str]) -> Result<String, String> {
+    query_over(None, port, args)
 }
 
-/// One command to the node on `port` over a fresh connection (never through
-/// the cluster client: these talk to one node on purpose); bulk and status
-/// answers as text.
-pub fn query(port: u16, args: &[&str]) -> Result<String, String> {
-    let client = ::redis::Client::open(format!("redis://127.0.0.1:{port}"))
-        .map_err(|error| error.to_string())?;
+/// [`query`], over TLS to `rediss://127.0.0.1:{port}` trusting the CA in
+/// `ca_file` when given (so the node's certificate must name 127.0.0.1).
+fn query_over(ca_file: Option<&Path>, port: u16, args: &[&str]) -> Result<String, String> {
+    let client = match ca_file {
+        Some(ca_file) => {
+            super::install_crypto_provider();
+            ::redis::Client::build_with_tls(
+                format!("rediss://127.0.0.1:{port}"),
+                ::redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(std::fs::read(ca_file).map_err(|error| error.to_string())?),
+                },
+            )
+        }
+        None => ::redis::Client::open(format!("redis://127.0.0.1:{port}")),
+    }
+    .map_err(|error| error.to_string())?;
     let mut connection = client
         .get_connection_with_timeout(Duration::from_secs(1))
         .map_err(|error| error.to_string())?;

@@ -4,7 +4,9 @@
 //! `idempotency.redis.tls_ca_file` and presenting a client certificate when
 //! the server asks for one; an ACL user in the URL works. A TLS file that
 //! cannot be used, a server certificate from another CA and a wrong
-//! password each stop the launch in one line naming what to fix.
+//! password each stop the launch in one line naming what to fix. A
+//! `rediss+cluster://` URL does the same against a real Redis Cluster whose
+//! six nodes speak TLS only, to clients and to each other.
 #![cfg(feature = "redis")]
 
 use std::path::Path;
@@ -14,6 +16,7 @@ use autumn_web::prelude::*;
 use autumn_web::redis::{RedisConnection, RedisTls};
 use autumn_web::test::TestApp;
 
+use crate::support::redis_support::cluster::shared_tls_cluster;
 use crate::support::redis_support::{ClientCerts, RedisServer, unique_prefix};
 use autumn_testkit::tls::TestCa;
 
@@ -121,6 +124,56 @@ async fn an_app_on_redis_over_tls_starts_and_replays_a_keyed_request() {
     assert!(
         !keys_under(&connection, &prefix).await.is_empty(),
         "the app's keys are on the TLS server"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_on_a_redis_cluster_over_tls_starts_and_replays_a_keyed_request() {
+    let cluster = tokio::task::block_in_place(shared_tls_cluster);
+    let url = cluster.url();
+    assert!(url.starts_with("rediss+cluster://127.0.0.1:"), "{url}");
+    let ca_file = cluster.ca_file().expect("a TLS cluster's CA");
+    let prefix = unique_prefix();
+    let tls_keys = format!("tls_ca_file = {}\n", toml_path(ca_file));
+
+    a_keyed_request_is_replayed(config(&url, &prefix, &tls_keys), "tls-cluster-order-1").await;
+
+    // Every node has its plaintext port off and TLS on its cluster bus:
+    // the app can only have reached them over TLS.
+    for port in cluster.ports() {
+        let answer = |setting: &str| {
+            cluster
+                .query_node(port, &["CONFIG", "GET", setting])
+                .unwrap_or_else(|error| panic!("CONFIG GET {setting} on node {port}: {error}"))
+        };
+        assert_eq!(answer("port"), "port\n0", "node {port}");
+        assert_eq!(answer("tls-cluster"), "tls-cluster\nyes", "node {port}");
+    }
+    // The record is in the cluster (KEYS goes to every master), written
+    // over the app's TLS connections.
+    let connection = RedisConnection::with_tls(&url, &RedisTls::new().with_ca_file(ca_file))
+        .expect("a rediss+cluster:// URL");
+    assert!(connection.is_cluster());
+    assert!(
+        !keys_under(&connection, &prefix).await.is_empty(),
+        "the app's keys are on the TLS cluster"
+    );
+}
+
+#[test]
+fn a_tls_cluster_url_without_its_ca_file_stops_the_launch_saying_so() {
+    let cluster = shared_tls_cluster();
+    let message = launch_error(config(&cluster.url(), &unique_prefix(), ""));
+    assert!(
+        message.contains(&format!(
+            "cannot reach Redis for idempotency.redis.url ({})",
+            cluster.url()
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains("invalid peer certificate: UnknownIssuer"),
+        "{message}"
     );
 }
 
