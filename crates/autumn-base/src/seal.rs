@@ -4,9 +4,12 @@
 //! `Set-Cookie`) or personal data (its body). Stores keep records for hours,
 //! in Redis or a database table that backups copy, so what they keep must
 //! not be usable by whoever reads a dump. A sealed value is encrypted and
-//! authenticated (XChaCha20-Poly1305, a random 192-bit nonce per value)
+//! authenticated (AES-256-GCM-SIV, RFC 8452, a random nonce per value)
 //! under a key derived from the app's `[security] secret_key`; keys retired
-//! by a rotation still open what they sealed.
+//! by a rotation still open what they sealed. GCM-SIV, because it resists
+//! nonce misuse: should two random nonces ever repeat, all that leaks is
+//! whether the two values were equal. It runs on the CPU's AES
+//! instructions, a fraction of a microsecond for a cookie.
 //!
 //! ```
 //! use autumn_base::seal::SecretKeys;
@@ -32,8 +35,8 @@ use std::sync::{Arc, OnceLock};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
-use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use aes_gcm_siv::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
+use aes_gcm_siv::{Aes256GcmSiv, Nonce};
 use sha2::{Digest, Sha256};
 
 /// The shortest secret accepted, in bytes.
@@ -46,7 +49,7 @@ pub const SEALED_TEXT_PREFIX: &str = "autumn-sealed:v1:";
 /// The layout's version, the first byte of a sealed value.
 const VERSION: u8 = 1;
 const ID_LEN: usize = 4;
-const NONCE_LEN: usize = 24;
+const NONCE_LEN: usize = 12;
 const TAG_LEN: usize = 16;
 const HEADER_LEN: usize = 1 + ID_LEN + NONCE_LEN;
 
@@ -62,7 +65,7 @@ struct Key {
     /// Names the key inside what it seals, so opening picks the right key
     /// without trying each. Derived from the secret, and useless without it.
     id: [u8; ID_LEN],
-    cipher: XChaCha20Poly1305,
+    cipher: Aes256GcmSiv,
 }
 
 impl Key {
@@ -80,7 +83,7 @@ impl Key {
         key_id.copy_from_slice(&id[..ID_LEN]);
         Self {
             id: key_id,
-            cipher: XChaCha20Poly1305::new(&material),
+            cipher: Aes256GcmSiv::new(&material),
         }
     }
 }
@@ -147,7 +150,7 @@ impl SecretKeys {
     pub fn for_this_process() -> Self {
         static KEYS: OnceLock<SecretKeys> = OnceLock::new();
         KEYS.get_or_init(|| {
-            let secret = XChaCha20Poly1305::generate_key(&mut OsRng);
+            let secret = Aes256GcmSiv::generate_key(&mut OsRng);
             Self {
                 current: Arc::new(Key::from_secret(&secret)),
                 old: Arc::from([]),
@@ -161,13 +164,13 @@ impl SecretKeys {
     /// another).
     pub fn seal(&self, purpose: &[u8], plaintext: &[u8]) -> Vec<u8> {
         let key = &self.current;
-        let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let nonce = Aes256GcmSiv::generate_nonce(&mut OsRng);
         let mut out = Vec::with_capacity(HEADER_LEN + plaintext.len() + TAG_LEN);
         out.push(VERSION);
         out.extend_from_slice(&key.id);
         out.extend_from_slice(&nonce);
         let aad = aad(&out[..1 + ID_LEN], purpose);
-        // Encryption fails only past the cipher's length limit (256 GiB),
+        // Encryption fails only past the cipher's length limit (64 GiB),
         // far beyond any record.
         let sealed = key
             .cipher
@@ -200,7 +203,7 @@ impl SecretKeys {
             .chain(self.old.iter())
             .find(|key| key.id == id)
             .ok_or(OpenError::UnknownKey)?;
-        let nonce = XNonce::from_slice(&sealed[1 + ID_LEN..HEADER_LEN]);
+        let nonce = Nonce::from_slice(&sealed[1 + ID_LEN..HEADER_LEN]);
         let aad = aad(&sealed[..1 + ID_LEN], purpose);
         key.cipher
             .decrypt(
