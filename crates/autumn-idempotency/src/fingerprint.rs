@@ -253,6 +253,7 @@ fn is_json(content_type: &[u8]) -> bool {
 }
 
 fn v2(rule: &JsonRule, method: &str, path: &str, content_type: &[u8], body: &[u8]) -> V2 {
+    let path = &*crate::key::canonical_target(path);
     let parsed = is_json(content_type)
         .then(|| serde_json::from_slice::<Value>(body).ok())
         .flatten();

@@ -1,6 +1,8 @@
 //! Reading the `Idempotency-Key` header, and the hashes derived from a request:
 //! the storage key and the fingerprint.
 
+use std::fmt::Write as _;
+
 use http::{HeaderMap, HeaderName, HeaderValue};
 use sha2::{Digest, Sha256};
 
@@ -210,17 +212,87 @@ pub(crate) fn hash_parts(domain: &str, parts: &[&[u8]]) -> [u8; 32] {
 /// The storage key for a key sent to `method path_and_query` by `scope`:
 /// versioned, and never the raw key, so a client cannot pick what the store's
 /// key looks like.
+///
+/// The key covers the path, not the query, and the path in its normal form
+/// (see [`canonical_target`]): a retry that adds `?attempt=2` or spells the
+/// path with other percent-escapes finds the first attempt's record, and
+/// the [`fingerprint`], which covers the query, tells whether it is the same
+/// request (replay) or not (422). The same key on another path is a key of
+/// its own.
+///
+/// ```
+/// use autumn_idempotency::key::storage_key;
+///
+/// let first = storage_key("POST", "/orders", b"", "k");
+/// assert_eq!(first, storage_key("POST", "/orders?attempt=2", b"", "k"));
+/// assert_eq!(first, storage_key("POST", "/%6Frders", b"", "k"));
+/// assert_ne!(first, storage_key("POST", "/refunds", b"", "k"));
+/// ```
 pub fn storage_key(method: &str, path_and_query: &str, scope: &[u8], key: &str) -> String {
+    let target = canonical_target(path_and_query);
+    let path = target.split_once('?').map_or(&*target, |(path, _)| path);
     let digest = hash_parts(
         "autumn.idempotency.v1",
-        &[
-            method.as_bytes(),
-            path_and_query.as_bytes(),
-            scope,
-            key.as_bytes(),
-        ],
+        &[method.as_bytes(), path.as_bytes(), scope, key.as_bytes()],
     );
     prefixed_hex("idem:v1:", &digest)
+}
+
+/// A request target (`path?query`) in the form the storage key and the
+/// fingerprint hash: percent-escapes of characters that need none (letters,
+/// digits, `-`, `.`, `_`, `~`) decoded, the hex digits of the others in
+/// upper case, as RFC 3986 (6.2.2) normalizes a URI; the query kept as sent.
+/// A target already in that form (almost every one) is returned as it is,
+/// so keys recorded before the normal form was taken stay the same.
+///
+/// ```
+/// use autumn_idempotency::key::canonical_target;
+///
+/// assert_eq!(canonical_target("/caf%c3%a9/%7Eme?q=%41"), "/caf%C3%A9/~me?q=%41");
+/// assert_eq!(canonical_target("/orders?attempt=2"), "/orders?attempt=2");
+/// ```
+pub fn canonical_target(path_and_query: &str) -> std::borrow::Cow<'_, str> {
+    let (path, query) = match path_and_query.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (path_and_query, None),
+    };
+    if !path.contains('%') {
+        return std::borrow::Cow::Borrowed(path_and_query);
+    }
+    let bytes = path.as_bytes();
+    let mut out = String::with_capacity(path_and_query.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let escape = (bytes[at] == b'%')
+            .then(|| bytes.get(at + 1..at + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escape {
+            Some(byte)
+                if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') =>
+            {
+                out.push(char::from(byte));
+                at += 3;
+            }
+            Some(byte) => {
+                // Writing to a String cannot fail.
+                let _ = write!(out, "%{byte:02X}");
+                at += 3;
+            }
+            None => {
+                // Not an escape: the byte as it is (a path is ASCII; a
+                // stray `%` stays).
+                out.push(char::from(bytes[at]));
+                at += 1;
+            }
+        }
+    }
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// `prefix` followed by `digest` in lowercase hex, in one allocation.
@@ -234,7 +306,8 @@ pub(crate) fn prefixed_hex(prefix: &str, digest: &[u8; 32]) -> String {
     out
 }
 
-/// The fingerprint a replay must match: method, path, content type and body.
+/// The fingerprint a replay must match: method, path and query (in the
+/// [normal form](canonical_target)), content type and body.
 pub fn fingerprint(
     method: &str,
     path_and_query: &str,
@@ -255,7 +328,7 @@ pub(crate) fn fingerprint_digest(
         "autumn.fingerprint.v1",
         &[
             method.as_bytes(),
-            path_and_query.as_bytes(),
+            canonical_target(path_and_query).as_bytes(),
             content_type,
             body,
         ],

@@ -59,6 +59,13 @@ async fn short(Json(body): Json<Value>) -> (StatusCode, String) {
     count(&body)
 }
 
+/// A route with a path parameter, which axum matches however the client
+/// spells the parameter's characters.
+#[post("/items/{name}")]
+async fn item(Path(_name): Path<String>, Json(body): Json<Value>) -> (StatusCode, String) {
+    count(&body)
+}
+
 /// Longer than the app's 24 h: every store keeps it for 48 h.
 #[post("/longer", idempotency_ttl = "48h")]
 async fn longer(Json(body): Json<Value>) -> (StatusCode, String) {
@@ -506,7 +513,50 @@ async fn a_route_in_flight_ttl_overrides_the_app_one(backend: Backend) {
     assert_eq!(runs(&short_id), 2, "the route's lock lapsed at 30 s");
 }
 
+/// A retry that differs from the first attempt only in its query string is
+/// another request under the same key (422), never a second run; one that
+/// spells the path with other percent-escapes is the same request (replay);
+/// the same key on another path is a key of its own.
+async fn a_retry_with_another_query_or_path_spelling_never_runs_again(backend: Backend) {
+    let client = app_on(backend, routes![short, item], |_| {}).build();
+    let id = unique("query");
+    let body = json!({ "id": id }).to_string();
+    send(&client, "/items/abc", Some("q"), &body)
+        .await
+        .assert_status(201);
+
+    for target in ["/items/abc?attempt=2", "/items/%61bc?cache=1"] {
+        let retry = send(&client, target, Some("q"), &body).await;
+        retry.assert_status(422);
+        let problem: Value = retry.json();
+        assert_eq!(problem["code"], "idempotency_key_reused", "{target}");
+    }
+    for target in ["/items/%61bc", "/items/%61%62c", "/items/ab%63"] {
+        let retry = send(&client, target, Some("q"), &body).await;
+        retry
+            .assert_status(201)
+            .assert_header("x-idempotent-replayed", "true");
+    }
+    assert_eq!(runs(&id), 1, "no retry ran the handler");
+
+    let elsewhere = unique("elsewhere");
+    send(
+        &client,
+        "/short",
+        Some("q"),
+        &json!({ "id": elsewhere }).to_string(),
+    )
+    .await
+    .assert_status(201);
+    assert_eq!(
+        runs(&elsewhere),
+        1,
+        "the same key on another path is its own"
+    );
+}
+
 on_every_backend!(
+    a_retry_with_another_query_or_path_spelling_never_runs_again,
     a_route_in_flight_ttl_overrides_the_app_one,
     a_required_key_is_asked_for_with_the_docs_link,
     an_app_wide_requirement_applies_to_every_route_that_keeps_it,
