@@ -30,6 +30,9 @@ pub(crate) struct AppMetrics {
     pub(crate) store_timings: Vec<Arc<StoreTimings>>,
     /// The app's database pool, whose usage is reported.
     pub(crate) pool: Option<Pool>,
+    /// Whether anything reads the request metrics and the store timings
+    /// (`[actuator] enabled`): when not, nothing counts them.
+    pub(crate) off: bool,
 }
 
 impl AppMetrics {
@@ -49,6 +52,9 @@ impl AppMetrics {
         backend: &'static str,
         store: Arc<dyn IdempotencyStore>,
     ) -> Arc<dyn IdempotencyStore> {
+        if self.off {
+            return store;
+        }
         let timings = Arc::new(StoreTimings::new(name, backend));
         self.store_timings.push(Arc::clone(&timings));
         Arc::new(metrics::TimedStore::new(store, timings))

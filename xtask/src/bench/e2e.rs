@@ -93,6 +93,9 @@ enum Target {
     /// Autumn with every optional feature off: what the framework itself
     /// costs.
     AutumnLean,
+    /// The same with the actuator off too, so nothing counts requests:
+    /// what the request metrics cost.
+    AutumnLeanUncounted,
     AutumnRedis,
 }
 
@@ -217,6 +220,16 @@ const ROWS: &[Row] = &[
     Row {
         name: "Autumn, optional features off, layer off",
         target: Target::AutumnLean,
+        path: "/orders-off",
+        post: true,
+        keys: Keys::Fixed,
+        returning: false,
+        baseline: Some(0),
+        same_allocator: Some(3),
+    },
+    Row {
+        name: "Autumn, optional features and actuator off, layer off",
+        target: Target::AutumnLeanUncounted,
         path: "/orders-off",
         post: true,
         keys: Keys::Fixed,
@@ -365,6 +378,17 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
         .concat(),
         server_core,
     )?;
+    let uncounted = Server::start(
+        "Autumn, optional features and actuator off",
+        &bin.join("autumn-orders"),
+        &[
+            common("memory"),
+            LEAN.map(|(key, value)| (key, value.to_owned())).to_vec(),
+            vec![("AUTUMN_ACTUATOR__ENABLED", "false".to_owned())],
+        ]
+        .concat(),
+        server_core,
+    )?;
     let redis_pid = redis_pid();
     let redis = match redis_pid {
         Some(_) => Some(Server::start(
@@ -386,6 +410,7 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
         Target::PlainFeatured => Some(&featured),
         Target::AutumnMemory => Some(&memory),
         Target::AutumnLean => Some(&lean),
+        Target::AutumnLeanUncounted => Some(&uncounted),
         Target::AutumnRedis => redis.as_ref(),
     };
     let fixed_key = format!("{run_id}-fixed");
@@ -395,6 +420,7 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
         Some(&featured),
         Some(&memory),
         Some(&lean),
+        Some(&uncounted),
         redis.as_ref(),
     ]
     .into_iter()
@@ -613,8 +639,14 @@ fn report(samples: &[Vec<Sample>]) -> String {
 /// one, for a first visit (which also issues the session cookie a token is
 /// bound to) and for a visitor who has the cookie (what minting costs); and
 /// a replay whose recorded cookie is opened against one with nothing sealed
-/// (what sealing costs a replay).
-const COMPARED: [(&str, &str, &str); 4] = [
+/// (what sealing costs a replay); and the lean app against the same with
+/// the actuator off (what the request metrics cost).
+const COMPARED: [(&str, &str, &str); 5] = [
+    (
+        "Autumn, optional features off, layer off",
+        "Autumn, optional features and actuator off, layer off",
+        "of the same without request metrics",
+    ),
     (
         "Autumn, memory store, replay, sealed cookie",
         "Autumn, memory store, replay",

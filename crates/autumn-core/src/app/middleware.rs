@@ -54,7 +54,7 @@ where
             .enabled
             .then(CompressWhenAskedLayer::default);
         Ok(ServiceBuilder::new()
-            .layer(HttpMetricsLayer::new(Arc::clone(http)))
+            .layer(HttpMetricsLayer::new(Arc::clone(http)).counting(config.actuator.enabled))
             .layer(
                 RequestLogLayer::new(config.log.access_log)
                     .with_response_headers(crate::security_headers::from_config(config)?),

@@ -61,7 +61,10 @@ impl AppBuilder {
         let config = checked_config(self.config)?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let mut startup = Startup::new(&config, clock.clone());
-        let mut metrics = AppMetrics::default();
+        let mut metrics = AppMetrics {
+            off: !config.actuator.enabled,
+            ..AppMetrics::default()
+        };
 
         // Phase 1: stores.
         let given = actuator::Given {

@@ -30,6 +30,14 @@ impl<F> ResponseFuture<F> {
             measured: Some(measured),
         }
     }
+
+    /// The inner response, counted nowhere.
+    pub(super) fn uncounted(inner: F) -> Self {
+        Self {
+            inner,
+            measured: None,
+        }
+    }
 }
 
 impl<F, B, E> Future for ResponseFuture<F>

@@ -13,12 +13,23 @@ use super::state::HttpMetrics;
 #[derive(Debug, Clone)]
 pub(crate) struct HttpMetricsLayer {
     metrics: Arc<HttpMetrics>,
+    counting: bool,
 }
 
 impl HttpMetricsLayer {
     /// Counts into `metrics`.
     pub(crate) fn new(metrics: Arc<HttpMetrics>) -> Self {
-        Self { metrics }
+        Self {
+            metrics,
+            counting: true,
+        }
+    }
+
+    /// Whether requests are counted at all: not when nothing can read the
+    /// counts (the actuator is off), so an app without it pays nothing.
+    pub(crate) fn counting(mut self, counting: bool) -> Self {
+        self.counting = counting;
+        self
     }
 }
 
@@ -26,6 +37,6 @@ impl<S> Layer<S> for HttpMetricsLayer {
     type Service = HttpMetricsService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        HttpMetricsService::new(inner, Arc::clone(&self.metrics))
+        HttpMetricsService::new(inner, Arc::clone(&self.metrics), self.counting)
     }
 }

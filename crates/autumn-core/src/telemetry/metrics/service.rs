@@ -16,11 +16,16 @@ use super::state::{HttpMetrics, Measured};
 pub(crate) struct HttpMetricsService<S> {
     inner: S,
     metrics: Arc<HttpMetrics>,
+    counting: bool,
 }
 
 impl<S> HttpMetricsService<S> {
-    pub(super) fn new(inner: S, metrics: Arc<HttpMetrics>) -> Self {
-        Self { inner, metrics }
+    pub(super) fn new(inner: S, metrics: Arc<HttpMetrics>, counting: bool) -> Self {
+        Self {
+            inner,
+            metrics,
+            counting,
+        }
     }
 }
 
@@ -37,6 +42,9 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
+        if !self.counting {
+            return ResponseFuture::uncounted(self.inner.call(request));
+        }
         let mut measured = Measured::start(&self.metrics, request.method());
         let (inner, route) = slot::listen(|| self.inner.call(request));
         measured.route = route;
