@@ -24,8 +24,11 @@ use tower::util::MapRequestLayer;
 
 use crate::config::AutumnConfig;
 use crate::config::TenantStrategy;
-use crate::session::{Session, SessionId, SessionIdentity, session_cookie};
+use crate::session::{
+    Session, SessionId, SessionIdentity, TokenTenant, session_cookie, tenant_suffix,
+};
 use crate::tenancy::Tenant;
+use autumn_idempotency::submit::TokenBinding;
 
 pub(crate) fn layer(
     config: &AutumnConfig,
@@ -44,8 +47,19 @@ pub(crate) fn layer(
             && request.extensions().get::<IdempotencyScope>().is_none()
         {
             let parts = ScopeParts::of(request.extensions(), request.headers(), &cookie_name);
-            let tenant = request.extensions().get::<Tenant>().map(Tenant::id);
+            // Owned: the extensions are written below.
+            let tenant = request
+                .extensions()
+                .get::<Tenant>()
+                .map(|tenant| tenant.id().to_owned());
+            let tenant = tenant.as_deref();
             let scope = parts.with_tenant(tenant.map(str::as_bytes));
+            // A submit token is bound to the tenant too, not the session
+            // alone, unless the tenant came from the session (which the
+            // session binding then covers, and a handler may switch).
+            if let Some(tenant) = tenant.filter(|_| !tenant_from_session) {
+                bind_tokens_to_tenant(request.extensions_mut(), tenant.as_bytes());
+            }
             // Only IdempotencyTx (a database feature) reads it.
             #[cfg(feature = "database")]
             if let Some(previous) = parts.gone_session_scope(tenant.map(str::as_bytes)) {
@@ -60,6 +74,17 @@ pub(crate) fn layer(
         }
         request
     })
+}
+
+/// Adds `tenant` to the request's submit-token binding, and to the one the
+/// session hook gives after a save.
+fn bind_tokens_to_tenant(extensions: &mut Extensions, tenant: &[u8]) {
+    if let Some(slot) = extensions.get::<TokenTenant>() {
+        slot.bind(tenant);
+    }
+    if let Some(binding) = extensions.get_mut::<TokenBinding>() {
+        *binding = TokenBinding::new([binding.as_bytes(), &tenant_suffix(tenant)].concat());
+    }
 }
 
 /// For a request with a session: how the guards learn the scope a retry

@@ -14,7 +14,7 @@
 //! ```
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use autumn_base::clock::SharedClock;
@@ -102,9 +102,14 @@ where
         let identify = guarded && session.inner.sent.is_some();
         request.extensions_mut().insert(session.clone());
         if guarded {
+            let tenant = TokenTenant::default();
+            request.extensions_mut().insert(tenant.clone());
             request
                 .extensions_mut()
-                .insert(FinalizeHook::new(SaveBeforeRecording(session.clone())));
+                .insert(FinalizeHook::new(SaveBeforeRecording {
+                    session: session.clone(),
+                    tenant,
+                }));
         }
         if !identify {
             if guarded {
@@ -143,18 +148,41 @@ fn binding(id: &SessionId, known: bool) -> TokenBinding {
     TokenBinding::new([kind, id.as_str().as_bytes()].concat())
 }
 
+/// Request extension: the tenant a submit token posted in this request is
+/// bound to besides the session, once the tenancy layer (inside the session
+/// layer) resolved it from something other than the session. Filled by the
+/// scope layer, which also adds it to the request's [`TokenBinding`]; read
+/// by the guards' hook, so the binding after a sign-in holds it too.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TokenTenant(Arc<OnceLock<Vec<u8>>>);
+
+impl TokenTenant {
+    /// Binds tokens of this request to `tenant` (once).
+    pub(crate) fn bind(&self, tenant: &[u8]) {
+        let _ = self.0.set(tenant_suffix(tenant));
+    }
+}
+
+/// What a tenant adds to a token's binding.
+pub(crate) fn tenant_suffix(tenant: &[u8]) -> Vec<u8> {
+    [b"\0tenant\0".as_slice(), tenant].concat()
+}
+
 /// The guards' hook: save the session and add its cookie before the
 /// response is recorded.
-struct SaveBeforeRecording(Session);
+struct SaveBeforeRecording {
+    session: Session,
+    tenant: TokenTenant,
+}
 
 impl Finalize for SaveBeforeRecording {
     fn pending(&self) -> bool {
-        self.0.pending()
+        self.session.pending()
     }
 
     fn finalize<'a>(&'a self, headers: &'a mut HeaderMap) -> FinalizeFuture<'a> {
         Box::pin(async move {
-            self.0
+            self.session
                 .save(headers)
                 .await
                 .map_err(FinalizeError::from_error)
@@ -162,8 +190,11 @@ impl Finalize for SaveBeforeRecording {
     }
 
     fn binding_after(&self) -> Option<Vec<u8>> {
-        self.0
-            .saved_id()
-            .map(|id| binding(&id, true).as_bytes().to_vec())
+        let id = self.session.saved_id()?;
+        let mut after = binding(&id, true).as_bytes().to_vec();
+        if let Some(tenant) = self.tenant.0.get() {
+            after.extend_from_slice(tenant);
+        }
+        Some(after)
     }
 }

@@ -445,7 +445,12 @@ where
         &hash_parts("autumn.submit-token.v1", &[token.as_bytes()]),
     );
     // A token belongs to one form: reused for another one, it is refused.
-    let path = request.uri().path();
+    // The path the client sent, before a tenancy prefix was cut from it: a
+    // token posted to `/acme/orders` is not one for `/globex/orders`.
+    let path = match request.extensions().get::<axum::extract::OriginalUri>() {
+        Some(original) => original.path(),
+        None => request.uri().path(),
+    };
     let form = hash_parts(
         "autumn.submit-token.form.v1",
         &[request.method().as_str().as_bytes(), path.as_bytes()],

@@ -34,4 +34,5 @@ mod shutdown_grace;
 mod spec_examples;
 mod submit_tokens;
 mod tenancy;
+mod token_tenancy;
 mod unsafe_settings;
