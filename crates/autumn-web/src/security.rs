@@ -83,7 +83,10 @@ pub use autumn_idempotency::submit::{
 pub fn submit_token_field(token: &SubmitToken, field: &SubmitFormField) -> Markup {
     // A token is 32 lowercase hex digits, which need no escaping; the
     // escaper goes character by character and cost more than the rest.
-    let value = token.token();
+    // Each form gets a token of its own: a page with a row of delete
+    // buttons has one per row, and posting one never answers for another.
+    let value = token.mint();
+    let value = value.as_str();
     debug_assert!(value.bytes().all(|b| b.is_ascii_hexdigit()));
     // The field name is configured, so it may need escaping; the usual
     // one (`_submit_token`) does not, and telling so is cheaper than

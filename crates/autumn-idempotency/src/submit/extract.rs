@@ -1,5 +1,6 @@
 //! The extractors handlers use to render a guarded form.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use axum::extract::FromRequestParts;
@@ -7,28 +8,39 @@ use http::request::Parts;
 
 use crate::problem::SubmitTokenExtractRejection;
 
-/// The token minted for this request, made on first use: a request that
-/// renders no form pays for no randomness.
+/// The tokens minted for this request, made on use: a request that renders
+/// no form pays for no randomness.
 #[derive(Debug, Default)]
 pub(crate) struct Mint {
+    /// What [`SubmitToken::token`] answers, every time.
     token: OnceLock<String>,
+    /// Whether [`SubmitToken::mint`] made one.
+    minted: AtomicBool,
+}
+
+/// A fresh token: a UUID v4 in 32 lowercase hex digits.
+fn new_token() -> String {
+    let mut buffer = uuid::Uuid::encode_buffer();
+    uuid::Uuid::new_v4()
+        .simple()
+        .encode_lower(&mut buffer)
+        .to_owned()
 }
 
 impl Mint {
     pub(crate) fn token(&self) -> &str {
-        self.token.get_or_init(|| {
-            let mut buffer = uuid::Uuid::encode_buffer();
-            uuid::Uuid::new_v4()
-                .simple()
-                .encode_lower(&mut buffer)
-                .to_owned()
-        })
+        self.token.get_or_init(new_token)
+    }
+
+    pub(crate) fn mint(&self) -> String {
+        self.minted.store(true, Ordering::Relaxed);
+        new_token()
     }
 
     /// Whether a handler took a token: its page must not be cached by a
     /// shared cache.
     pub(crate) fn was_used(&self) -> bool {
-        self.token.get().is_some()
+        self.token.get().is_some() || self.minted.load(Ordering::Relaxed)
     }
 }
 
@@ -52,7 +64,8 @@ pub(crate) struct MintSlot {
 /// `_submit_token`); the submit-token layer consumes it when the form is
 /// posted, so the POST handler runs at most once per rendering.
 ///
-/// Every request gets its own token: a UUID v4, 122 random bits from a
+/// Every form gets its own token through `submit_token_field` (or
+/// [`mint`](Self::mint)): a UUID v4, 122 random bits from a
 /// cryptographically secure generator (the thread's ChaCha generator,
 /// seeded from the OS).
 /// Minting stores nothing; only a submitted token touches the store.
@@ -62,9 +75,25 @@ pub struct SubmitToken {
 }
 
 impl SubmitToken {
-    /// The token, to put in the form's hidden field.
+    /// This request's token, the same on every call: for a page with one
+    /// form. A page with several forms gives each its own with
+    /// [`mint`](Self::mint) (which `submit_token_field` does), so that
+    /// posting one never answers for another.
     pub fn token(&self) -> &str {
         self.mint.token()
+    }
+
+    /// A token of its own for one more form: a new one on every call.
+    /// Minting stores nothing and costs a few random bytes.
+    ///
+    /// ```
+    /// # fn check(token: autumn_idempotency::submit::SubmitToken) {
+    /// let (first, second) = (token.mint(), token.mint());
+    /// assert_ne!(first, second);
+    /// # }
+    /// ```
+    pub fn mint(&self) -> String {
+        self.mint.mint()
     }
 }
 

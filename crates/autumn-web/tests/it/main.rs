@@ -21,6 +21,7 @@ mod idempotency_tx;
 mod key_admin;
 mod launch;
 mod layers_built_once;
+mod many_forms;
 mod middleware_config;
 mod nested_forms;
 mod observability;
