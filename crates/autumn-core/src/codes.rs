@@ -33,6 +33,15 @@ pub const API_TOKEN_INVALID: ProblemCode = ProblemCode::new("api_token_invalid")
 pub const API_TOKEN_STORE_UNAVAILABLE: ProblemCode =
     ProblemCode::new("api_token_store_unavailable");
 
+// ---- the app's principal resolver (`AppBuilder::scope_by`) ----
+
+/// 401: the resolver refused the request's credentials.
+pub const PRINCIPAL_UNAUTHORIZED: ProblemCode = ProblemCode::new("principal_unauthorized");
+/// 503, `Retry-After: 1`: the resolver could not check the credentials.
+pub const PRINCIPAL_UNAVAILABLE: ProblemCode = ProblemCode::new("principal_unavailable");
+/// 401: a handler takes a `Principal` and the request named nobody.
+pub const PRINCIPAL_MISSING: ProblemCode = ProblemCode::new("principal_missing");
+
 // ---- the cross-origin check ----
 
 /// 403: a request that changes something came from a page of another

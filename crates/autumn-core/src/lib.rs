@@ -21,6 +21,7 @@ pub mod idempotency_tx;
 pub mod jobs;
 mod key_admin;
 mod pool;
+pub mod principal;
 #[cfg(feature = "database")]
 pub mod repository;
 mod route;

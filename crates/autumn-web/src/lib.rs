@@ -40,6 +40,14 @@ pub use autumn_core::{
 pub use autumn_macros::repository;
 pub use autumn_macros::{debug_handler, delete, get, html, main, patch, post, put, routes, test};
 
+/// Who is asking, when the app authenticates callers itself: the
+/// [`PrincipalResolver`](principal::PrincipalResolver) given to
+/// `AppBuilder::scope_by` and the [`Principal`](principal::Principal)
+/// extractor.
+pub mod principal {
+    pub use autumn_core::principal::*;
+}
+
 /// API tokens: [`RequireApiToken`](api_token::RequireApiToken), the
 /// [`ApiPrincipal`](api_token::ApiPrincipal) extractor and the stores.
 pub mod api_token {

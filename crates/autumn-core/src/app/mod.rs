@@ -152,6 +152,18 @@ impl AppBuilder {
         self
     }
 
+    /// Scopes the requests the guards act on by the principal `resolver`
+    /// names, for apps that authenticate callers themselves (a JWT, an
+    /// OAuth token, an `X-Api-Key`, a client certificate): a client that
+    /// refreshes its credential between two attempts still gets the first
+    /// one's answer. See [`principal`](crate::principal).
+    pub fn scope_by(mut self, resolver: impl crate::principal::PrincipalResolver) -> Self {
+        let layer = crate::principal::PrincipalLayer::new(resolver);
+        self.layers
+            .push(Box::new(move |router| router.layer(layer)));
+        self
+    }
+
     /// Turns on the `Idempotency-Key` middleware, configured from
     /// `[idempotency]`.
     pub fn idempotent(mut self) -> Self {

@@ -25,6 +25,7 @@ mod many_forms;
 mod middleware_config;
 mod nested_forms;
 mod observability;
+mod principals;
 mod redis_tls;
 mod repositories;
 mod request_metrics;

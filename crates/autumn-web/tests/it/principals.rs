@@ -1,0 +1,190 @@
+//! An app that authenticates callers itself (here with signed JWTs) names
+//! the stable principal with `AppBuilder::scope_by`: a client that refreshes
+//! its access token between two attempts gets the first one's answer, a
+//! refused or uncheckable token runs nothing, and two principals never
+//! share a record.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use autumn_web::prelude::*;
+use autumn_web::principal::{Principal, PrincipalError, PrincipalFuture, PrincipalResolver};
+use autumn_web::test::{TestApp, TestClient, TestResponse};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+
+const SECRET: &[u8] = b"the identity provider's signing secret, for tests";
+
+/// Transfers per (principal, reference): tests run in parallel.
+static TRANSFERS: LazyLock<Mutex<HashMap<String, usize>>> = LazyLock::new(Mutex::default);
+
+fn transfers(principal: &str, reference: &str) -> usize {
+    TRANSFERS
+        .lock()
+        .expect("transfers")
+        .get(&format!("{principal}/{reference}"))
+        .copied()
+        .unwrap_or(0)
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Claims {
+    sub: String,
+    iat: u64,
+    exp: u64,
+}
+
+#[derive(serde::Deserialize)]
+struct Transfer {
+    reference: String,
+}
+
+#[post("/transfers")]
+async fn transfer(principal: Principal, Json(transfer): Json<Transfer>) -> (StatusCode, String) {
+    let mut transfers = TRANSFERS.lock().expect("transfers");
+    let count = transfers
+        .entry(format!("{}/{}", principal.id(), transfer.reference))
+        .or_default();
+    *count += 1;
+    (
+        StatusCode::CREATED,
+        format!(
+            "transfer {} #{count} for {}",
+            transfer.reference,
+            principal.id()
+        ),
+    )
+}
+
+/// Checks the bearer JWT's signature and expiry; the subject is who asks.
+struct Jwts {
+    key: DecodingKey,
+    issuer_down: Arc<AtomicBool>,
+}
+
+impl PrincipalResolver for Jwts {
+    fn resolve<'a>(&'a self, parts: &'a http::request::Parts) -> PrincipalFuture<'a> {
+        Box::pin(async move {
+            if self.issuer_down.load(Ordering::SeqCst) {
+                return Err(PrincipalError::unavailable(
+                    "the key set could not be fetched",
+                ));
+            }
+            let Some(header) = parts.headers.get(http::header::AUTHORIZATION) else {
+                return Ok(None);
+            };
+            let token = header
+                .to_str()
+                .ok()
+                .and_then(|value| value.strip_prefix("Bearer "))
+                .ok_or_else(|| PrincipalError::unauthorized("not a bearer token"))?;
+            let checked = jsonwebtoken::decode::<Claims>(
+                token,
+                &self.key,
+                &Validation::new(Algorithm::HS256),
+            )
+            .map_err(|error| PrincipalError::unauthorized(error.to_string()))?;
+            Ok(Some(checked.claims.sub))
+        })
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+/// A token for `sub`, issued `ago` seconds ago and expiring `valid` seconds
+/// after issue.
+fn token(sub: &str, ago: u64, valid: u64) -> String {
+    let iat = now() - ago;
+    jsonwebtoken::encode(
+        &Header::new(Algorithm::HS256),
+        &Claims {
+            sub: sub.to_owned(),
+            iat,
+            exp: iat + valid,
+        },
+        &EncodingKey::from_secret(SECRET),
+    )
+    .expect("a signed token")
+}
+
+fn app(issuer_down: Arc<AtomicBool>) -> TestClient {
+    TestApp::from_builder(
+        autumn_web::app()
+            .routes(routes![transfer])
+            .scope_by(Jwts {
+                key: DecodingKey::from_secret(SECRET),
+                issuer_down,
+            })
+            .idempotent(),
+    )
+    .build()
+}
+
+async fn send(client: &TestClient, bearer: &str, key: &str, reference: &str) -> TestResponse {
+    client
+        .post("/transfers")
+        .header("authorization", &format!("Bearer {bearer}"))
+        .header("idempotency-key", key)
+        .json(&serde_json::json!({ "reference": reference }))
+        .send()
+        .await
+}
+
+fn code(response: &TestResponse) -> String {
+    let body: serde_json::Value = serde_json::from_str(&response.text()).expect("problem+json");
+    body["code"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn a_token_refreshed_between_attempts_replays_the_first_answer() {
+    let client = app(Arc::default());
+    let first = send(&client, &token("alice", 600, 900), "t-1", "rent").await;
+    first.assert_status(201);
+    // The client refreshed its access token before retrying.
+    let refreshed = token("alice", 0, 900);
+    let retry = send(&client, &refreshed, "t-1", "rent").await;
+    retry
+        .assert_status(201)
+        .assert_header("x-idempotent-replayed", "true");
+    assert_eq!(retry.text(), first.text());
+    assert_eq!(transfers("alice", "rent"), 1);
+
+    // Another principal with the same key and body has a run of its own.
+    let bob = send(&client, &token("bob", 0, 900), "t-1", "rent").await;
+    bob.assert_status(201);
+    assert_eq!(bob.text(), "transfer rent #1 for bob");
+    assert_eq!(transfers("bob", "rent"), 1);
+}
+
+#[tokio::test]
+async fn a_refused_or_uncheckable_token_runs_nothing() {
+    let issuer_down = Arc::new(AtomicBool::new(false));
+    let client = app(issuer_down.clone());
+    let expired = send(&client, &token("carol", 3600, 60), "t-2", "gift").await;
+    expired.assert_status(401);
+    assert_eq!(code(&expired), "principal_unauthorized");
+    assert!(
+        !expired.text().contains("ExpiredSignature"),
+        "the reason is not sent"
+    );
+    let forged = send(&client, "eyJhbGciOiJub25lIn0.e30.", "t-2", "gift").await;
+    forged.assert_status(401);
+
+    issuer_down.store(true, Ordering::SeqCst);
+    let unavailable = send(&client, &token("carol", 0, 900), "t-2", "gift").await;
+    unavailable.assert_status(503);
+    assert_eq!(code(&unavailable), "principal_unavailable");
+    unavailable.assert_header("retry-after", "1");
+    assert_eq!(transfers("carol", "gift"), 0);
+
+    // Once the issuer is back, the same key runs once.
+    issuer_down.store(false, Ordering::SeqCst);
+    send(&client, &token("carol", 0, 900), "t-2", "gift")
+        .await
+        .assert_status(201);
+    assert_eq!(transfers("carol", "gift"), 1);
+}
