@@ -1,6 +1,7 @@
 //! A page with many forms: each gets a submit token of its own, so a row of
 //! delete buttons posting to one path deletes each row once, and posting
-//! one row never answers for another.
+//! one row never answers for another: through the test client, and in
+//! Chromium with the Back button.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
@@ -103,4 +104,70 @@ async fn each_form_on_a_page_gets_its_own_token_and_deletes_its_own_row_once() {
     assert_eq!(again.text(), "deleted row 3");
     assert_eq!(deletes("groceries", 3), 1);
     assert_eq!(deletes("groceries", 7), 1);
+}
+
+/// In Chromium: delete a row, go Back to the list, delete another row, go
+/// Back and press the first row's button again. Each delete runs once, the
+/// second is not answered with the first's response, and the resend of the
+/// first is its replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_chromium_back_and_a_second_delete_runs_the_second_row() {
+    use autumn_testkit::chromium::{Chromedriver, browser_with};
+    use fantoccini::Locator;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind port 0");
+    let address = listener.local_addr().expect("bound address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    // Plain HTTP on loopback: the session cookie may not be Secure here.
+    let config = autumn_web::config::AutumnConfig::from_toml_str("[session]\nsecure = false\n")
+        .expect("config");
+    tokio::spawn(
+        autumn_web::app()
+            .routes(routes![list, delete_row])
+            .with_config(config)
+            .serve(listener, async move {
+                let _ = stopped.await;
+            }),
+    );
+    let driver = Chromedriver::start();
+    let profile = tempfile::tempdir().expect("a browser profile");
+    // No back/forward cache: Back reloads the list from the cache or the
+    // server as an ordinary navigation would, the harder case.
+    let client = browser_with(&driver, profile.path(), &["--disable-back-forward-cache"]).await;
+    let list = format!("http://{address}/lists/chromium");
+    let press = |row: u32| {
+        let client = client.clone();
+        async move {
+            let button = client
+                .find(Locator::XPath(&format!(
+                    "//button[normalize-space()='Delete row {row}']"
+                )))
+                .await
+                .expect("the row's button");
+            button.click().await.expect("a click");
+            // The answer replaces the page.
+            for _ in 0..100 {
+                if let Ok(body) = client.find(Locator::Css("body")).await
+                    && let Ok(text) = body.text().await
+                    && text.starts_with("deleted row")
+                {
+                    return text;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            panic!("no answer to the delete of row {row}");
+        }
+    };
+    client.goto(&list).await.expect("the list");
+    assert_eq!(press(3).await, "deleted row 3");
+    client.back().await.expect("back to the list");
+    assert_eq!(press(7).await, "deleted row 7");
+    client.back().await.expect("back to the list");
+    assert_eq!(press(3).await, "deleted row 3");
+    assert_eq!(deletes("chromium", 3), 1, "row 3 was deleted once");
+    assert_eq!(deletes("chromium", 7), 1, "row 7 was deleted, once");
+    client.close().await.expect("the browser closes");
+    let _ = stop.send(());
 }
