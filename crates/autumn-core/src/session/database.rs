@@ -6,22 +6,33 @@ use std::time::Duration;
 use autumn_base::clock::SharedClock;
 use autumn_base::database::{CachedExt as _, DbConnection, DbError, DbPool, ExpiringTable};
 use diesel::QueryableByName;
-use diesel::sql_types::{BigInt, Binary, Text};
+use diesel::sql_types::{BigInt, Binary, Bool, Text};
 use diesel_async::RunQueryDsl as _;
 
 use crate::sql::on_backend;
 
 use super::id::SessionId;
-use super::store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
+use super::store::{SaveOutcome, SessionFuture, SessionRecord, SessionStore, SessionStoreError};
 
 /// $1 storage key, $2 now.
 const LOAD: &str = "SELECT record FROM autumn_sessions WHERE storage_key = $1 AND expires_at > $2";
 
-/// $1 storage key, $2 record, $3 expiry.
-const SAVE: &str = "INSERT INTO autumn_sessions (storage_key, record, expires_at) \
-     VALUES ($1, $2, $3) \
+/// $1 storage key, $2 record, $3 expiry, $4 retired.
+const SAVE: &str = "INSERT INTO autumn_sessions (storage_key, record, expires_at, retired) \
+     VALUES ($1, $2, $3, $4) \
      ON CONFLICT (storage_key) DO UPDATE SET record = excluded.record, \
-       expires_at = excluded.expires_at";
+       expires_at = excluded.expires_at, retired = excluded.retired";
+
+/// [`SAVE`], except over a retired row: the row's lock, taken by the
+/// conflict, holds from the check to the write, so a retirement committed
+/// meanwhile is seen and kept. Changes no row when the stored one is
+/// retired. $1 storage key, $2 record, $3 expiry, $4 retired.
+const SAVE_UNLESS_RETIRED: &str = "INSERT INTO autumn_sessions \
+       (storage_key, record, expires_at, retired) \
+     VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (storage_key) DO UPDATE SET record = excluded.record, \
+       expires_at = excluded.expires_at, retired = excluded.retired \
+     WHERE NOT autumn_sessions.retired";
 
 /// $1 storage key.
 const DELETE: &str = "DELETE FROM autumn_sessions WHERE storage_key = $1";
@@ -54,7 +65,11 @@ struct Row {
 ///
 /// Each session is one row of `autumn_sessions`, keyed by
 /// [`SessionId::storage_key`] (a hash, never the id itself), holding the
-/// [`SessionRecord::encode`]d record and its expiry on the app clock. The
+/// [`SessionRecord::encode`]d record, its expiry on the app clock and
+/// whether it is retired (a column of its own, so that
+/// [`save_unless_retired`](SessionStore::save_unless_retired) is one
+/// `INSERT .. ON CONFLICT .. DO UPDATE .. WHERE NOT retired`, checked and
+/// written under the row's lock). The
 /// table comes from the framework migrations
 /// ([`FRAMEWORK_MIGRATIONS`](autumn_base::database::FRAMEWORK_MIGRATIONS)),
 /// which launch runs. Every operation is one statement, prepared once per
@@ -144,6 +159,30 @@ impl DbSessionStore {
         })
     }
 
+    /// Runs `statement`, one of the two saves, for `record` under `id`;
+    /// the number of rows it changed.
+    async fn upsert(
+        &self,
+        statement: &'static str,
+        id: &SessionId,
+        record: &SessionRecord,
+    ) -> Result<usize, SessionStoreError> {
+        let key = id.storage_key();
+        let bytes = record.encode();
+        let changed = on_backend!(self, "save", statement, |conn, sql| {
+            diesel::sql_query(sql)
+                .bind::<Text, _>(&key)
+                .bind::<Binary, _>(&bytes)
+                .bind::<BigInt, _>(as_i64(record.expires_at_millis))
+                .bind::<Bool, _>(record.retired)
+                .cached()
+                .execute(conn)
+                .await
+                .map_err(query_failed("save"))?
+        });
+        Ok(changed)
+    }
+
     async fn conn(&self, operation: &str) -> Result<DbConnection, SessionStoreError> {
         self.pool
             .get()
@@ -209,19 +248,24 @@ impl SessionStore for DbSessionStore {
         _now_millis: u64,
     ) -> SessionFuture<'a, ()> {
         Box::pin(async move {
-            let key = id.storage_key();
-            let bytes = record.encode();
-            on_backend!(self, "save", SAVE, |conn, sql| {
-                diesel::sql_query(sql)
-                    .bind::<Text, _>(&key)
-                    .bind::<Binary, _>(&bytes)
-                    .bind::<BigInt, _>(as_i64(record.expires_at_millis))
-                    .cached()
-                    .execute(conn)
-                    .await
-                    .map_err(query_failed("save"))?
-            });
+            self.upsert(SAVE, id, record).await?;
             Ok(())
+        })
+    }
+
+    fn save_unless_retired<'a>(
+        &'a self,
+        id: &'a SessionId,
+        record: &'a SessionRecord,
+        _now_millis: u64,
+    ) -> SessionFuture<'a, SaveOutcome> {
+        Box::pin(async move {
+            // The insert or the update changes one row; the update's
+            // condition failing changes none.
+            Ok(match self.upsert(SAVE_UNLESS_RETIRED, id, record).await? {
+                0 => SaveOutcome::Retired,
+                _ => SaveOutcome::Written,
+            })
         })
     }
 

@@ -16,7 +16,7 @@ use tokio::sync::Mutex;
 
 use super::cookie::CookieSettings;
 use super::id::SessionId;
-use super::store::{SessionRecord, SessionStore, SessionStoreError};
+use super::store::{SaveOutcome, SessionRecord, SessionStore, SessionStoreError};
 
 /// A request's session: typed values kept server-side between requests.
 ///
@@ -39,6 +39,13 @@ use super::store::{SessionRecord, SessionStore, SessionStoreError};
 /// Rotate the id when the visitor signs in ([`cycle_id`](Self::cycle_id)),
 /// so an id planted before sign-in grants nothing after it; forget the
 /// session when they sign out ([`flush`](Self::flush)).
+///
+/// A sign-out is final even against requests already running. One that
+/// loaded the session before another request retired its id (a sign-out,
+/// or a rotation) and saves after it writes nothing: its changes to the
+/// session are dropped, its response keeps its status and body but gets
+/// no session cookie, and the retired id stays retired
+/// ([`SessionStore::save_unless_retired`]).
 ///
 /// A request extension: inserted by the [`SessionService`](super::SessionService)
 /// on every request it sees, before the inner layers run. Read by this
@@ -359,11 +366,20 @@ impl Session {
                 && let Some(id) = &self.inner.sent
             {
                 let record = SessionRecord::new(state.data.clone(), expires_at);
-                self.inner.store.save(id, &record, now).await?;
-                state.known = Some(Known::Live {
-                    expires_at_millis: expires_at,
-                });
-                append(headers, self.inner.cookie.set(id));
+                match self
+                    .inner
+                    .store
+                    .save_unless_retired(id, &record, now)
+                    .await?
+                {
+                    SaveOutcome::Written => {
+                        state.known = Some(Known::Live {
+                            expires_at_millis: expires_at,
+                        });
+                        append(headers, self.inner.cookie.set(id));
+                    }
+                    SaveOutcome::Retired => retired_meanwhile(state),
+                }
             }
             return Ok(());
         }
@@ -373,6 +389,8 @@ impl Session {
         };
         if state.flushed {
             if let Some(old) = &live_sent {
+                // A plain save: a sign-out wins over whatever another
+                // request wrote meanwhile.
                 self.inner
                     .store
                     .save(old, &SessionRecord::retired(expires_at), now)
@@ -397,22 +415,41 @@ impl Session {
                 // The id a guard was told it would get, if it asked.
                 _ => state.next.take().unwrap_or_else(SessionId::generate),
             };
-            let record = SessionRecord::new(state.data.clone(), expires_at);
-            self.inner.store.save(&target, &record, now).await?;
-            if state.cycle
-                && let Some(old) = live_sent.as_ref().or(state.current.as_ref())
-                && *old != target
-            {
-                self.inner
+            // A rotation retires the old id before the values move: only
+            // while no other request retired it first (a sign-out), or the
+            // values it still holds would live on under the new id. When
+            // the new id cannot be written after that, the visitor is
+            // signed out rather than left on an id meant to be gone.
+            let rotated_from = live_sent
+                .as_ref()
+                .or(state.current.as_ref())
+                .filter(|old| state.cycle && **old != target);
+            let mut outcome = SaveOutcome::Written;
+            if let Some(old) = rotated_from {
+                outcome = self
+                    .inner
                     .store
-                    .save(old, &SessionRecord::retired(expires_at), now)
+                    .save_unless_retired(old, &SessionRecord::retired(expires_at), now)
                     .await?;
             }
-            append(headers, self.inner.cookie.set(&target));
-            state.current = Some(target);
-            state.known = Some(Known::Live {
-                expires_at_millis: expires_at,
-            });
+            if outcome == SaveOutcome::Written {
+                let record = SessionRecord::new(state.data.clone(), expires_at);
+                outcome = self
+                    .inner
+                    .store
+                    .save_unless_retired(&target, &record, now)
+                    .await?;
+            }
+            match outcome {
+                SaveOutcome::Written => {
+                    append(headers, self.inner.cookie.set(&target));
+                    state.current = Some(target);
+                    state.known = Some(Known::Live {
+                        expires_at_millis: expires_at,
+                    });
+                }
+                SaveOutcome::Retired => retired_meanwhile(state),
+            }
         }
         state.modified = false;
         state.cycle = false;
@@ -430,6 +467,21 @@ impl Session {
         }
         append(headers, self.inner.cookie.set(&SessionId::generate()));
     }
+}
+
+/// Another request retired the id this one meant to save under (signed
+/// out, or rotated it away) after this one loaded it: the store kept the
+/// retired record and wrote nothing. The request ends as one that found the
+/// id retired: no values, no id of its own, and no cookie, so neither the
+/// old id nor its values come back, and the browser keeps whatever cookie
+/// the other request's answer gave it.
+fn retired_meanwhile(state: &mut State) {
+    tracing::debug!(
+        "the session was retired by another request while this one ran; its changes were not saved"
+    );
+    state.data.clear();
+    state.current = None;
+    state.known = Some(Known::Retired);
 }
 
 fn millis(duration: Duration) -> u64 {

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::id::SessionId;
-use super::store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
+use super::store::{SaveOutcome, SessionFuture, SessionRecord, SessionStore, SessionStoreError};
 
 /// Sessions kept in this process: for development, tests and single-instance
 /// apps. Every replica has its own, so a visitor who reaches another replica
@@ -49,6 +49,28 @@ impl MemorySessionStore {
             .lock()
             .map_err(|_| SessionStoreError::new("the memory session store was poisoned by a panic"))
     }
+
+    /// Puts `record` under `key`, making room among expired records for a
+    /// new one; refuses a new one that does not fit.
+    fn put(
+        &self,
+        records: &mut HashMap<String, SessionRecord>,
+        key: String,
+        record: &SessionRecord,
+        now_millis: u64,
+    ) -> Result<(), SessionStoreError> {
+        if !records.contains_key(&key) && records.len() >= self.max_entries {
+            records.retain(|_, record| record.expires_at_millis > now_millis);
+            if records.len() >= self.max_entries {
+                return Err(SessionStoreError::full(format!(
+                    "the memory session store holds its maximum of {} sessions",
+                    self.max_entries
+                )));
+            }
+        }
+        records.insert(key, record.clone());
+        Ok(())
+    }
 }
 
 impl SessionStore for MemorySessionStore {
@@ -72,19 +94,27 @@ impl SessionStore for MemorySessionStore {
         record: &'a SessionRecord,
         now_millis: u64,
     ) -> SessionFuture<'a, ()> {
+        let saved = self
+            .records()
+            .and_then(|mut records| self.put(&mut records, id.storage_key(), record, now_millis));
+        Box::pin(std::future::ready(saved))
+    }
+
+    /// The check and the write under one hold of the lock: no other save
+    /// comes between them.
+    fn save_unless_retired<'a>(
+        &'a self,
+        id: &'a SessionId,
+        record: &'a SessionRecord,
+        now_millis: u64,
+    ) -> SessionFuture<'a, SaveOutcome> {
         let saved = self.records().and_then(|mut records| {
             let key = id.storage_key();
-            if !records.contains_key(&key) && records.len() >= self.max_entries {
-                records.retain(|_, record| record.expires_at_millis > now_millis);
-                if records.len() >= self.max_entries {
-                    return Err(SessionStoreError::full(format!(
-                        "the memory session store holds its maximum of {} sessions",
-                        self.max_entries
-                    )));
-                }
+            if records.get(&key).is_some_and(|stored| stored.retired) {
+                return Ok(SaveOutcome::Retired);
             }
-            records.insert(key, record.clone());
-            Ok(())
+            self.put(&mut records, key, record, now_millis)?;
+            Ok(SaveOutcome::Written)
         });
         Box::pin(std::future::ready(saved))
     }

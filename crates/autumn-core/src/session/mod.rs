@@ -34,5 +34,5 @@ pub use memory::MemorySessionStore;
 pub use redis::RedisSessionStore;
 pub(crate) use service::{SessionIdentity, TokenTenant, tenant_suffix};
 pub use service::SessionService;
-pub use store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
+pub use store::{SaveOutcome, SessionFuture, SessionRecord, SessionStore, SessionStoreError};
 pub use sweep::spawn_sweeper;

@@ -1,9 +1,30 @@
 //! [`RedisSessionStore`]: sessions in Redis, one key each.
 
+use std::sync::LazyLock;
+
 use autumn_base::redis::RedisConnection;
+use redis::Script;
 
 use super::id::SessionId;
-use super::store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
+use super::store::{SaveOutcome, SessionFuture, SessionRecord, SessionStore, SessionStoreError};
+
+/// [`SessionStore::save_unless_retired`] in one step: KEYS the session's
+/// key; ARGV the encoded record and its time to live in milliseconds.
+/// Returns 1 when it wrote, 0 when the stored record is retired (left as it
+/// is). A stored value that is not a record this build can read is
+/// overwritten, as a plain save would.
+const SAVE_UNLESS_RETIRED: &str = r"
+local stored = redis.call('GET', KEYS[1])
+if stored then
+  local ok, record = pcall(cjson.decode, stored)
+  if ok and type(record) == 'table' and record.retired == true then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+";
+
+static SAVE_UNLESS_RETIRED_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(SAVE_UNLESS_RETIRED));
 
 /// Sessions in Redis, shared by every replica of an app.
 ///
@@ -12,12 +33,18 @@ use super::store::{SessionFuture, SessionRecord, SessionStore, SessionStoreError
 /// [`SessionRecord::encode`]d record and set to expire in Redis when the
 /// record does; a load also checks the record's expiry against the app
 /// clock, so a record Redis has not dropped yet is never returned late.
-/// Every operation is one command (`GET`, `SET .. PX`, `DEL`).
+/// Every operation is one command (`GET`, `SET .. PX`, `DEL`), and
+/// [`save_unless_retired`](SessionStore::save_unless_retired) one `EVALSHA`
+/// of a Lua script that reads the stored record and writes only when it is
+/// not retired, so no other write comes between the two (it touches one
+/// key: it runs on Redis Cluster too).
 ///
 /// The store works on a [`RedisConnection`], normally the one the
 /// idempotency store already uses: building it does not connect, and while
 /// Redis is unreachable every operation fails fast with a
-/// [`SessionStoreError`] naming the Redis (its password masked).
+/// [`SessionStoreError`] naming the Redis (its password masked). Its script
+/// is loaded when the connection is made (or on first use, when it already
+/// was).
 ///
 /// ```no_run
 /// use autumn_core::session::{RedisSessionStore, SessionId, SessionRecord, SessionStore};
@@ -44,6 +71,7 @@ impl RedisSessionStore {
     /// not connect.
     #[must_use]
     pub fn new(connection: RedisConnection, key_prefix: &str) -> Self {
+        connection.load_on_connect(&[SAVE_UNLESS_RETIRED]);
         Self {
             connection,
             prefix: key_prefix.to_owned(),
@@ -132,6 +160,31 @@ impl SessionStore for RedisSessionStore {
                 })
                 .await
                 .map_err(|error| self.error("save", &error))
+        })
+    }
+
+    fn save_unless_retired<'a>(
+        &'a self,
+        id: &'a SessionId,
+        record: &'a SessionRecord,
+        now_millis: u64,
+    ) -> SessionFuture<'a, SaveOutcome> {
+        Box::pin(async move {
+            let mut invocation = SAVE_UNLESS_RETIRED_SCRIPT.key(self.redis_key(id));
+            // At least 1 ms, as for `save`.
+            let ttl = record.expires_at_millis.saturating_sub(now_millis).max(1);
+            invocation.arg(record.encode()).arg(ttl);
+            let invocation = &invocation;
+            let written: i64 = self
+                .connection
+                .run(|mut connection| async move { invocation.invoke_async(&mut connection).await })
+                .await
+                .map_err(|error| self.error("save", &error))?;
+            Ok(if written == 1 {
+                SaveOutcome::Written
+            } else {
+                SaveOutcome::Retired
+            })
         })
     }
 

@@ -33,15 +33,66 @@ pub trait SessionStore: Send + Sync + 'static {
         now_millis: u64,
     ) -> SessionFuture<'a, Option<SessionRecord>>;
 
-    /// Writes `record` under `id`, replacing what was there; it lives until
-    /// `record.expires_at_millis` (`now_millis` tells a backend with its own
-    /// expiry how long that is).
+    /// Writes `record` under `id`, replacing what was there, retired or not;
+    /// it lives until `record.expires_at_millis` (`now_millis` tells a
+    /// backend with its own expiry how long that is).
+    ///
+    /// The session layer calls it only to retire an id on sign-out, where
+    /// the retired marker must win over whatever is stored. Every other
+    /// write goes through [`save_unless_retired`](Self::save_unless_retired).
     fn save<'a>(
         &'a self,
         id: &'a SessionId,
         record: &'a SessionRecord,
         now_millis: u64,
     ) -> SessionFuture<'a, ()>;
+
+    /// Writes `record` under `id` as [`save`](Self::save) does, unless the
+    /// record the store holds under `id` is
+    /// [retired](SessionRecord::retired): then nothing is written, the
+    /// retired record stays as it was, and the answer is
+    /// [`SaveOutcome::Retired`].
+    ///
+    /// A request that loaded a live session saves through this, so that it
+    /// loses to a request that retired the id meanwhile (a sign-out, a
+    /// rotation) instead of making the id live again. The session layer
+    /// writes every live record with it, and retires the old id of a
+    /// rotation with it before writing the new one, so that a rotation
+    /// coming after a sign-out moves nothing to a new id either.
+    ///
+    /// The check and the write must be one atomic step with respect to
+    /// every other write to `id` (the memory store does both under its
+    /// lock, Redis in one Lua script, the database in one
+    /// `INSERT .. ON CONFLICT .. DO UPDATE .. WHERE` statement): a sign-out
+    /// that lands between them is undone.
+    ///
+    /// The default implementation is not atomic: it
+    /// [`load`](Self::load)s the record, then [`save`](Self::save)s. It
+    /// keeps a store written before this method existed compiling, and
+    /// refuses a save that starts after the retirement, but not one that
+    /// races it. Override it in a store that several requests write at a
+    /// time; a store that wraps another must forward it to the inner one.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionStoreError`] when the store fails (or is full); whether
+    /// `record` was written is then unknown.
+    fn save_unless_retired<'a>(
+        &'a self,
+        id: &'a SessionId,
+        record: &'a SessionRecord,
+        now_millis: u64,
+    ) -> SessionFuture<'a, SaveOutcome> {
+        Box::pin(async move {
+            if let Some(stored) = self.load(id, now_millis).await?
+                && stored.retired
+            {
+                return Ok(SaveOutcome::Retired);
+            }
+            self.save(id, record, now_millis).await?;
+            Ok(SaveOutcome::Written)
+        })
+    }
 
     /// Removes `id`'s record, if any.
     fn delete<'a>(&'a self, id: &'a SessionId) -> SessionFuture<'a, ()>;
@@ -61,6 +112,19 @@ pub trait SessionStore: Send + Sync + 'static {
     }
 }
 
+/// What [`SessionStore::save_unless_retired`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+#[must_use = "a save that found the id retired wrote nothing"]
+pub enum SaveOutcome {
+    /// The record was written: the id held nothing, or a record that was
+    /// not retired.
+    Written,
+    /// The id was retired: nothing was written, and the retired record is
+    /// still there.
+    Retired,
+}
+
 /// What a store keeps for one session.
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
@@ -73,11 +137,18 @@ pub struct SessionRecord {
     /// The id was replaced (`cycle_id`) or logged out (`flush`): the record
     /// carries no data, and a request that finds it retired saves nothing
     /// under it (its values go under a fresh id); a retry that still sends
-    /// it is recognised as the same visitor until it expires. [`save`] is a
-    /// plain upsert, though: a request that loaded the id while it was live
-    /// and saves after it was retired writes it back as live.
+    /// it is recognised as the same visitor until it expires.
     ///
-    /// [`save`]: SessionStore::save
+    /// Retirement is final for as long as the store keeps the record: the
+    /// session layer writes live records only through
+    /// [`save_unless_retired`], which never puts a live record over a
+    /// retired one. A request that loaded the id while it was live and
+    /// saves after another request retired it therefore writes nothing,
+    /// neither under the id (its values, a slid expiry) nor under a fresh
+    /// one (its own rotation), and its response sets no session cookie;
+    /// what it changed in the session is dropped.
+    ///
+    /// [`save_unless_retired`]: SessionStore::save_unless_retired
     pub retired: bool,
 }
 

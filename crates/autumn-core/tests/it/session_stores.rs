@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use autumn_core::session::{
-    DbSessionStore, MemorySessionStore, RedisSessionStore, SessionId, SessionRecord, SessionStore,
+    DbSessionStore, MemorySessionStore, RedisSessionStore, SaveOutcome, SessionFuture, SessionId,
+    SessionRecord, SessionStore,
 };
 use autumn_idempotency::RedisConnection;
 use autumn_idempotency::clock::ManualClock;
@@ -322,6 +323,101 @@ mod checks {
         assert_eq!(loaded, retired);
     }
 
+    /// A request that loaded a live session and saves it after another
+    /// request retired the id (a sign-out) must not make it live again.
+    pub(super) async fn a_live_save_never_overwrites_a_retired_record(subject: Subject) {
+        let store = &subject.store;
+        let id = SessionId::generate();
+        let live = SessionRecord::new(data(json!({"user_id": 7})), 600_000);
+        assert_eq!(
+            store
+                .save_unless_retired(&id, &live, 1_000)
+                .await
+                .expect("save"),
+            SaveOutcome::Written,
+            "a new id"
+        );
+        let changed = SessionRecord::new(data(json!({"user_id": 7, "theme": "dark"})), 601_000);
+        assert_eq!(
+            store
+                .save_unless_retired(&id, &changed, 2_000)
+                .await
+                .expect("save"),
+            SaveOutcome::Written,
+            "over a live record"
+        );
+        assert_eq!(store.load(&id, 2_000).await.expect("load"), Some(changed));
+
+        let retired = SessionRecord::retired(900_000);
+        store.save(&id, &retired, 3_000).await.expect("retire");
+        let late = SessionRecord::new(data(json!({"user_id": 7, "theme": "light"})), 602_000);
+        assert_eq!(
+            store
+                .save_unless_retired(&id, &late, 4_000)
+                .await
+                .expect("a refused save is no error"),
+            SaveOutcome::Retired,
+            "a live save over a retired record"
+        );
+        assert_eq!(
+            store.load(&id, 4_000).await.expect("load"),
+            Some(retired.clone()),
+            "still retired, with its own expiry"
+        );
+        // A rotation retiring the id once more finds it retired as well.
+        assert_eq!(
+            store
+                .save_unless_retired(&id, &SessionRecord::retired(950_000), 5_000)
+                .await
+                .expect("save"),
+            SaveOutcome::Retired
+        );
+        assert_eq!(
+            store.load(&id, 5_000).await.expect("load"),
+            Some(retired),
+            "unchanged"
+        );
+        if let Some(names) = subject.stored_names().await {
+            assert_eq!(names.len(), 1, "one entry, the retired one: {names:?}");
+        }
+    }
+
+    /// Live saves racing a retirement: whatever the order, the id ends
+    /// retired (a save before it is overwritten, one after it refused). A
+    /// check and a write with anything between them loses this.
+    pub(super) async fn a_retirement_racing_live_saves_ends_retired(subject: Subject) {
+        for round in 0..5 {
+            let id = SessionId::generate();
+            let live = SessionRecord::new(data(json!({"user_id": round})), 600_000);
+            subject.store.save(&id, &live, 1_000).await.expect("save");
+            let mut saves = tokio::task::JoinSet::new();
+            for n in 0..20 {
+                let (store, id) = (subject.store.clone(), id.clone());
+                saves.spawn(async move {
+                    if n == 10 {
+                        let retired = SessionRecord::retired(900_000);
+                        return store.save(&id, &retired, 2_000).await;
+                    }
+                    let record = SessionRecord::new(data(json!({ "n": n })), 600_000);
+                    store
+                        .save_unless_retired(&id, &record, 2_000)
+                        .await
+                        .map(|_| ())
+                });
+            }
+            while let Some(saved) = saves.join_next().await {
+                saved.expect("the task").expect("save");
+            }
+            let stored = subject
+                .store
+                .load(&id, 3_000)
+                .await
+                .expect("load")
+                .expect("kept");
+            assert!(stored.retired, "round {round}: revived as {stored:?}");
+        }
+    }
+
     pub(super) async fn ids_are_stored_by_hash(subject: Subject) {
         let store = &subject.store;
         let ids: Vec<SessionId> = (0..3).map(|_| SessionId::generate()).collect();
@@ -454,6 +550,16 @@ macro_rules! conformance {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_live_save_never_overwrites_a_retired_record() {
+                checks::a_live_save_never_overwrites_a_retired_record(super::$backend()).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_retirement_racing_live_saves_ends_retired() {
+                checks::a_retirement_racing_live_saves_ends_retired(super::$backend()).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn ids_are_stored_by_hash() {
                 checks::ids_are_stored_by_hash(super::$backend()).await;
             }
@@ -516,6 +622,57 @@ async fn memory_store_refuses_a_new_session_when_full_but_replaces_and_reuses_ex
         .expect("an expired session makes room");
     assert_eq!(store.load(&a, 1_999).await.expect("load"), None, "dropped");
     assert_eq!(store.len(), Some(2));
+}
+
+/// A store written before `save_unless_retired` existed: the trait's
+/// default still refuses a live save that starts after the retirement.
+struct WithoutConditionalSave(MemorySessionStore);
+
+impl SessionStore for WithoutConditionalSave {
+    fn load<'a>(
+        &'a self,
+        id: &'a SessionId,
+        now_millis: u64,
+    ) -> SessionFuture<'a, Option<SessionRecord>> {
+        self.0.load(id, now_millis)
+    }
+
+    fn save<'a>(
+        &'a self,
+        id: &'a SessionId,
+        record: &'a SessionRecord,
+        now_millis: u64,
+    ) -> SessionFuture<'a, ()> {
+        self.0.save(id, record, now_millis)
+    }
+
+    fn delete<'a>(&'a self, id: &'a SessionId) -> SessionFuture<'a, ()> {
+        self.0.delete(id)
+    }
+}
+
+#[tokio::test]
+async fn the_default_conditional_save_refuses_a_save_after_the_retirement() {
+    let store = WithoutConditionalSave(MemorySessionStore::new(10));
+    let id = SessionId::generate();
+    let live = SessionRecord::new(data(json!({"user_id": 7})), 600_000);
+    assert_eq!(
+        store
+            .save_unless_retired(&id, &live, 1_000)
+            .await
+            .expect("save"),
+        SaveOutcome::Written
+    );
+    let retired = SessionRecord::retired(900_000);
+    store.save(&id, &retired, 2_000).await.expect("retire");
+    assert_eq!(
+        store
+            .save_unless_retired(&id, &live, 3_000)
+            .await
+            .expect("save"),
+        SaveOutcome::Retired
+    );
+    assert_eq!(store.load(&id, 3_000).await.expect("load"), Some(retired));
 }
 
 async fn pttl(url: &str, key: &str) -> i64 {
@@ -755,4 +912,115 @@ async fn the_postgres_session_sweep_uses_the_expiry_index() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The statements of a migration's `up.sql` that start with `UPDATE`.
+fn updates_in(migration: &str) -> Vec<String> {
+    let code: String = migration
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    code.split(';')
+        .map(str::trim)
+        .filter(|statement| statement.starts_with("UPDATE"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Rows written before `autumn_sessions` had its `retired` column: the
+/// migration that adds it marks the retired ones, and only those (a
+/// session whose values look like the marker stays live).
+async fn rows_retired_before_the_column_existed_are_marked(url: &str, migration: &str) {
+    use diesel_async::RunQueryDsl as _;
+    let pool = pool(url);
+    let store = DbSessionStore::new(pool.clone());
+    let (retired, live, lookalike) = (
+        SessionId::generate(),
+        SessionId::generate(),
+        SessionId::generate(),
+    );
+    store
+        .save(&retired, &SessionRecord::retired(900_000), 1_000)
+        .await
+        .expect("save");
+    store
+        .save(
+            &live,
+            &SessionRecord::new(data(json!({"a": 1})), 600_000),
+            1_000,
+        )
+        .await
+        .expect("save");
+    let marker_text = String::from_utf8(SessionRecord::retired(900_000).encode()).expect("UTF-8");
+    store
+        .save(
+            &lookalike,
+            &SessionRecord::new(data(json!({"retired": true, "note": marker_text})), 600_000),
+            1_000,
+        )
+        .await
+        .expect("save");
+    let mut statements = vec!["UPDATE autumn_sessions SET retired = FALSE".to_owned()];
+    let updates = updates_in(migration);
+    assert!(!updates.is_empty(), "the migration marks old rows");
+    statements.extend(updates);
+    for sql in &statements {
+        match pool.get().await.expect("a connection") {
+            autumn_idempotency::database::DbConnection::Postgres(mut conn) => {
+                diesel::sql_query(sql).execute(&mut *conn).await
+            }
+            autumn_idempotency::database::DbConnection::Sqlite(mut conn) => {
+                diesel::sql_query(sql).execute(&mut *conn).await
+            }
+            _ => unreachable!("the tests build both backends"),
+        }
+        .unwrap_or_else(|error| panic!("{sql}: {error}"));
+    }
+    let late = SessionRecord::new(data(json!({"a": 2})), 600_000);
+    assert_eq!(
+        store
+            .save_unless_retired(&retired, &late, 2_000)
+            .await
+            .expect("save"),
+        SaveOutcome::Retired,
+        "a row retired before the column existed"
+    );
+    assert_eq!(
+        store
+            .save_unless_retired(&live, &late, 2_000)
+            .await
+            .expect("save"),
+        SaveOutcome::Written
+    );
+    assert_eq!(
+        store
+            .save_unless_retired(&lookalike, &late, 2_000)
+            .await
+            .expect("save"),
+        SaveOutcome::Written,
+        "values that look like the marker"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_migration_marks_sessions_retired_before_the_column() {
+    rows_retired_before_the_column_existed_are_marked(
+        &database::fresh_postgres_schema(),
+        include_str!(
+            "../../../../migrations/postgres/2026-12-06-000000_add_autumn_sessions_retired/up.sql"
+        ),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_migration_marks_sessions_retired_before_the_column() {
+    rows_retired_before_the_column_existed_are_marked(
+        &database::fresh_sqlite_file(),
+        include_str!(
+            "../../../../migrations/sqlite/2026-12-06-000000_add_autumn_sessions_retired/up.sql"
+        ),
+    )
+    .await;
 }

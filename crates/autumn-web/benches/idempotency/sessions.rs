@@ -42,8 +42,8 @@ use autumn_web::config::AutumnConfig;
 use autumn_web::idempotency::MemoryIdempotencyStore;
 use autumn_web::prelude::*;
 use autumn_web::session::{
-    DEFAULT_SECURE_COOKIE_NAME, MemorySessionStore, SessionFuture, SessionId, SessionRecord,
-    SessionStore,
+    DEFAULT_SECURE_COOKIE_NAME, MemorySessionStore, SaveOutcome, SessionFuture, SessionId,
+    SessionRecord, SessionStore,
 };
 use bytes::Bytes;
 use http::header::{COOKIE, SET_COOKIE};
@@ -167,6 +167,16 @@ impl SessionStore for Counted {
     ) -> SessionFuture<'a, ()> {
         self.count();
         self.inner.save(id, record, now_millis)
+    }
+
+    fn save_unless_retired<'a>(
+        &'a self,
+        id: &'a SessionId,
+        record: &'a SessionRecord,
+        now_millis: u64,
+    ) -> SessionFuture<'a, SaveOutcome> {
+        self.count();
+        self.inner.save_unless_retired(id, record, now_millis)
     }
 
     fn delete<'a>(&'a self, id: &'a SessionId) -> SessionFuture<'a, ()> {

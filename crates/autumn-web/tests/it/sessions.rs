@@ -17,8 +17,8 @@ use autumn_web::idempotency::{IdempotencyLayer, MemoryIdempotencyStore};
 use autumn_web::prelude::*;
 use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
 use autumn_web::session::{
-    DEFAULT_SECURE_COOKIE_NAME, MemorySessionStore, SessionFuture, SessionId, SessionRecord,
-    SessionStore, SessionStoreError,
+    DEFAULT_SECURE_COOKIE_NAME, MemorySessionStore, SaveOutcome, SessionFuture, SessionId,
+    SessionRecord, SessionStore, SessionStoreError,
 };
 use autumn_web::test::{TestApp, TestClient, TestResponse};
 
@@ -175,6 +175,28 @@ impl SessionStore for Watched {
             });
         }
         self.inner.save(id, record, now_millis)
+    }
+
+    /// Counted, failed and held as a save; forwarded, so the inner store's
+    /// own check (a script, a statement) is the one that runs.
+    fn save_unless_retired<'a>(
+        &'a self,
+        id: &'a SessionId,
+        record: &'a SessionRecord,
+        now_millis: u64,
+    ) -> SessionFuture<'a, SaveOutcome> {
+        self.saves.fetch_add(1, Ordering::SeqCst);
+        if self.fail_saves.load(Ordering::SeqCst) {
+            return Box::pin(async { Err(SessionStoreError::new("down for the test")) });
+        }
+        if self.hold_saves.load(Ordering::SeqCst) {
+            return Box::pin(async move {
+                self.save_started.notify_one();
+                self.release.notified().await;
+                self.inner.save_unless_retired(id, record, now_millis).await
+            });
+        }
+        self.inner.save_unless_retired(id, record, now_millis)
     }
 
     fn delete<'a>(&'a self, id: &'a SessionId) -> SessionFuture<'a, ()> {
@@ -911,4 +933,191 @@ async fn sessions_follow_the_idempotency_backend_into_redis_under_a_hash() {
     // Another replica on the same Redis knows the session.
     let other = with_cookie(&build(), "POST", "/visit", &id).send().await;
     assert_eq!(other.text(), "visit 2");
+}
+
+/// A sign-out against a request already running: the slow handlers here
+/// load the session, wait at their gate while the test signs the browser
+/// out, then save the session (changed, slid, or rotated). The sign-out
+/// must stand: the old cookie signs nobody in afterwards, and the slow
+/// answer carries no cookie.
+mod signed_out_meanwhile {
+    use super::*;
+
+    /// Where a slow handler waits: it signals `loaded` once it read the
+    /// session, and goes on at `release`.
+    #[derive(Default)]
+    struct Gate {
+        loaded: tokio::sync::Notify,
+        release: tokio::sync::Notify,
+    }
+
+    /// A gate per signed-in user name (the cases run in parallel, each
+    /// under names of its own).
+    static GATES: LazyLock<Mutex<HashMap<String, Arc<Gate>>>> = LazyLock::new(Mutex::default);
+
+    fn gate(user: &str) -> Arc<Gate> {
+        GATES
+            .lock()
+            .expect("gates")
+            .entry(user.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Reads who is signed in, then waits at their gate.
+    async fn signed_in_then_wait(session: &Session) -> AutumnResult<String> {
+        let user: String = session.get("user").await?.unwrap_or_default();
+        let gate = gate(&user);
+        gate.loaded.notify_one();
+        gate.release.notified().await;
+        Ok(user)
+    }
+
+    #[post("/profile")]
+    async fn slow_profile(session: Session) -> AutumnResult<String> {
+        let user = signed_in_then_wait(&session).await?;
+        session.insert("theme", "dark").await?;
+        Ok(format!("saved for {user}"))
+    }
+
+    #[post("/elevate")]
+    async fn slow_elevate(session: Session) -> AutumnResult<String> {
+        let user = signed_in_then_wait(&session).await?;
+        session.cycle_id().await?;
+        session.insert("elevated", true).await?;
+        Ok(format!("elevated {user}"))
+    }
+
+    #[get("/slow-me")]
+    async fn slow_read(session: Session) -> AutumnResult<String> {
+        signed_in_then_wait(&session).await
+    }
+
+    /// An app on `backend`'s own session store, with `[session]` settings
+    /// `session` and time from `clock`; keep the storage while it runs.
+    fn slow_app(
+        backend: Backend,
+        session: &str,
+        clock: Arc<ManualClock>,
+    ) -> (TestClient, backend::Storage) {
+        let storage = backend.storage();
+        let client = TestApp::from_builder(autumn_web::app().routes(routes![
+            me,
+            login,
+            logout,
+            slow_profile,
+            slow_elevate,
+            slow_read
+        ]))
+        .with_config(storage.config(session))
+        .with_clock(clock)
+        .idempotent()
+        .build();
+        (client, storage)
+    }
+
+    /// Signs `user` in; the session id the browser got.
+    async fn sign_in(client: &TestClient, user: &str) -> String {
+        client
+            .post("/login")
+            .form(&[("user", user)])
+            .send()
+            .await
+            .assert_status(303);
+        client
+            .cookie(DEFAULT_SECURE_COOKIE_NAME)
+            .expect("signed in")
+    }
+
+    /// Runs `slow` (a request with the session `id`) up to its gate, signs
+    /// `id` out meanwhile, lets `slow` finish and returns its answer.
+    async fn across_a_sign_out(
+        client: &TestClient,
+        user: &str,
+        id: &str,
+        slow: autumn_web::test::TestRequest,
+    ) -> TestResponse {
+        let gate = gate(user);
+        let running = tokio::spawn(slow.send());
+        gate.loaded.notified().await;
+        let out = with_cookie(client, "POST", "/logout", id).send().await;
+        out.assert_status(303);
+        assert!(
+            session_cookie(&out).is_some_and(|cookie| cookie.contains("Max-Age=0")),
+            "the sign-out removes the cookie"
+        );
+        gate.release.notify_one();
+        running.await.expect("the slow request")
+    }
+
+    /// The reported case: a profile post that finished after the sign-out
+    /// wrote the session back, and the old cookie was signed in again.
+    async fn a_change_saved_after_a_sign_out_does_not_sign_the_old_cookie_back_in(
+        backend: Backend,
+    ) {
+        let (client, _storage) = slow_app(backend, "", Arc::new(ManualClock::new()));
+        let user = format!("profile-pia-{backend:?}");
+        let id = sign_in(&client, &user).await;
+        let slow = with_cookie(&client, "POST", "/profile", &id);
+        let answer = across_a_sign_out(&client, &user, &id, slow).await;
+        answer.assert_status(200);
+        assert_eq!(answer.text(), format!("saved for {user}"));
+        assert_eq!(
+            session_cookie(&answer),
+            None,
+            "no cookie naming the retired id"
+        );
+        let me = with_cookie(&client, "GET", "/me", &id).send().await;
+        assert_eq!(me.text(), "anonymous", "the old cookie is signed out");
+    }
+
+    /// A read whose expiry was due to slide when it saved: the slide writes
+    /// nothing over the retired id either.
+    async fn a_slid_expiry_saved_after_a_sign_out_does_not_sign_the_old_cookie_back_in(
+        backend: Backend,
+    ) {
+        let clock = Arc::new(ManualClock::new());
+        let (client, _storage) = slow_app(backend, "[session]\nttl_secs = 100\n", clock.clone());
+        let user = format!("sliding-sue-{backend:?}");
+        let id = sign_in(&client, &user).await;
+        // Past a tenth of the lifetime: the read slides the expiry.
+        clock.advance(Duration::from_secs(20));
+        let slow = with_cookie(&client, "GET", "/slow-me", &id);
+        let answer = across_a_sign_out(&client, &user, &id, slow).await;
+        answer.assert_status(200);
+        assert_eq!(
+            answer.text(),
+            user,
+            "it read the session before the sign-out"
+        );
+        assert_eq!(session_cookie(&answer), None, "no slid cookie");
+        let me = with_cookie(&client, "GET", "/me", &id).send().await;
+        assert_eq!(me.text(), "anonymous", "the old cookie is signed out");
+    }
+
+    /// A keyed request that rotates the id after the sign-out: its values
+    /// do not move to a new id, and its recorded answer, replayed, sets no
+    /// cookie either.
+    async fn a_rotation_after_a_sign_out_moves_nothing_to_a_new_id(backend: Backend) {
+        let (client, _storage) = slow_app(backend, "", Arc::new(ManualClock::new()));
+        let user = format!("elevated-eli-{backend:?}");
+        let id = sign_in(&client, &user).await;
+        let elevate =
+            || with_cookie(&client, "POST", "/elevate", &id).header("idempotency-key", "elevate-1");
+        let answer = across_a_sign_out(&client, &user, &id, elevate()).await;
+        answer.assert_status(200);
+        assert_eq!(answer.text(), format!("elevated {user}"));
+        assert_eq!(session_cookie(&answer), None, "no cookie for a new id");
+        let me = with_cookie(&client, "GET", "/me", &id).send().await;
+        assert_eq!(me.text(), "anonymous", "the old cookie is signed out");
+        let retry = elevate().send().await;
+        retry.assert_header("x-idempotent-replayed", "true");
+        assert_eq!(session_cookie(&retry), None, "the replay sets none either");
+    }
+
+    on_every_backend!(
+        a_change_saved_after_a_sign_out_does_not_sign_the_old_cookie_back_in,
+        a_slid_expiry_saved_after_a_sign_out_does_not_sign_the_old_cookie_back_in,
+        a_rotation_after_a_sign_out_moves_nothing_to_a_new_id,
+    );
 }

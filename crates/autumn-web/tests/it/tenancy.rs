@@ -14,7 +14,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use autumn_web::config::AutumnConfig;
 use autumn_web::prelude::*;
-use autumn_web::session::{SessionFuture, SessionId, SessionRecord, SessionStore};
+use autumn_web::session::{SaveOutcome, SessionFuture, SessionId, SessionRecord, SessionStore};
 use autumn_web::tenancy::TenantResolveError;
 use autumn_web::test::{TestApp, TestClient, TestResponse};
 
@@ -372,6 +372,26 @@ impl SessionStore for HeldSaves {
                 self.release.notified().await;
             }
             Ok(())
+        })
+    }
+
+    /// Held as a save, after the inner store's own conditional write.
+    fn save_unless_retired<'a>(
+        &'a self,
+        id: &'a SessionId,
+        record: &'a SessionRecord,
+        now_millis: u64,
+    ) -> SessionFuture<'a, SaveOutcome> {
+        Box::pin(async move {
+            let outcome = self
+                .inner
+                .save_unless_retired(id, record, now_millis)
+                .await?;
+            if self.hold.load(Ordering::SeqCst) {
+                self.saved.notify_one();
+                self.release.notified().await;
+            }
+            Ok(outcome)
         })
     }
 

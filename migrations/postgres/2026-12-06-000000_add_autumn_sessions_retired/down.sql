@@ -1,0 +1,1 @@
+ALTER TABLE autumn_sessions DROP COLUMN IF EXISTS retired;
