@@ -35,7 +35,11 @@ async fn create_order(
 async fn create_signed_order(
     State(orders): State<Orders>,
     Json(new): Json<NewOrder>,
-) -> AutumnResult<(StatusCode, [(axum::http::HeaderName, String); 1], Json<Order>)> {
+) -> AutumnResult<(
+    StatusCode,
+    [(axum::http::HeaderName, String); 1],
+    Json<Order>,
+)> {
     let (status, order) = create(&orders, new)?;
     // A cookie of a session's size and form, set as a sign-in would.
     let cookie = format!(

@@ -29,9 +29,9 @@ pub mod database;
 pub mod paths;
 pub mod problem;
 pub mod redact;
-pub mod seal;
 #[cfg(feature = "redis")]
 pub mod redis;
+pub mod seal;
 
 #[cfg(feature = "database")]
 pub use self::database::{DbPool, FRAMEWORK_MIGRATIONS};

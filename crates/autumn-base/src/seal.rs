@@ -33,10 +33,10 @@
 
 use std::sync::{Arc, OnceLock};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use aes_gcm_siv::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
 use aes_gcm_siv::{Aes256GcmSiv, Nonce};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
 /// The shortest secret accepted, in bytes.

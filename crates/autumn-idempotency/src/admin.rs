@@ -40,7 +40,9 @@ pub enum State {
     Absent,
     /// A request holds the lock; nothing recorded yet.
     Locked,
-    /// A response is recorded and replayed.
+    /// A response is recorded and replayed (or, with
+    /// [`KeyReport::not_recorded`], the request ran but its response was not
+    /// kept: a retry gets 409).
     Recorded,
     /// Both: a record and a lock (a run re-took the key, or a record
     /// written in a handler's transaction while its run goes on).
@@ -68,9 +70,16 @@ pub struct KeyReport {
     /// but alive; one whose expiry stays put belongs to a run that stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner_age_ms: Option<u64>,
-    /// The recorded response's status code.
+    /// The recorded response's status code (with
+    /// [`not_recorded`](Self::not_recorded), the status of the response
+    /// that was not kept).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+    /// Whether the record is a marker: the request ran, but its response was
+    /// too large to keep, so a retry is answered 409 rather than replayed or
+    /// run again. A marker has no body.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub not_recorded: bool,
     /// When the record expires (app clock, ms since the epoch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record_expires_at: Option<u64>,
@@ -118,11 +127,15 @@ pub async fn inspect(
             now.saturating_sub(taken)
         }),
         status: record.map(|r| r.status().as_u16()),
+        not_recorded: record.is_some_and(IdempotencyRecord::is_not_recorded),
         record_expires_at: found.record_expires_at,
-        body_bytes: record.map(|r| r.body().len()),
+        // A marker kept no body: nothing to count or show.
+        body_bytes: record
+            .filter(|r| !r.is_not_recorded())
+            .map(|r| r.body().len()),
         body_sealed: record.is_some_and(IdempotencyRecord::body_sealed),
         body: record
-            .filter(|r| with_body && !r.body_sealed())
+            .filter(|r| with_body && !r.body_sealed() && !r.is_not_recorded())
             .map(|r| String::from_utf8_lossy(r.body()).into_owned()),
     })
 }

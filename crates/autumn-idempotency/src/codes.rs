@@ -39,6 +39,10 @@ pub const IDEMPOTENCY_REPLAY_UNAVAILABLE: ProblemCode =
 /// no longer has; it cannot be replayed, and nothing ran again.
 pub const IDEMPOTENCY_RECORD_UNREADABLE: ProblemCode =
     ProblemCode::new("idempotency_record_unreadable");
+/// 409: the first request with this key ran, but its response was too
+/// large to record, so it cannot be replayed; nothing ran again.
+pub const IDEMPOTENCY_RESPONSE_NOT_RECORDED: ProblemCode =
+    ProblemCode::new("idempotency_response_not_recorded");
 /// 409, `Retry-After: 1`: the lock could not be taken or renewed.
 pub const IDEMPOTENCY_LOCK_UNAVAILABLE: ProblemCode =
     ProblemCode::new("idempotency_lock_unavailable");
@@ -89,6 +93,10 @@ pub const SUBMIT_TOKEN_OTHER_SESSION: ProblemCode = ProblemCode::new("submit_tok
 /// with a secret key this app no longer has; nothing ran again.
 pub const SUBMIT_TOKEN_RECORD_UNREADABLE: ProblemCode =
     ProblemCode::new("submit_token_record_unreadable");
+/// 409: the form was submitted before and ran, but its response was too
+/// large to record, so it cannot be replayed; nothing ran again.
+pub const SUBMIT_TOKEN_RESPONSE_NOT_RECORDED: ProblemCode =
+    ProblemCode::new("submit_token_response_not_recorded");
 /// 500: a handler takes a submit token but the submit-token layer is not
 /// installed.
 pub const SUBMIT_TOKEN_LAYER_MISSING: ProblemCode = ProblemCode::new("submit_token_layer_missing");

@@ -1,7 +1,10 @@
 //! The first run of a guarded request, shared by the idempotency-key and
 //! submit-token services: run the handler while renewing its lock, record a
-//! 2xx/3xx response and release the lock in one store call, or release it
-//! without recording.
+//! 2xx/3xx response (and a 5xx, when the route records server errors) and
+//! release the lock in one store call, or release it without recording.
+//! A response too large to record is replaced in the store by a marker
+//! (`IdempotencyRecord::not_recorded`), so its retry is refused rather than
+//! run again.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -43,6 +46,9 @@ pub(crate) struct Held {
     pub(crate) in_flight_ttl: Duration,
     /// The largest response body recorded.
     pub(crate) max_record_bytes: usize,
+    /// Whether a 5xx the route answered is recorded like a success
+    /// (`RecordErrors::Server`; never for submit tokens).
+    pub(crate) record_server_errors: bool,
     pub(crate) metrics: Arc<IdempotencyMetrics>,
     /// How the record is sealed before the store sees it.
     pub(crate) sealing: RecordSealing,
@@ -60,7 +66,8 @@ pub(crate) struct Held {
 }
 
 /// Whether [`run_and_record`] recorded the response it returns: `finish`
-/// wrote the record under this request's lock. Returned beside the
+/// wrote the record under this request's lock (a marker written in its
+/// place, for a response too large to record, does not count). Returned beside the
 /// response rather than put in its extensions, so it cannot travel out to
 /// an outer guard that would take it for its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,21 +279,32 @@ impl HoldsLock for Held {
 enum Ran {
     /// The handler panicked.
     Panicked,
-    /// An error response (4xx, 5xx): passed on, never recorded.
+    /// An error response that is not recorded (a 4xx; a 5xx unless the
+    /// route records server errors): passed on.
     Failed(Response),
-    /// A 2xx/3xx response and its whole body.
+    /// A response to record (2xx/3xx, or a recorded 5xx) and its whole body.
     Whole(http::response::Parts, Bytes),
-    /// A 2xx/3xx response whose body is larger than the record limit, handed
-    /// back whole (what was read, then the rest as it streams).
-    TooLarge(Response),
-    /// A 2xx/3xx response whose body failed while it was read.
+    /// A response to record whose body is larger than the record limit: the
+    /// body handed back whole (what was read, then the rest as it streams).
+    TooLarge(http::response::Parts, Body),
+    /// A response to record whose body failed while it was read.
     BodyFailed(axum::Error),
 }
 
+/// What goes into the store for a response that is kept.
+enum Kept {
+    /// The response itself: its whole body.
+    Whole(Bytes),
+    /// A marker in its place, the body (too large to record) streamed on to
+    /// the client.
+    Marker(Body),
+}
+
 /// Awaits the handler's `response`; a panic is answered 500 and an error
-/// response (4xx, 5xx) passed on, both releasing the lock so the next attempt
-/// runs again. A 2xx/3xx response is recorded (marked by
-/// `replays_through_inner`) and the lock released in one store call.
+/// response passed on, both releasing the lock so the next attempt runs
+/// again. A 2xx/3xx response, and a 5xx when the route records server
+/// errors (`held.record_server_errors`; a 4xx never is), is recorded (marked
+/// by `replays_through_inner`) and the lock released in one store call.
 ///
 /// While the handler runs (and its response body is read), the lock is
 /// renewed every third of its in-flight TTL, in this same future: nothing is
@@ -298,7 +316,10 @@ enum Ran {
 /// over someone else's lock.
 ///
 /// A response body larger than the record limit is streamed to the client
-/// whole and not recorded; the lock is released.
+/// whole and not recorded: a marker takes its place under the key, written
+/// the same way (same fingerprint, same TTL, same finalize hook), so a retry
+/// with the same request is refused with 409 rather than run again, and one
+/// with another request still gets 422.
 ///
 /// `response` is [`call_boxed`]'s future: the only copy of the request this
 /// future holds.
@@ -323,18 +344,23 @@ where
                 Err(_panic) => return Ran::Panicked,
             };
             let status = response.status();
-            if !(status.is_success() || status.is_redirection()) {
+            // A 4xx says the request itself was wrong: never recorded, so
+            // the client can fix it and try again with the same key.
+            let recorded = status.is_success()
+                || status.is_redirection()
+                || (held.record_server_errors && status.is_server_error());
+            if !recorded {
                 return Ran::Failed(response);
             }
             let (parts, body) = response.into_parts();
             match read_capped(body, held.max_record_bytes).await {
                 Ok(Capped::Whole(body)) => Ran::Whole(parts, body),
-                Ok(Capped::Over(body)) => Ran::TooLarge(Response::from_parts(parts, body)),
+                Ok(Capped::Over(body)) => Ran::TooLarge(parts, body),
                 Err(error) => Ran::BodyFailed(error),
             }
         };
         let ran = with_heartbeat(held, run).await;
-        let (parts, body) = match ran {
+        let (parts, kept) = match ran {
             Ran::Panicked => {
                 tracing::error!(
                     storage_key_hash = %LogDigest(held.storage_key.as_bytes()),
@@ -347,17 +373,18 @@ where
                 held.release().await;
                 return (response, Recorded(false));
             }
-            Ran::TooLarge(response) => {
+            Ran::TooLarge(parts, body) => {
                 held.metrics.too_large_to_record();
                 if first_warning(&held.route) {
                     tracing::warn!(
                         route = %held.route.text(),
                         limit = held.max_record_bytes,
-                        "a response is larger than max_record_bytes: sent but not recorded, so a retry runs the handler again (warned once per route)"
+                        "a response is larger than max_record_bytes: sent but not recorded; a retry of the same request gets 409 instead of running the handler again (warned once per route)"
                     );
                 }
-                held.release().await;
-                return (response, Recorded(false));
+                // The handler ran: release the lock and a retry would run it
+                // again. A marker is recorded in the response's place.
+                (parts, Kept::Marker(body))
             }
             Ran::BodyFailed(error) => {
                 // The handler ran but its response is lost: keep the lock, so a
@@ -365,7 +392,7 @@ where
                 tracing::error!(storage_key_hash = %LogDigest(held.storage_key.as_bytes()), %error, "response body failed; keeping the lock");
                 return (held.guard.response_lost(), Recorded(false));
             }
-            Ran::Whole(parts, body) => (parts, body),
+            Ran::Whole(parts, body) => (parts, Kept::Whole(body)),
         };
         let mut parts = parts;
         let followed = match &held.after_run {
@@ -387,10 +414,11 @@ where
                 fingerprint.extend_from_slice(&token_binding(&after));
             }
         }
-        let record = held.sealing.seal(
-            IdempotencyRecord::from_parts(&parts, body.clone())
+        let record = held.sealing.seal(match &kept {
+            Kept::Whole(body) => IdempotencyRecord::from_parts(&parts, body.clone())
                 .with_replay_through_inner(replays_through_inner(&parts)),
-        );
+            Kept::Marker(_) => IdempotencyRecord::not_recorded(parts.status),
+        });
         if let Some(moved) = &followed.also_key {
             let finished = held
                 .store
@@ -416,7 +444,8 @@ where
                 held.ttl,
             )
             .await;
-        let recorded = matches!(finished, Ok(true));
+        // A marker is written like a record, but nothing will be replayed.
+        let recorded = matches!(finished, Ok(true)) && matches!(kept, Kept::Whole(_));
         match finished {
             Ok(true) => {}
             Ok(false) => {
@@ -431,10 +460,11 @@ where
                 tracing::error!(storage_key_hash = %LogDigest(held.storage_key.as_bytes()), %error, "could not record the response; the lock stays until its in-flight TTL")
             }
         }
-        (
-            Response::from_parts(parts, Body::from(body)),
-            Recorded(recorded),
-        )
+        let body = match kept {
+            Kept::Whole(body) => Body::from(body),
+            Kept::Marker(body) => body,
+        };
+        (Response::from_parts(parts, body), Recorded(recorded))
     }
 }
 

@@ -34,8 +34,8 @@ mod problem;
 mod record;
 pub mod replay;
 pub mod rescope;
-mod sealing;
 mod scope;
+mod sealing;
 pub mod store;
 pub mod submit;
 mod wait;
@@ -45,7 +45,8 @@ pub use context::IdempotencyContext;
 pub use database::DbIdempotencyStore;
 pub use detach::{detached_runs, wait_for_detached_runs};
 pub use layer::{
-    FingerprintPolicy, IdempotencyLayer, IdempotencyPolicy, KeyRequirement, PolicyError, ReplayMode,
+    FingerprintPolicy, IdempotencyLayer, IdempotencyPolicy, KeyRequirement, PolicyError,
+    RecordErrors, ReplayMode,
 };
 pub use metrics::{IdempotencyMetrics, MetricsSnapshot, StoreSize};
 pub use problem::{IdempotencyContextRejection, IdempotencyRejection, KEY_MISSING_TYPE};

@@ -95,6 +95,14 @@ pub enum IdempotencyRejection {
         "this Idempotency-Key was already used, but its recorded response was sealed with a secret key this server does not have, so it cannot be replayed; the request was not run again (list the retired key in security.old_secret_keys, or use a new key to make a new request)"
     )]
     RecordUnreadable,
+    /// 409 `idempotency_response_not_recorded`: the first request with this
+    /// key ran, but its response was larger than `max_record_bytes`, so only
+    /// the fact that it ran was recorded; it cannot be replayed and the
+    /// handler did not run again.
+    #[error(
+        "this Idempotency-Key was already used and its request was processed, but the response was too large to keep, so it cannot be replayed; the request was not run again (fetch the resource to see the result, or use a new key to make a new request)"
+    )]
+    ResponseNotRecorded,
     /// 409 `idempotency_lock_unavailable`: the lock could not be taken or
     /// renewed.
     #[error(
@@ -147,6 +155,7 @@ impl IdempotencyRejection {
             Self::InFlight
             | Self::ReplayUnavailable
             | Self::RecordUnreadable
+            | Self::ResponseNotRecorded
             | Self::LockUnavailable => StatusCode::CONFLICT,
             Self::StoreUnavailable | Self::StoreFull => StatusCode::SERVICE_UNAVAILABLE,
             Self::HandlerPanicked | Self::ResponseLost | Self::ResponseNotFinal => {
@@ -171,6 +180,7 @@ impl IdempotencyRejection {
             Self::InFlight => codes::IDEMPOTENCY_KEY_IN_FLIGHT,
             Self::ReplayUnavailable => codes::IDEMPOTENCY_REPLAY_UNAVAILABLE,
             Self::RecordUnreadable => codes::IDEMPOTENCY_RECORD_UNREADABLE,
+            Self::ResponseNotRecorded => codes::IDEMPOTENCY_RESPONSE_NOT_RECORDED,
             Self::LockUnavailable => codes::IDEMPOTENCY_LOCK_UNAVAILABLE,
             Self::StoreUnavailable => codes::IDEMPOTENCY_STORE_UNAVAILABLE,
             Self::StoreFull => codes::IDEMPOTENCY_STORE_FULL,
@@ -194,7 +204,10 @@ impl IdempotencyRejection {
     /// `None` where the question does not arise.
     pub fn new_key_needed(&self) -> Option<bool> {
         match self {
-            Self::PayloadMismatch | Self::ReplayUnavailable | Self::RecordUnreadable => Some(true),
+            Self::PayloadMismatch
+            | Self::ReplayUnavailable
+            | Self::RecordUnreadable
+            | Self::ResponseNotRecorded => Some(true),
             Self::InFlight | Self::LockUnavailable => Some(false),
             _ => None,
         }
@@ -424,6 +437,14 @@ pub enum SubmitTokenRejection {
         "this form was already submitted, but its recorded answer can no longer be read, so it was not processed again; reload the page to see the current state"
     )]
     RecordUnreadable,
+    /// 409 `submit_token_response_not_recorded`: the form was submitted
+    /// before and processed, but its response was larger than
+    /// `max_record_bytes`, so only the fact that it ran was recorded;
+    /// nothing ran again.
+    #[error(
+        "this form was already submitted and processed, but its answer was too large to keep, so it was not processed again; reload the page to see the current state, or reload the form to submit a new one"
+    )]
+    ResponseNotRecorded,
 }
 
 impl SubmitTokenRejection {
@@ -435,7 +456,10 @@ impl SubmitTokenRejection {
             | Self::TokenRepeated { .. }
             | Self::TokenMalformed { .. }
             | Self::TokenLate { .. } => StatusCode::BAD_REQUEST,
-            Self::InFlight | Self::OtherSession | Self::RecordUnreadable => StatusCode::CONFLICT,
+            Self::InFlight
+            | Self::OtherSession
+            | Self::RecordUnreadable
+            | Self::ResponseNotRecorded => StatusCode::CONFLICT,
             Self::TokenReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::StoreUnavailable | Self::StoreFull => StatusCode::SERVICE_UNAVAILABLE,
             Self::HandlerPanicked | Self::ResponseLost | Self::ResponseNotFinal => {
@@ -466,6 +490,7 @@ impl SubmitTokenRejection {
             Self::ResponseNotFinal => codes::RESPONSE_NOT_FINAL,
             Self::OtherSession => codes::SUBMIT_TOKEN_OTHER_SESSION,
             Self::RecordUnreadable => codes::SUBMIT_TOKEN_RECORD_UNREADABLE,
+            Self::ResponseNotRecorded => codes::SUBMIT_TOKEN_RESPONSE_NOT_RECORDED,
         }
     }
 }
@@ -661,6 +686,26 @@ mod tests {
             },
             {
                 let r = SubmitTokenRejection::RecordUnreadable;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = IdempotencyRejection::ResponseNotRecorded;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = SubmitTokenRejection::ResponseNotRecorded;
                 (
                     r.status(),
                     r.code(),

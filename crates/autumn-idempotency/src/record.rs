@@ -1,15 +1,38 @@
 //! What a store keeps: the recorded response and the entry `get` returns.
 
 use axum::body::Body;
+use axum::response::IntoResponse as _;
 use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode};
+
+use crate::problem::IdempotencyRejection;
 
 /// A recorded response: status, headers and body, replayed byte for byte.
 ///
 /// Stores persist it however they like; [`IdempotencyRecord::encode`] and
 /// [`IdempotencyRecord::decode`] give a compact binary form that every
-/// built-in store uses, and that custom stores may use too.
+/// built-in store uses, and that custom stores may use too. A store that
+/// keeps records in a form of its own must keep
+/// [`is_not_recorded`](Self::is_not_recorded) too: a marker read back as an
+/// ordinary record would replay an empty response.
+///
+/// A record may also be a marker: the request ran, but its response could
+/// not be kept (it was larger than the guard's `max_record_bytes`). A
+/// marker holds the response's status and nothing else, and the guards
+/// answer it with 409 instead of replaying it.
+///
+/// ```
+/// use autumn_idempotency::IdempotencyRecord;
+/// use http::StatusCode;
+///
+/// let marker = IdempotencyRecord::not_recorded(StatusCode::OK);
+/// assert!(marker.is_not_recorded());
+/// let read = IdempotencyRecord::decode(&marker.encode())?;
+/// assert!(read.is_not_recorded());
+/// assert_eq!(read.status(), StatusCode::OK);
+/// # Ok::<(), autumn_idempotency::RecordDecodeError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyRecord {
     status: StatusCode,
@@ -18,6 +41,8 @@ pub struct IdempotencyRecord {
     replay_through_inner: bool,
     /// Whether `body` is sealed (see [`crate::sealing`]).
     body_sealed: bool,
+    /// Whether this is a marker for a response that was not kept.
+    not_recorded: bool,
 }
 
 /// Headers that describe one connection or one transfer, not the response:
@@ -64,7 +89,32 @@ impl IdempotencyRecord {
             body: body.into(),
             replay_through_inner: false,
             body_sealed: false,
+            not_recorded: false,
         }
+    }
+
+    /// A marker saying a request ran and answered `status`, but its response
+    /// was not kept (too large to record): a retry is answered 409 rather
+    /// than run again or replayed. It holds no headers and no body.
+    ///
+    /// It is encoded as a version of its own, which a reader from before
+    /// markers existed refuses as an unknown version instead of replaying
+    /// it as an empty response.
+    pub fn not_recorded(status: StatusCode) -> Self {
+        Self {
+            status,
+            headers: Box::default(),
+            body: Bytes::new(),
+            replay_through_inner: false,
+            body_sealed: false,
+            not_recorded: true,
+        }
+    }
+
+    /// Whether this is a [marker](Self::not_recorded) rather than a
+    /// response: there is nothing to replay.
+    pub fn is_not_recorded(&self) -> bool {
+        self.not_recorded
     }
 
     /// A record of a response's parts: [`new`](Self::new), with the kept
@@ -84,10 +134,12 @@ impl IdempotencyRecord {
             body,
             replay_through_inner: false,
             body_sealed: false,
+            not_recorded: false,
         }
     }
 
-    /// The recorded status.
+    /// The recorded status (for a [marker](Self::not_recorded), the status
+    /// of the response that was not kept).
     pub fn status(&self) -> StatusCode {
         self.status
     }
@@ -132,7 +184,14 @@ impl IdempotencyRecord {
     }
 
     /// Rebuilds the response. Cheap: the body is reference-counted.
+    ///
+    /// A [marker](Self::not_recorded) has no response to rebuild: it gives
+    /// the 409 `idempotency_response_not_recorded` problem the
+    /// `Idempotency-Key` guard answers it with, never an empty success.
     pub fn to_response(&self) -> Response {
+        if self.not_recorded {
+            return IdempotencyRejection::ResponseNotRecorded.into_response();
+        }
         let mut response = Response::new(Body::from(self.body.clone()));
         *response.status_mut() = self.status;
         let headers = response.headers_mut();
@@ -144,7 +203,9 @@ impl IdempotencyRecord {
 
     /// A compact binary form: version, status, flags, headers and body, each
     /// length-prefixed. A record with a sealed body is written as version 2,
-    /// which an older reader refuses rather than replaying ciphertext.
+    /// which an older reader refuses rather than replaying ciphertext; a
+    /// [marker](Self::not_recorded) as version 3, which an older reader
+    /// refuses rather than replaying an empty response.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.encoded_len());
         self.encode_into(&mut out);
@@ -163,7 +224,11 @@ impl IdempotencyRecord {
 
     /// [`encode`](Self::encode), appended to `out`.
     pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
-        out.push(if self.body_sealed {
+        // A marker is never sealed (there is nothing in it to seal), so the
+        // two versions after the first never meet.
+        out.push(if self.not_recorded {
+            CODEC_VERSION_NOT_RECORDED
+        } else if self.body_sealed {
             CODEC_VERSION_SEALED_BODY
         } else {
             CODEC_VERSION
@@ -198,9 +263,10 @@ impl IdempotencyRecord {
         to_bytes: impl Fn(&[u8]) -> Bytes,
     ) -> Result<Self, RecordDecodeError> {
         let mut input = Reader(bytes);
-        let body_sealed = match input.take(1)? {
-            [CODEC_VERSION] => false,
-            [CODEC_VERSION_SEALED_BODY] => true,
+        let (body_sealed, not_recorded) = match input.take(1)? {
+            [CODEC_VERSION] => (false, false),
+            [CODEC_VERSION_SEALED_BODY] => (true, false),
+            [CODEC_VERSION_NOT_RECORDED] => (false, true),
             _ => return Err(RecordDecodeError("unknown record version")),
         };
         let status = u16::from_be_bytes(input.array()?);
@@ -226,6 +292,7 @@ impl IdempotencyRecord {
             body,
             replay_through_inner,
             body_sealed,
+            not_recorded,
         })
     }
 }
@@ -233,6 +300,10 @@ impl IdempotencyRecord {
 const CODEC_VERSION: u8 = 1;
 /// The same layout, with a sealed body.
 const CODEC_VERSION_SEALED_BODY: u8 = 2;
+/// The same layout, for a marker: the response was not kept. Its own
+/// version rather than a flag, because readers before it take any flags
+/// byte but zero as `replay_through_inner` and would replay the marker.
+const CODEC_VERSION_NOT_RECORDED: u8 = 3;
 
 fn put_len(out: &mut Vec<u8>, len: usize) {
     out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
@@ -366,10 +437,60 @@ mod tests {
     }
 
     #[test]
+    fn a_marker_round_trips_as_version_3_and_stays_a_marker() {
+        let marker = IdempotencyRecord::not_recorded(StatusCode::CREATED);
+        let encoded = marker.encode();
+        assert_eq!(encoded[0], 3, "a marker is written as version 3");
+        assert_eq!(encoded.len(), marker.encoded_len());
+        let decoded = IdempotencyRecord::decode(&encoded).expect("decodes");
+        assert_eq!(decoded, marker);
+        assert!(decoded.is_not_recorded());
+        assert_eq!(decoded.status(), StatusCode::CREATED);
+        assert!(decoded.headers().is_empty() && decoded.body().is_empty());
+        assert!(!decoded.replays_through_inner() && !decoded.body_sealed());
+        let shared = IdempotencyRecord::decode_shared(&Bytes::from(encoded)).expect("decodes");
+        assert!(shared.is_not_recorded());
+        // An ordinary record is not a marker, whatever its status.
+        let plain = IdempotencyRecord::new(StatusCode::CREATED, [], "");
+        assert!(
+            !IdempotencyRecord::decode(&plain.encode())
+                .expect("decodes")
+                .is_not_recorded()
+        );
+        assert_ne!(plain, marker);
+    }
+
+    #[test]
+    fn a_reader_that_knows_only_versions_1_and_2_refuses_a_marker() {
+        // What an older reader checks: the version byte, before anything.
+        let encoded = IdempotencyRecord::not_recorded(StatusCode::OK).encode();
+        assert!(!matches!(encoded[0], 1 | 2), "not readable as a response");
+        // The rest is the version 1 layout: flags zero, no headers, no body.
+        let mut as_v1 = encoded.clone();
+        as_v1[0] = 1;
+        let v1 = IdempotencyRecord::decode(&as_v1).expect("same layout");
+        assert!(!v1.is_not_recorded() && v1.body().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_marker_never_rebuilds_as_a_success() {
+        let response = IdempotencyRecord::not_recorded(StatusCode::OK).to_response();
+        assert_eq!(response.status(), StatusCode::CONFLICT);
+        let body = http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .expect("a body")
+            .to_bytes();
+        let problem: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(problem["code"], "idempotency_response_not_recorded");
+    }
+
+    #[test]
     fn decode_rejects_garbage_without_panicking() {
         for bytes in [
             &b""[..],
             b"\x02",
+            b"\x03",
+            b"\x04\x00\xc8\x00\x00\x00\x00\x00\x00\x00\x00\x00",
             b"\x01\x00",
             b"\x01\x00\xc8\x00\xff\xff\xff\xff",
         ] {

@@ -78,8 +78,13 @@ impl RecordSealing {
     }
 
     /// `record` with its `Set-Cookie` values sealed, and its body when
-    /// bodies are. A value already sealed stays as it is.
+    /// bodies are. A value already sealed stays as it is; a
+    /// [marker](IdempotencyRecord::not_recorded) holds nothing to seal and
+    /// comes back as it is.
     pub fn seal(&self, record: IdempotencyRecord) -> IdempotencyRecord {
+        if record.is_not_recorded() {
+            return record;
+        }
         let keys = &self.inner.keys;
         let mut record = record;
         for (name, value) in record.headers_mut() {
@@ -100,13 +105,18 @@ impl RecordSealing {
     }
 
     /// `record` as it was before [`seal`](Self::seal), ready to replay.
-    /// A record that holds nothing sealed comes back as it is, at no cost.
+    /// A record that holds nothing sealed comes back as it is, at no cost;
+    /// so does a [marker](IdempotencyRecord::not_recorded), whatever this
+    /// app's keys, for the guard to answer it.
     ///
     /// # Errors
     ///
     /// [`OpenError`] when a value was sealed with a key this app does not
     /// have, or was altered: the record cannot be replayed.
     pub fn open(&self, record: IdempotencyRecord) -> Result<IdempotencyRecord, OpenError> {
+        if record.is_not_recorded() {
+            return Ok(record);
+        }
         let keys = &self.inner.keys;
         let mut record = record;
         for (name, value) in record.headers_mut() {
@@ -188,6 +198,18 @@ mod tests {
         let sealed = RecordSealing::new(keys("a".repeat(40).as_str())).seal(record());
         let other = RecordSealing::new(keys("b".repeat(40).as_str()));
         assert_eq!(other.open(sealed), Err(OpenError::UnknownKey));
+    }
+
+    #[test]
+    fn a_marker_passes_sealing_and_opening_untouched() {
+        let sealing = RecordSealing::new(keys("k".repeat(40).as_str())).with_bodies(true);
+        let marker = IdempotencyRecord::not_recorded(StatusCode::OK);
+        let sealed = sealing.seal(marker.clone());
+        assert_eq!(sealed, marker, "nothing in a marker is sealed");
+        let decoded = IdempotencyRecord::decode(&sealed.encode()).expect("decodes");
+        // Any app opens it, whatever its keys: there is nothing to open.
+        let other = RecordSealing::new(keys("b".repeat(40).as_str()));
+        assert_eq!(other.open(decoded), Ok(marker));
     }
 
     #[test]

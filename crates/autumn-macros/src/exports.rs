@@ -82,6 +82,10 @@ pub(crate) const FINGERPRINT_POLICY: ExportPath =
 pub(crate) const KEY_REQUIREMENT: ExportPath =
     ExportPath(&["autumn_web", "__private", "KeyRequirement"]);
 
+/// `::autumn_web::__private::RecordErrors`, a route's `record_errors`.
+pub(crate) const RECORD_ERRORS: ExportPath =
+    ExportPath(&["autumn_web", "__private", "RecordErrors"]);
+
 /// `::std::time::Duration`, for a route attribute's TTLs.
 pub(crate) const DURATION: ExportPath = ExportPath(&["std", "time", "Duration"]);
 

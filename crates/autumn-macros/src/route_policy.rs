@@ -8,6 +8,7 @@
 //!     in_flight_wait_ms = 2000,
 //!     idempotency_fingerprint = "json",    // or "bytes"
 //!     idempotency_ignore = ["/client_ts"], // or idempotency_only = [...]
+//!     record_errors = "server",            // or "none"
 //! )]
 //! ```
 //!
@@ -19,10 +20,12 @@ use quote::quote;
 use syn::parse::ParseStream;
 use syn::{Ident, LitInt, LitStr, Token};
 
-use crate::exports::{DURATION, FINGERPRINT_POLICY, IDEMPOTENCY_POLICY, KEY_REQUIREMENT};
+use crate::exports::{
+    DURATION, FINGERPRINT_POLICY, IDEMPOTENCY_POLICY, KEY_REQUIREMENT, RECORD_ERRORS,
+};
 
 /// The accepted argument names, for the error on an unknown one.
-pub(crate) const EXPECTED: &str = "expected one of `idempotent`, `idempotency`, `idempotency_ttl`, `idempotency_in_flight_ttl`, `in_flight_wait_ms`, `idempotency_fingerprint`, `idempotency_ignore`, `idempotency_only`";
+pub(crate) const EXPECTED: &str = "expected one of `idempotent`, `idempotency`, `idempotency_ttl`, `idempotency_in_flight_ttl`, `in_flight_wait_ms`, `idempotency_fingerprint`, `idempotency_ignore`, `idempotency_only`, `record_errors`";
 
 /// Whether the route needs a key, as `idempotency = "..."` says.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -42,6 +45,9 @@ pub(crate) struct PolicyArgs {
     json: Option<bool>,
     ignore: Option<Vec<String>>,
     only: Option<Vec<String>>,
+    /// `record_errors`: whether a 5xx is recorded (`"server"`) or not
+    /// (`"none"`).
+    record_server_errors: Option<bool>,
 }
 
 impl PolicyArgs {
@@ -83,6 +89,11 @@ impl PolicyArgs {
                 only: ::std::vec![#(::std::string::String::from(#only)),*],
             })));
         }
+        match self.record_server_errors {
+            Some(true) => calls.push(quote!(.with_record_errors(#RECORD_ERRORS::Server))),
+            Some(false) => calls.push(quote!(.with_record_errors(#RECORD_ERRORS::None))),
+            None => {}
+        }
         if calls.is_empty() {
             return TokenStream::new();
         }
@@ -106,6 +117,7 @@ pub(crate) fn parse_policy_arg(input: ParseStream<'_>, args: &mut PolicyArgs) ->
         "idempotency_fingerprint",
         "idempotency_ignore",
         "idempotency_only",
+        "record_errors",
     ];
     let text = name.to_string();
     if !known.contains(&text.as_str()) {
@@ -170,6 +182,22 @@ pub(crate) fn parse_policy_arg(input: ParseStream<'_>, args: &mut PolicyArgs) ->
                 }
             };
             if args.json.replace(json).is_some() {
+                return Err(twice());
+            }
+        }
+        "record_errors" => {
+            let lit: LitStr = input.parse()?;
+            let server = match lit.value().as_str() {
+                "server" => true,
+                "none" => false,
+                _ => {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        "expected \"server\" (record and replay a 5xx) or \"none\"; a 4xx is never recorded",
+                    ));
+                }
+            };
+            if args.record_server_errors.replace(server).is_some() {
                 return Err(twice());
             }
         }
@@ -300,6 +328,7 @@ mod tests {
             idempotency_in_flight_ttl = "30s",
             in_flight_wait_ms = 2000,
             idempotency_ignore = ["/client_ts", "/meta/trace~1id"],
+            record_errors = "server",
         ))
         .expect("valid");
         let out = args.expand().to_string();
@@ -311,12 +340,18 @@ mod tests {
             quote!(.with_in_flight_wait(::std::time::Duration::from_millis(2000u64))),
             quote!(::autumn_web::__private::FingerprintPolicy::Json),
             quote!(::std::string::String::from("/client_ts")),
+            quote!(.with_record_errors(::autumn_web::__private::RecordErrors::Server)),
         ] {
             let piece = piece.to_string();
             let piece = piece.trim_end_matches(" ()").trim_end_matches(')');
             assert!(out.contains(piece), "missing `{piece}` in `{out}`");
         }
         assert!(parse(quote!()).expect("empty").expand().is_empty());
+        let none = parse(quote!(record_errors = "none")).expect("valid");
+        let none = none.expand().to_string();
+        let piece =
+            quote!(.with_record_errors(::autumn_web::__private::RecordErrors::None)).to_string();
+        assert!(none.contains(&piece), "missing `{piece}` in `{none}`");
     }
 
     #[test]
@@ -351,6 +386,14 @@ mod tests {
             "`in_flight_wait_ms` given twice"
         );
         assert_eq!(error(quote!(idempotency_retries = 3)), EXPECTED);
+        assert_eq!(
+            error(quote!(record_errors = "client")),
+            "expected \"server\" (record and replay a 5xx) or \"none\"; a 4xx is never recorded"
+        );
+        assert_eq!(
+            error(quote!(record_errors = "server", record_errors = "none")),
+            "`record_errors` given twice"
+        );
     }
 
     #[test]

@@ -3,7 +3,9 @@
 
 use std::future::Future;
 
-pub use autumn_idempotency::layer::{FingerprintPolicy, IdempotencyPolicy, KeyRequirement};
+pub use autumn_idempotency::layer::{
+    FingerprintPolicy, IdempotencyPolicy, KeyRequirement, RecordErrors,
+};
 pub use axum;
 pub use http;
 pub use maud;

@@ -62,9 +62,9 @@ pub use sections::{
     ActuatorConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, FingerprintMode, HEALTH_COMPONENTS,
     HeadersConfig, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, LogFormat,
-    MIN_HEADER_BYTES, MemoryConfig, REFERRER_POLICIES, RedisConfig, SameSite, SecurityConfig,
-    ServerConfig, SessionConfig, StaticConfig, SubmitTokenConfig, TenancyConfig, TenantStrategy,
-    TimeoutsConfig,
+    MIN_HEADER_BYTES, MemoryConfig, REFERRER_POLICIES, RecordErrorsMode, RedisConfig, SameSite,
+    SecurityConfig, ServerConfig, SessionConfig, StaticConfig, SubmitTokenConfig, TenancyConfig,
+    TenantStrategy, TimeoutsConfig,
 };
 
 use load::Layers;

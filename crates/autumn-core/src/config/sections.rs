@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use autumn_idempotency::layer::{FingerprintPolicy, IdempotencyPolicy};
+use autumn_idempotency::layer::{FingerprintPolicy, IdempotencyPolicy, RecordErrors};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
@@ -315,8 +315,12 @@ pub struct IdempotencyConfig {
     pub allow_memory_in_production: bool,
     /// Largest request body, in bytes, that is fingerprinted; larger bodies get 413.
     pub max_body_bytes: usize,
-    /// Largest response body, in bytes, that is recorded; a larger one is sent but not recorded.
+    /// Largest response body, in bytes, that is recorded; a larger one is sent whole, and a
+    /// marker is recorded in its place, so a retry gets 409 rather than a second run.
     pub max_record_bytes: usize,
+    /// Which error responses are recorded and replayed like a success: `"none"` (the
+    /// default) or `"server"` (a 5xx the route answered); a route may say otherwise.
+    pub record_errors: RecordErrorsMode,
     /// Whether every mutating request on an idempotent route must carry an
     /// `Idempotency-Key` (400 without one); a route may say otherwise.
     pub require_key: bool,
@@ -424,6 +428,29 @@ impl FingerprintMode {
     }
 }
 
+/// Which error responses are recorded (`idempotency.record_errors`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum RecordErrorsMode {
+    /// None: a 4xx or 5xx releases the key, and a retry runs the handler again.
+    #[default]
+    None,
+    /// A 5xx the route answered is recorded and replayed like a success.
+    Server,
+}
+
+impl RecordErrorsMode {
+    /// The name used in `autumn.toml`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Server => "server",
+        }
+    }
+}
+
 impl Default for IdempotencyConfig {
     fn default() -> Self {
         Self {
@@ -434,6 +461,7 @@ impl Default for IdempotencyConfig {
             allow_memory_in_production: false,
             max_body_bytes: 2 * 1024 * 1024,
             max_record_bytes: 1024 * 1024,
+            record_errors: RecordErrorsMode::None,
             require_key: false,
             fingerprint: FingerprintMode::Bytes,
             fingerprint_ignore: Vec::new(),
@@ -466,13 +494,14 @@ impl IdempotencyConfig {
     ///
     /// ```
     /// use autumn_core::config::AutumnConfig;
-    /// use autumn_idempotency::KeyRequirement;
+    /// use autumn_idempotency::{KeyRequirement, RecordErrors};
     ///
     /// let config = AutumnConfig::from_toml_str(
-    ///     "[idempotency]\nrequire_key = true\nfingerprint_ignore = [\"/client_ts\"]\n",
+    ///     "[idempotency]\nrequire_key = true\nfingerprint_ignore = [\"/client_ts\"]\nrecord_errors = \"server\"\n",
     /// )?;
     /// let policy = config.idempotency.policy();
     /// assert_eq!(policy.key, Some(KeyRequirement::Required));
+    /// assert_eq!(policy.record_errors, Some(RecordErrors::Server));
     /// # Ok::<(), autumn_core::config::ConfigError>(())
     /// ```
     #[must_use]
@@ -480,7 +509,11 @@ impl IdempotencyConfig {
         let mut policy = IdempotencyPolicy::new()
             .with_ttl(self.ttl())
             .with_in_flight_ttl(self.in_flight_ttl())
-            .with_expiry_header(self.expiry_header);
+            .with_expiry_header(self.expiry_header)
+            .with_record_errors(match self.record_errors {
+                RecordErrorsMode::None => RecordErrors::None,
+                RecordErrorsMode::Server => RecordErrors::Server,
+            });
         if self.require_key {
             policy = policy.required();
         }
@@ -799,7 +832,8 @@ pub struct SubmitTokenConfig {
     /// token field within them gets 413; any other larger form streams on to the route, and
     /// its body fails there if the field is named later.
     pub max_form_bytes: usize,
-    /// Largest response body, in bytes, that is recorded; a larger one is sent but not recorded.
+    /// Largest response body, in bytes, that is recorded; a larger one is sent whole, and a
+    /// marker is recorded in its place, so submitting the form again gets 409, not a second run.
     pub max_record_bytes: usize,
     /// Milliseconds a concurrent duplicate waits for the first to finish and replay it (0: 409 at once).
     pub in_flight_wait_ms: u64,

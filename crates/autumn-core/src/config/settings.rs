@@ -118,6 +118,7 @@ impl AutumnConfig {
             allow_memory_in_production,
             max_body_bytes,
             max_record_bytes,
+            record_errors,
             require_key,
             fingerprint,
             fingerprint_ignore,
@@ -139,6 +140,7 @@ impl AutumnConfig {
         );
         out.plain("idempotency.max_body_bytes", max_body_bytes);
         out.plain("idempotency.max_record_bytes", max_record_bytes);
+        out.string("idempotency.record_errors", record_errors.as_str());
         out.plain("idempotency.require_key", require_key);
         out.string("idempotency.fingerprint", fingerprint.as_str());
         out.strings("idempotency.fingerprint_ignore", fingerprint_ignore);

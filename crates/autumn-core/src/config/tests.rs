@@ -113,6 +113,7 @@ fn defaults_without_files_or_env() {
             allow_memory_in_production: false,
             max_body_bytes: 2_097_152,
             max_record_bytes: 1_048_576,
+            record_errors: super::RecordErrorsMode::None,
             require_key: false,
             fingerprint: super::FingerprintMode::Bytes,
             fingerprint_ignore: Vec::new(),
@@ -1034,6 +1035,7 @@ fn effective_settings_cover_every_key() {
         allow_memory_in_production = true
         max_body_bytes = 7
         max_record_bytes = 12
+        record_errors = "server"
         require_key = true
         fingerprint = "json"
         fingerprint_ignore = ["/ts"]
@@ -1105,7 +1107,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 84);
+    assert_eq!(settings.len(), 85);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

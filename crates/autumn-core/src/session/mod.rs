@@ -32,7 +32,7 @@ pub use layer::{DEFAULT_COOKIE_NAME, DEFAULT_SECURE_COOKIE_NAME, DEFAULT_TTL, Se
 pub use memory::MemorySessionStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisSessionStore;
-pub(crate) use service::{SessionIdentity, TokenTenant, tenant_suffix};
 pub use service::SessionService;
+pub(crate) use service::{SessionIdentity, TokenTenant, tenant_suffix};
 pub use store::{SaveOutcome, SessionFuture, SessionRecord, SessionStore, SessionStoreError};
 pub use sweep::spawn_sweeper;

@@ -3,7 +3,9 @@ use std::time::Duration;
 
 use tower::Layer;
 
-use super::policy::{IdempotencyPolicy, KeyRequirement, MIN_TTL, PolicyError, Resolved};
+use super::policy::{
+    IdempotencyPolicy, KeyRequirement, MIN_TTL, PolicyError, RecordErrors, Resolved,
+};
 use super::service::{Idempotency, ReplayMode, Settings};
 use crate::metrics::IdempotencyMetrics;
 use crate::sealing::RecordSealing;
@@ -154,8 +156,9 @@ impl IdempotencyLayer {
 
     /// The largest response body recorded. A larger 2xx/3xx response is
     /// still sent to the client whole (streamed past this limit) but not
-    /// recorded, and its lock is released: a retry runs the handler again.
-    /// A warning is logged once per route.
+    /// recorded: a marker is recorded in its place, and a retry with the
+    /// same request gets 409 `idempotency_response_not_recorded` rather
+    /// than a second run. A warning is logged once per route.
     ///
     /// ```
     /// use std::{sync::Arc, time::Duration};
@@ -211,7 +214,8 @@ impl IdempotencyLayer {
 
     /// The same layer under `policy`: what it sets replaces this layer's
     /// settings (TTLs, whether a key is required, what the fingerprint
-    /// covers, the in-flight wait, the docs link, the expiry header); what it
+    /// covers, the in-flight wait, the docs link, the expiry header, which
+    /// errors are recorded); what it
     /// leaves unset is kept. Apply the app-wide policy first, then each
     /// route's `over` it.
     ///
@@ -257,6 +261,9 @@ impl IdempotencyLayer {
             }
             if let Some(send) = policy.expiry_header {
                 resolved.expiry_header = send;
+            }
+            if let Some(record_errors) = policy.record_errors {
+                resolved.record_server_errors = record_errors == RecordErrors::Server;
             }
         }))
     }

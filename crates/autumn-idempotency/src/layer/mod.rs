@@ -9,8 +9,10 @@
 //!    [`IdempotencyScope`](crate::IdempotencyScope) and the key;
 //! 3. on a first request, runs the handler to completion (even if the client
 //!    goes away), records a 2xx/3xx response and releases the lock; a 4xx/5xx
-//!    (or a panic) releases the lock without recording; the response carries
-//!    `X-Idempotent-Honoured: true`;
+//!    (or a panic) releases the lock without recording, unless the policy
+//!    records server errors ([`RecordErrors::Server`]: a 5xx is then recorded
+//!    like a success); a response too large to record leaves a marker that
+//!    answers retries 409; the response carries `X-Idempotent-Honoured: true`;
 //! 4. on a retry with the same fingerprint, answers the recorded response with
 //!    `X-Idempotent-Replayed: true`, without running the handler; with another
 //!    fingerprint, 422; while the first request still runs, 409 with
@@ -61,6 +63,8 @@ pub use layer::{
     DEFAULT_IN_FLIGHT_TTL, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL,
     IdempotencyLayer,
 };
-pub use policy::{FingerprintPolicy, IdempotencyPolicy, KeyRequirement, MIN_TTL, PolicyError};
+pub use policy::{
+    FingerprintPolicy, IdempotencyPolicy, KeyRequirement, MIN_TTL, PolicyError, RecordErrors,
+};
 pub(crate) use service::new_owner;
 pub use service::{Idempotency, ReplayMode};

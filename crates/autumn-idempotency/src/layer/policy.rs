@@ -47,6 +47,29 @@ pub enum FingerprintPolicy {
     },
 }
 
+/// Which error responses are recorded and replayed like a success.
+///
+/// ```
+/// use autumn_idempotency::layer::{IdempotencyPolicy, RecordErrors};
+///
+/// let policy = IdempotencyPolicy::new().with_record_errors(RecordErrors::Server);
+/// assert_eq!(policy.record_errors, Some(RecordErrors::Server));
+/// assert_eq!(RecordErrors::default(), RecordErrors::None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RecordErrors {
+    /// No error is recorded (the default): a 4xx or 5xx releases the key, so
+    /// a retry runs the handler again.
+    #[default]
+    None,
+    /// A 5xx the handler answered is recorded and replayed like a success,
+    /// so a retry never runs it again: for handlers whose side effects
+    /// happen before a failure late in the request. A 4xx is still never
+    /// recorded, and a panic still releases the key.
+    Server,
+}
+
 /// How the idempotency layer treats one route, or every route of an app.
 ///
 /// Every field left `None` keeps what the level above says: a route's policy
@@ -91,6 +114,8 @@ pub struct IdempotencyPolicy {
     /// Whether a first run's response says until when it is replayed
     /// (`X-Idempotent-Expires`).
     pub expiry_header: Option<bool>,
+    /// Which error responses are recorded like a success.
+    pub record_errors: Option<RecordErrors>,
 }
 
 /// Why an [`IdempotencyPolicy`] was refused.
@@ -216,6 +241,23 @@ impl IdempotencyPolicy {
         self
     }
 
+    /// Which error responses are recorded and replayed like a success: with
+    /// [`RecordErrors::Server`], a 5xx the handler answered is replayed to
+    /// every retry instead of running the handler again.
+    ///
+    /// ```
+    /// use autumn_idempotency::layer::{IdempotencyPolicy, RecordErrors};
+    ///
+    /// let route = IdempotencyPolicy::new().with_record_errors(RecordErrors::Server);
+    /// let app = IdempotencyPolicy::new().with_record_errors(RecordErrors::None);
+    /// assert_eq!(route.over(&app).record_errors, Some(RecordErrors::Server));
+    /// ```
+    #[must_use]
+    pub fn with_record_errors(mut self, record_errors: RecordErrors) -> Self {
+        self.record_errors = Some(record_errors);
+        self
+    }
+
     /// This policy, with what it leaves unset taken from `base`.
     #[must_use]
     pub fn over(self, base: &Self) -> Self {
@@ -227,6 +269,7 @@ impl IdempotencyPolicy {
             fingerprint: self.fingerprint.or_else(|| base.fingerprint.clone()),
             docs_url: self.docs_url.or_else(|| base.docs_url.clone()),
             expiry_header: self.expiry_header.or(base.expiry_header),
+            record_errors: self.record_errors.or(base.record_errors),
         }
     }
 
@@ -311,6 +354,8 @@ pub(crate) struct Resolved {
     pub(crate) expiry_header: bool,
     /// Name the first differing field in a 422 (the dev profile).
     pub(crate) explain_mismatch: bool,
+    /// Record a 5xx the handler answered, as a success is.
+    pub(crate) record_server_errors: bool,
 }
 
 #[cfg(test)]
@@ -327,6 +372,14 @@ mod tests {
             .required()
             .with_in_flight_wait(Duration::from_secs(2))
             .over(&app);
+        assert_eq!(route.record_errors, None);
+        let recording =
+            IdempotencyPolicy::new().over(&app.clone().with_record_errors(RecordErrors::Server));
+        assert_eq!(recording.record_errors, Some(RecordErrors::Server));
+        let opted_out = IdempotencyPolicy::new()
+            .with_record_errors(RecordErrors::None)
+            .over(&recording);
+        assert_eq!(opted_out.record_errors, Some(RecordErrors::None));
         assert_eq!(route.key, Some(KeyRequirement::Required));
         assert_eq!(route.ttl, Some(Duration::from_secs(60)));
         assert_eq!(route.in_flight_wait, Some(Duration::from_secs(2)));

@@ -12,6 +12,7 @@
 //!    |- Completed, other fingerprint -> 422 (compared in the version the
 //!    |                                  record's fingerprint was made with)
 //!    |- Completed, same fingerprint  -> OpaqueCaller in the extensions: 409
+//!    |                                  a marker (response too large to record): 409
 //!    |                                  Direct: replay
 //!    |                                  record made through a replay layer:
 //!    |                                    forward to the route's IdempotencyReplayLayer
@@ -20,10 +21,11 @@
 //!                                       if the client goes away, its lock renewed
 //!                                       every in_flight_ttl / 3 meanwhile
 //!                                         |- panic                      -> release, 500
-//!                                         |- 4xx / 5xx                  -> release, pass on
-//!                                         |- body > max_record_bytes    -> release, stream, no record
-//!                                         `- 2xx / 3xx                  -> finish (owner-checked
-//!                                                                          record + release)
+//!                                         |- 4xx, 5xx (unless recorded) -> release, pass on
+//!                                         |- body > max_record_bytes    -> finish with a marker,
+//!                                         |                                stream the body
+//!                                         `- 2xx / 3xx, 5xx with        -> finish (owner-checked
+//!                                            RecordErrors::Server          record + release)
 //! dropped or failed mid-claim -> the claim's lock released (owner-checked, own task)
 //! a forwarded replay reaching a layer not in ThroughInner mode -> 409
 //! ```
@@ -348,6 +350,7 @@ where
             ttl: settings.ttl,
             in_flight_ttl: settings.in_flight_ttl,
             max_record_bytes: settings.max_record_bytes,
+            record_server_errors: settings.policy.record_server_errors,
             metrics: settings.metrics.clone(),
             sealing: settings.sealing.clone(),
             route: RouteLabel::of(&parts.method, &parts.uri, &parts.extensions),
@@ -498,6 +501,18 @@ where
                 "replay refused: an opaque layer authenticated the caller"
             );
             Step::Respond(IdempotencyRejection::ReplayUnavailable.into_response())
+        }
+        // The first run's response was too large to record: nothing to
+        // replay, and running it again is what the key is there to prevent.
+        // Answered here in every mode: the refusal shows nothing of it.
+        _ if record.is_not_recorded() => {
+            settings.metrics.conflict();
+            tracing::debug!(
+                idempotency.key_hash = %LogDigest(key.as_bytes()),
+                idempotency.replayed = false,
+                "replay refused: the first run's response was too large to record"
+            );
+            Step::Respond(IdempotencyRejection::ResponseNotRecorded.into_response())
         }
         ReplayMode::Direct => {
             settings.metrics.hit();

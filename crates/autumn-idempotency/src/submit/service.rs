@@ -12,9 +12,10 @@
 //!    |- InFlight                     -> wait up to in_flight_wait (wait.rs), else 409 + Retry-After: 1
 //!    |- Completed, other fingerprint -> 422
 //!    |- Completed, same fingerprint  -> replay + x-submit-token-replayed: true
+//!    |- Completed, a marker          -> 409 (the response was too large to record)
 //!    `- Acquired                     -> handler, as for a key (see `first_run.rs`): run to
-//!                                       its end, lock renewed, 2xx/3xx recorded,
-//!                                       anything else released
+//!                                       its end, lock renewed, 2xx/3xx recorded (a marker
+//!                                       when too large), anything else released
 //! dropped or failed mid-claim -> the claim's lock released (owner-checked, own task)
 //! ```
 //!
@@ -504,6 +505,16 @@ where
                     return Step::Respond(SubmitTokenRejection::RecordUnreadable.into_response());
                 }
             };
+            // The first post ran, but its answer was too large to keep:
+            // nothing to replay, and it must not run again.
+            if record.is_not_recorded() {
+                settings.metrics.conflict();
+                tracing::debug!(
+                    submit_token.replayed = false,
+                    "resubmission refused: the first post's response was too large to record"
+                );
+                return Step::Respond(SubmitTokenRejection::ResponseNotRecorded.into_response());
+            }
             settings.metrics.hit();
             tracing::debug!(
                 submit_token.replayed = true,
@@ -531,6 +542,9 @@ where
         ttl: settings.ttl,
         in_flight_ttl: settings.in_flight_ttl,
         max_record_bytes: settings.max_record_bytes,
+        // Server errors are recorded only on the Idempotency-Key guard's
+        // opt-in; a form's failure releases its token.
+        record_server_errors: false,
         metrics: settings.metrics.clone(),
         sealing: settings.sealing.clone(),
         route,

@@ -125,6 +125,40 @@ async fn administer(store: &dyn IdempotencyStore, clock: &ManualClock) {
     assert_eq!(retaken.lock_taken_at, Some(clock.now_millis()));
     assert_eq!(retaken.owner_age_ms, Some(0));
 
+    // A run whose response was too large to keep leaves a marker: recorded,
+    // flagged, with the status it answered and no body; a retry finds it.
+    let marker = IdempotencyRecord::not_recorded(StatusCode::OK);
+    assert!(
+        store
+            .finish(&key, "later", marker, vec![9; 32], RECORD)
+            .await
+            .expect("finish")
+    );
+    let marked = admin::inspect(store, &key, true).await.expect("inspect");
+    assert_eq!(marked.state, State::Recorded);
+    assert!(marked.not_recorded);
+    assert_eq!(marked.status, Some(200));
+    assert_eq!(marked.body_bytes, None);
+    assert_eq!(marked.body, None, "a marker has no body to show");
+    let json = serde_json::to_string(&marked).expect("json");
+    assert!(json.contains(r#""not_recorded":true"#), "{json}");
+    assert!(
+        !serde_json::to_string(&recorded)
+            .expect("json")
+            .contains("not_recorded"),
+        "a full record says nothing of it"
+    );
+    match store.claim(&key, "after", LOCK).await.expect("claim") {
+        Claim::Completed {
+            record,
+            fingerprint,
+        } => {
+            assert!(record.is_not_recorded(), "the store keeps the marker");
+            assert_eq!(fingerprint, vec![9; 32]);
+        }
+        other => panic!("expected the marker, got {other:?}"),
+    }
+
     let audit = logs.lines_with("autumn::audit");
     assert_eq!(audit.len(), 3, "{}", logs.text());
     assert!(audit[1].contains("by=ops@example.com"), "{}", audit[1]);

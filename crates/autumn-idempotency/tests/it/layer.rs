@@ -170,6 +170,58 @@ async fn a_panicking_handler_answers_500_and_releases_the_key() {
 }
 
 #[tokio::test]
+async fn recording_server_errors_replays_a_5xx_but_never_a_4xx_or_a_panic() {
+    use autumn_idempotency::layer::{IdempotencyPolicy, RecordErrors};
+
+    let clock = ManualClock::new();
+    let store =
+        Arc::new(MemoryIdempotencyStore::new(RECORD_TTL).with_clock(Arc::new(clock.clone())));
+    let f = Fixture::with_store(store, clock, |layer| {
+        layer
+            .with_policy(&IdempotencyPolicy::new().with_record_errors(RecordErrors::Server))
+            .expect("a valid policy")
+    });
+    // A panic is a bug, not an answer: released, so the retry runs. (First:
+    // `/panic` panics on the fixture's first run.)
+    let panicked = f.post("/panic").key("p").send().await;
+    panicked.assert_problem(StatusCode::INTERNAL_SERVER_ERROR, "internal_error");
+    let recovered = f.post("/panic").key("p").send().await;
+    assert_eq!(recovered.text(), "recovered");
+    assert_eq!(f.runs(), 2);
+
+    let first = f.post("/fail").key("k").send().await;
+    assert_eq!(first.status, StatusCode::INTERNAL_SERVER_ERROR);
+    let retry = f.post("/fail").key("k").send().await;
+    assert_eq!(retry.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(retry.replayed(), "the 5xx is replayed");
+    assert_eq!(retry.text(), "boom");
+    assert_eq!(f.runs(), 3);
+
+    // A 4xx says the request was wrong: it may be fixed and sent again.
+    f.post("/invalid").key("i").send().await;
+    let again = f.post("/invalid").key("i").send().await;
+    assert_eq!(again.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(!again.replayed());
+    assert_eq!(f.runs(), 5);
+
+    // A route policy that says "none" turns the app's setting off.
+    let clock = ManualClock::new();
+    let store =
+        Arc::new(MemoryIdempotencyStore::new(RECORD_TTL).with_clock(Arc::new(clock.clone())));
+    let off = Fixture::with_store(store, clock, |layer| {
+        layer
+            .with_policy(&IdempotencyPolicy::new().with_record_errors(RecordErrors::Server))
+            .and_then(|layer| {
+                layer.with_policy(&IdempotencyPolicy::new().with_record_errors(RecordErrors::None))
+            })
+            .expect("valid policies")
+    });
+    off.post("/fail").key("k").send().await;
+    assert!(!off.post("/fail").key("k").send().await.replayed());
+    assert_eq!(off.runs(), 2);
+}
+
+#[tokio::test]
 async fn a_service_that_panics_when_called_answers_500_and_releases_the_key() {
     use std::sync::atomic::AtomicUsize;
     use tower::ServiceExt as _;
@@ -628,7 +680,7 @@ fn capped(limit: usize) -> (Fixture, Arc<autumn_idempotency::IdempotencyMetrics>
 }
 
 #[tokio::test]
-async fn a_response_over_the_record_limit_is_sent_whole_and_not_recorded() {
+async fn a_response_over_the_record_limit_is_sent_whole_and_never_runs_twice() {
     let (_logs, logs) = crate::support::logs::capture();
     // `/orders` answers {"run":N,"echo":"..."}: about 30 bytes more than the body.
     let (f, metrics) = capped(64);
@@ -640,15 +692,41 @@ async fn a_response_over_the_record_limit_is_sent_whole_and_not_recorded() {
         format!(r#"{{"run":1,"echo":"{big}"}}"#),
         "the client gets every byte"
     );
-    // Not recorded, and the lock released: the retry runs the handler.
+    assert_eq!(first.header("x-idempotent-honoured"), Some("true"));
+    assert_eq!(first.header("set-cookie"), Some("flash=created; Path=/"));
+    // Not recorded, but the handler ran: the retry is refused, not run.
     let retry = f.post("/orders").key("k").body(big.clone()).send().await;
+    retry.assert_problem(StatusCode::CONFLICT, "idempotency_response_not_recorded");
     assert!(!retry.replayed());
-    assert_eq!(retry.header("x-run"), Some("2"));
+    assert_eq!(retry.header("retry-after"), None, "waiting changes nothing");
+    let problem: serde_json::Value = serde_json::from_slice(&retry.body).expect("json");
+    assert_eq!(problem["new_key_needed"], true, "{problem}");
+    // Another request under the key is still another request.
+    let other = f.post("/orders").key("k").body("other").send().await;
+    other.assert_problem(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused");
+    assert_eq!(f.runs(), 1);
+    let snapshot = metrics.snapshot();
+    assert_eq!(snapshot.unrecorded_too_large, 1);
+    assert_eq!(snapshot.conflicts, 1, "the refused retry");
+    assert_eq!(snapshot.hits, 0, "nothing was replayed");
+
+    // A second large response on the route: counted, not warned about again.
+    let second = f.post("/orders").key("k2").body(big.clone()).send().await;
+    assert_eq!(second.header("x-run"), Some("2"));
     assert_eq!(metrics.snapshot().unrecorded_too_large, 2);
-    // Warned about once for the route, not once per response.
     let warned = logs.lines_with("larger than max_record_bytes");
     assert_eq!(warned.len(), 1, "{}", logs.text());
     assert!(warned[0].contains("WARN"), "{}", warned[0]);
+    assert!(
+        warned[0].contains("gets 409 instead of running the handler again"),
+        "{}",
+        warned[0]
+    );
+
+    // The marker lives as long as a record: past it, the key is free.
+    f.clock.advance(RECORD_TTL + Duration::from_secs(1));
+    let later = f.post("/orders").key("k").body(big.clone()).send().await;
+    assert_eq!(later.header("x-run"), Some("3"));
 
     // Under the limit, the same route records as usual.
     let small = f.post("/orders").key("small").body("y").send().await;
@@ -697,7 +775,7 @@ async fn past_the_record_limit_the_response_streams_instead_of_being_buffered() 
         .header("idempotency-key", "k")
         .body(axum::body::Body::empty())
         .expect("request");
-    let response = app.oneshot(request).await.expect("infallible");
+    let response = app.clone().oneshot(request).await.expect("infallible");
     assert_eq!(response.status(), StatusCode::OK);
     assert!(
         pulled.load(Ordering::SeqCst) <= 5,
@@ -711,7 +789,14 @@ async fn past_the_record_limit_the_response_streams_instead_of_being_buffered() 
         .expect("body")
         .to_bytes();
     assert_eq!(body.len(), CHUNK * CHUNKS, "the client gets every byte");
-    assert!(store.is_empty(), "nothing recorded, no lock left");
+    // What is kept is a marker, not the body: a retry is refused, not run.
+    let retry = Call::new(app, "POST", "/feed").key("k").send().await;
+    retry.assert_problem(StatusCode::CONFLICT, "idempotency_response_not_recorded");
+    assert_eq!(
+        pulled.load(Ordering::SeqCst),
+        CHUNKS,
+        "the handler did not run again"
+    );
 }
 
 #[tokio::test]

@@ -812,7 +812,7 @@ fn post(token: &str) -> Request<Body> {
 }
 
 #[tokio::test]
-async fn a_response_over_the_record_limit_is_sent_whole_and_releases_the_token() {
+async fn a_response_over_the_record_limit_is_sent_whole_and_never_runs_twice() {
     let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(600)));
     let metrics = Arc::new(autumn_idempotency::IdempotencyMetrics::new());
     let (app, runs) = form_app(store, 100, |layer| {
@@ -824,10 +824,16 @@ async fn a_response_over_the_record_limit_is_sent_whole_and_releases_the_token()
     let (status, body) = send(&app, post(&token)).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, format!("1{}", ".".repeat(100)), "every byte is sent");
-    let (_, again) = send(&app, post(&token)).await;
-    assert!(again.starts_with('2'), "not recorded: the token ran again");
-    assert_eq!(runs.load(Ordering::SeqCst), 2);
-    assert_eq!(metrics.snapshot().unrecorded_too_large, 2);
+    // Not recorded, but the handler ran: the resubmission is refused.
+    let (status, again) = send(&app, post(&token)).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let problem: serde_json::Value = serde_json::from_str(&again).expect("a problem document");
+    assert_eq!(problem["code"], "submit_token_response_not_recorded");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let snapshot = metrics.snapshot();
+    assert_eq!(snapshot.unrecorded_too_large, 1);
+    assert_eq!(snapshot.conflicts, 1);
+    assert_eq!(snapshot.hits, 0);
 }
 
 /// A memory store whose operations fail when its `Faults` say so.

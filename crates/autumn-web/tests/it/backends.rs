@@ -119,10 +119,11 @@ mod redis {
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        // Five scripts loaded twice: by the startup check's own connection,
-        // then by the store the app serves with, before it listened. The
-        // first request does not pay for connecting.
-        assert_eq!(script_loads(&server.url()).await, 10);
+        // The idempotency store's five scripts loaded twice, by the startup
+        // check's own connection and then by the store the app serves with,
+        // and the session store's conditional save once, all before it
+        // listened: the first request does not pay for connecting.
+        assert_eq!(script_loads(&server.url()).await, 11);
         app.abort();
     }
 

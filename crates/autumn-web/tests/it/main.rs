@@ -26,6 +26,7 @@ mod middleware_config;
 mod nested_forms;
 mod observability;
 mod principals;
+mod recording;
 mod redis_tls;
 mod repositories;
 mod request_metrics;

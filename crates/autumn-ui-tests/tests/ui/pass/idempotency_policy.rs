@@ -7,6 +7,7 @@ use autumn_web::prelude::*;
     idempotency_in_flight_ttl = "30s",
     in_flight_wait_ms = 2000,
     idempotency_ignore = ["/client_ts", "/meta/trace_id"],
+    record_errors = "server",
 )]
 async fn pay() -> &'static str {
     "paid"
@@ -29,6 +30,14 @@ fn main() {
         pay.policy.ttl,
         Some(std::time::Duration::from_secs(48 * 3600))
     );
-    assert_eq!(pay.policy.in_flight_wait, Some(std::time::Duration::from_millis(2000)));
+    assert_eq!(
+        pay.policy.in_flight_wait,
+        Some(std::time::Duration::from_millis(2000))
+    );
+    assert_eq!(
+        pay.policy.record_errors,
+        Some(autumn_web::idempotency::RecordErrors::Server)
+    );
+    assert_eq!(routes[1].policy.record_errors, None);
     assert_eq!(routes[2].idempotency, autumn_web::RouteIdempotency::Off);
 }
