@@ -2,6 +2,7 @@
 //! fresh submit token, and flash messages across a redirect and a replay.
 
 use crate::support::backend;
+use crate::support::token_in;
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
@@ -109,15 +110,6 @@ fn app(config: AutumnConfig) -> TestClient {
         .routes(routes![signup_form, signup, welcome])
         .with_config(config)
         .build()
-}
-
-fn token_in(page: &str) -> String {
-    let start = page.find("value=\"").expect("a token field") + "value=\"".len();
-    page[start..]
-        .split('"')
-        .next()
-        .expect("a closing quote")
-        .to_owned()
 }
 
 async fn post(client: &TestClient, token: &str, email: &str, name: &str) -> TestResponse {

@@ -3,6 +3,7 @@
 //! buttons (GET, no token spent), per-child errors under indexed names in
 //! the 422 re-render, and a double submission saving once.
 
+use crate::support::token_in;
 use std::sync::Mutex;
 
 use autumn_web::config::AutumnConfig;
@@ -110,16 +111,6 @@ fn app() -> TestClient {
         .routes(routes![new_order, create_order])
         .with_config(AutumnConfig::default())
         .build()
-}
-
-fn token_in(page: &str) -> String {
-    let marker = "name=\"_submit_token\" value=\"";
-    let start = page.find(marker).expect("a token field") + marker.len();
-    page[start..]
-        .split('"')
-        .next()
-        .expect("a closing quote")
-        .to_owned()
 }
 
 #[tokio::test]

@@ -200,12 +200,7 @@ async fn a_submitted_form_recorded_under_another_key_is_refused_never_run_again(
     let first_replica = replica(&storage, &with_key(KEY_A));
     let browser = first_replica.new_browser();
     let page = browser.get("/sign-in-form").send().await.text();
-    let start = page.find("value=\"").expect("a token field") + "value=\"".len();
-    let token = page[start..]
-        .split('"')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    let token = crate::support::token_in(&page);
     let submitted = browser
         .post("/sign-in-form")
         .header("x-test", "form")

@@ -2,7 +2,7 @@
 //! from a forged cookie, saved before a guard records, and binding submit
 //! tokens to the session that consumed them.
 
-use crate::support::{backend, logs, redis_support};
+use crate::support::{backend, logs, redis_support, token_in};
 
 use std::collections::HashMap;
 
@@ -279,15 +279,6 @@ fn with_cookie(
         _ => client.new_browser().post(path),
     };
     request.header("cookie", &format!("{DEFAULT_SECURE_COOKIE_NAME}={id}"))
-}
-
-fn token_in(page: &str) -> String {
-    let start = page.find("value=\"").expect("a token field") + "value=\"".len();
-    page[start..]
-        .split('"')
-        .next()
-        .expect("a closing quote")
-        .to_owned()
 }
 
 #[tokio::test]

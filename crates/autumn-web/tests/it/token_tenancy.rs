@@ -2,6 +2,7 @@
 //! under another tenant (a header switched, or the other tenant's path), it
 //! never replays the first tenant's answer, and it never runs twice.
 
+use crate::support::token_in;
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 
@@ -55,15 +56,6 @@ fn app(strategy: &str) -> TestClient {
         .routes(routes![new_note, create_note])
         .with_config(config)
         .build()
-}
-
-fn token_in(page: &str) -> String {
-    let start = page.find("value=\"").expect("a token field") + "value=\"".len();
-    page[start..]
-        .split('"')
-        .next()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 fn code(response: &TestResponse) -> String {

@@ -18,3 +18,15 @@ pub use autumn_testkit::redis as redis_support;
 /// A `[security] secret_key` for apps a test runs under a production
 /// profile, which refuses to start without one.
 pub const SECRET_KEY: &str = "a-test-secret-key-of-at-least-32-bytes-0123456789";
+
+/// The submit token in `page`: the value of its first `_submit_token`
+/// field, as a browser would post it back.
+pub fn token_in(page: &str) -> String {
+    let marker = "name=\"_submit_token\" value=\"";
+    let start = page.find(marker).expect("a token field") + marker.len();
+    page[start..]
+        .split('"')
+        .next()
+        .expect("a closing quote")
+        .to_owned()
+}
