@@ -122,27 +122,32 @@ impl Rescope for Moved {
         Box::pin(async move {
             let session_after = self.session.id_after_save().await;
             let tenant_before = self.tenant.as_ref().map(Tenant::id);
-            let tenant_after = if self.switchable {
-                // No tenant left (signed out): the next request is refused
-                // before any guard, so there is no key to follow.
-                Some(
-                    self.session
-                        .get::<String>(Tenant::SESSION_KEY)
-                        .await
-                        .ok()
-                        .flatten()?,
-                )
-            } else {
-                tenant_before.map(str::to_owned)
-            };
-            if session_after.is_none() && tenant_after.as_deref() == tenant_before {
+            if !self.switchable {
+                // Only the session can have moved (the usual case: nothing
+                // moved, and nothing is made).
+                let id = session_after?;
+                return Some(
+                    self.parts
+                        .with_session(&id)
+                        .with_tenant(tenant_before.map(str::as_bytes)),
+                );
+            }
+            // No tenant left (signed out): the next request is refused
+            // before any guard, so there is no key to follow.
+            let tenant_after = self
+                .session
+                .get::<String>(Tenant::SESSION_KEY)
+                .await
+                .ok()
+                .flatten()?;
+            if session_after.is_none() && Some(tenant_after.as_str()) == tenant_before {
                 return None;
             }
             let parts = match &session_after {
                 Some(id) => self.parts.with_session(id),
                 None => self.parts.clone(),
             };
-            Some(parts.with_tenant(tenant_after.as_deref().map(str::as_bytes)))
+            Some(parts.with_tenant(Some(tenant_after.as_bytes())))
         })
     }
 }

@@ -9,7 +9,9 @@
 //! launch puts a [`RouteLabelLayer`] on each route it mounts, holding that
 //! route's entry, and the label reaches the metrics layer through the
 //! thread it is polled on (see `slot.rs`), so a request allocates nothing
-//! and takes no lock to be counted: a few relaxed atomic adds. Series are
+//! and, on a route launch mounted, takes no lock to be counted: a few
+//! relaxed atomic adds (a router merged whole finds its series by
+//! `MatchedPath` under a read lock). Series are
 //! bounded by the app's routes: a request no route answered is counted
 //! under `unmatched`, a method outside the standard ones as `other`.
 //!
