@@ -28,6 +28,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+/// What a resolver reads: the request's method, URI, headers and
+/// extensions (re-exported, so an app needs no `http` dependency of its own).
+pub use http::request::Parts;
 pub use layer::PrincipalLayer;
 pub use rejection::PrincipalError;
 pub use service::PrincipalService;
@@ -45,8 +48,7 @@ pub type PrincipalFuture<'a> =
 /// cannot be checked now (503); nothing runs.
 ///
 /// ```
-/// use autumn_core::principal::{PrincipalError, PrincipalFuture, PrincipalResolver};
-/// use http::request::Parts;
+/// use autumn_core::principal::{Parts, PrincipalError, PrincipalFuture, PrincipalResolver};
 ///
 /// /// Trusts an `X-Api-Key` that names its owner after a dot.
 /// struct ApiKeys;
@@ -68,7 +70,7 @@ pub type PrincipalFuture<'a> =
 /// ```
 pub trait PrincipalResolver: Send + Sync + 'static {
     /// The principal behind the request, read from its parts.
-    fn resolve<'a>(&'a self, parts: &'a http::request::Parts) -> PrincipalFuture<'a>;
+    fn resolve<'a>(&'a self, parts: &'a Parts) -> PrincipalFuture<'a>;
 }
 
 /// Who the request acts for, as the app's [`PrincipalResolver`] named it.

@@ -63,7 +63,7 @@ struct Jwts {
 }
 
 impl PrincipalResolver for Jwts {
-    fn resolve<'a>(&'a self, parts: &'a http::request::Parts) -> PrincipalFuture<'a> {
+    fn resolve<'a>(&'a self, parts: &'a autumn_web::principal::Parts) -> PrincipalFuture<'a> {
         Box::pin(async move {
             if self.issuer_down.load(Ordering::SeqCst) {
                 return Err(PrincipalError::unavailable(
