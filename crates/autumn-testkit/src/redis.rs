@@ -137,6 +137,25 @@ struct Spec {
     acl_user: Option<(String, String)>,
 }
 
+impl Spec {
+    /// TLS only, with a server certificate `ca` signs for `localhost`,
+    /// `127.0.0.1` and `::1`.
+    fn tls(program: Option<PathBuf>, ca: &TestCa, clients: ClientCerts) -> Self {
+        let server = ca.server_cert(&["localhost", "127.0.0.1", "::1"]);
+        Self {
+            program,
+            tls: Some(TlsFiles {
+                ca: ca.ca_file().to_owned(),
+                cert: server.cert,
+                key: server.key,
+                client: (ca.client_cert().to_owned(), ca.client_key().to_owned()),
+                clients,
+            }),
+            acl_user: None,
+        }
+    }
+}
+
 #[derive(Clone)]
 struct TlsFiles {
     ca: PathBuf,
@@ -169,20 +188,7 @@ impl RedisServer {
     /// signed by `ca` or not. Reach it at [`url`](Self::url),
     /// `rediss://localhost:{port}`.
     pub fn with_tls(ca: &TestCa, clients: ClientCerts) -> Self {
-        let server = ca.server_cert(&["localhost", "127.0.0.1", "::1"]);
-        Self::launch(
-            None,
-            Spec {
-                tls: Some(TlsFiles {
-                    ca: ca.ca_file().to_owned(),
-                    cert: server.cert,
-                    key: server.key,
-                    client: (ca.client_cert().to_owned(), ca.client_key().to_owned()),
-                    clients,
-                }),
-                ..Spec::default()
-            },
-        )
+        Self::launch(None, Spec::tls(None, ca, clients))
     }
 
     /// A server whose default user is off: only the ACL user `user` with
@@ -206,6 +212,15 @@ impl RedisServer {
                 ..Spec::default()
             },
         )
+    }
+
+    /// [`with_tls`](Self::with_tls), run by `program`.
+    pub(crate) fn with_program_and_tls(
+        program: PathBuf,
+        ca: &TestCa,
+        clients: ClientCerts,
+    ) -> Self {
+        Self::launch(None, Spec::tls(Some(program), ca, clients))
     }
 
     fn launch(dir: Option<PathBuf>, spec: Spec) -> Self {

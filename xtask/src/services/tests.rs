@@ -185,6 +185,10 @@ fn installs_valkey_into_a_scratch_directory_and_finds_it_the_second_time() {
     ensure_valkey(&target).unwrap_or_else(|why| panic!("the Valkey step failed: {why}"));
     let version = valkey_version(&target.link).expect("the linked valkey-server runs");
     assert!(valkey_major(&version) >= 8, "Valkey {version}");
+    assert!(
+        speaks_tls(&target.binary()),
+        "Valkey {version} is built with TLS"
+    );
     // Running the step again finds it and installs nothing.
     let before = fs::metadata(&target.link).and_then(|m| m.modified()).ok();
     ensure_valkey(&target).expect("second run");

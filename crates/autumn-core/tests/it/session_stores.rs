@@ -179,6 +179,27 @@ fn redis_tls() -> Subject {
     }
 }
 
+/// The Redis session store over TLS on a TLS-only Valkey server of the
+/// test's own that asks for a client certificate.
+fn valkey_tls() -> Subject {
+    use autumn_base::redis::RedisTls;
+    use autumn_testkit::tls::TestCa;
+    use redis_support::ClientCerts;
+    let ca = TestCa::new();
+    let server = redis_support::ValkeyServer::with_tls(&ca, ClientCerts::Required);
+    let tls = RedisTls::new()
+        .with_ca_file(ca.ca_file())
+        .with_client_cert(ca.client_cert(), ca.client_key());
+    let connection = RedisConnection::with_tls(&server.url(), &tls).expect("a rediss:// URL");
+    assert!(connection.is_tls());
+    let prefix = redis_support::unique_prefix();
+    Subject {
+        store: Arc::new(RedisSessionStore::new(connection.clone(), &prefix)),
+        kept: Kept::Connection { connection, prefix },
+        _server: Some(Box::new((server, ca))),
+    }
+}
+
 fn pool(url: &str) -> DbPool {
     DbPool::new(url, 8, Duration::from_secs(5)).expect("pool")
 }
@@ -584,6 +605,7 @@ conformance!(redis_cluster);
 conformance!(redis_tls);
 conformance!(valkey);
 conformance!(valkey_cluster);
+conformance!(valkey_tls);
 conformance!(postgres);
 conformance!(postgres_via_pgbouncer);
 conformance!(sqlite);

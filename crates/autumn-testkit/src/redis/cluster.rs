@@ -86,6 +86,18 @@ pub fn shared_tls_cluster() -> &'static RedisCluster {
     CLUSTER.get_or_init(|| RedisCluster::start_tls(&TestCa::new()))
 }
 
+/// A TLS-only cluster of six Valkey servers ([`RedisCluster::start_tls_with`],
+/// with a CA of its own) that every test of a binary shares, like
+/// [`shared_cluster`]. Panics saying how to install Valkey when it is
+/// missing.
+#[track_caller]
+pub fn shared_valkey_tls_cluster() -> &'static RedisCluster {
+    static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| {
+        RedisCluster::start_tls_with(super::valkey::valkey_server().0, &TestCa::new())
+    })
+}
+
 impl RedisCluster {
     /// Starts six servers and joins them into a cluster; returns once every
     /// node reports `cluster_state:ok` and knows all 16384 slots. Panics
@@ -109,9 +121,15 @@ impl RedisCluster {
     /// trusting [`ca_file`](Self::ca_file). The cluster keeps copies of the
     /// files: `ca` may be dropped.
     pub fn start_tls(ca: &TestCa) -> Self {
+        Self::start_tls_with(PathBuf::from("redis-server"), ca)
+    }
+
+    /// [`start_tls`](Self::start_tls) with the server program `program`
+    /// (`valkey-server`, say).
+    pub fn start_tls_with(program: PathBuf, ca: &TestCa) -> Self {
         let server = ca.server_cert(&["localhost", "127.0.0.1", "::1"]);
         Self::launch(
-            PathBuf::from("redis-server"),
+            program,
             Some((ca.ca_file().to_owned(), server.cert, server.key)),
         )
     }

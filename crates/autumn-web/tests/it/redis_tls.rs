@@ -6,7 +6,8 @@
 //! cannot be used, a server certificate from another CA and a wrong
 //! password each stop the launch in one line naming what to fix. A
 //! `rediss+cluster://` URL does the same against a real Redis Cluster whose
-//! six nodes speak TLS only, to clients and to each other.
+//! six nodes speak TLS only, to clients and to each other. A Valkey server
+//! built with TLS takes the same app and certificates.
 #![cfg(feature = "redis")]
 
 use std::path::Path;
@@ -298,4 +299,45 @@ async fn an_acl_user_in_the_url_works_and_a_wrong_password_stops_the_launch() {
         "{message}"
     );
     assert!(!message.contains("battery-staple"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_on_valkey_over_tls_presents_its_client_certificate_and_replays() {
+    use crate::support::redis_support::ValkeyServer;
+    let ca = TestCa::new();
+    let server = ValkeyServer::with_tls(&ca, ClientCerts::Required);
+    let prefix = unique_prefix();
+    let keys = format!(
+        "tls_ca_file = {}\ntls_cert_file = {}\ntls_key_file = {}\n",
+        toml_path(ca.ca_file()),
+        toml_path(ca.client_cert()),
+        toml_path(ca.client_key())
+    );
+    a_keyed_request_is_replayed(config(&server.url(), &prefix, &keys), "valkey-tls-order-1").await;
+
+    // What answered is Valkey, over TLS only: the record is on it.
+    let connection = RedisConnection::with_tls(
+        &server.url(),
+        &RedisTls::new()
+            .with_ca_file(ca.ca_file())
+            .with_client_cert(ca.client_cert(), ca.client_key()),
+    )
+    .expect("a rediss:// URL");
+    let info: String = connection
+        .run(|mut link| async move {
+            ::redis::cmd("INFO")
+                .arg("server")
+                .query_async(&mut link)
+                .await
+        })
+        .await
+        .expect("INFO server");
+    assert!(
+        info.contains(&format!("valkey_version:{}", server.version())),
+        "{info}"
+    );
+    assert!(
+        !keys_under(&connection, &prefix).await.is_empty(),
+        "the app's keys are on the Valkey server"
+    );
 }
