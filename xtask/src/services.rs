@@ -87,10 +87,16 @@ pub(crate) fn ensure(root: &Path) -> Result<Found, String> {
 
 /// The tests start a Redis Cluster of their own (six `redis-server`s joined
 /// by `redis-cli --cluster create`) and a PgBouncer of their own in front of
-/// PostgreSQL: both programs must be on PATH. Installs what is missing
+/// PostgreSQL, and drive the server's HTTPS with curl: these programs must
+/// be on PATH. Installs what is missing
 /// (apt-get, as root); starts nothing.
 fn ensure_cluster_tools() -> Result<(), String> {
-    for (program, package) in [("redis-cli", "redis-tools"), ("pgbouncer", "pgbouncer")] {
+    for (program, package) in [
+        ("redis-cli", "redis-tools"),
+        ("pgbouncer", "pgbouncer"),
+        // The outside client of the HTTPS and HTTP/2 tests (built with nghttp2).
+        ("curl", "curl"),
+    ] {
         if on_path(program) || Path::new("/usr/sbin").join(program).exists() {
             println!("    {program} is installed");
             continue;

@@ -90,6 +90,12 @@ pub const IDEMPOTENCY_ADMIN_UNAUTHORIZED: ProblemCode =
 pub const IDEMPOTENCY_ADMIN_BODIES_DISABLED: ProblemCode =
     ProblemCode::new("idempotency_admin_bodies_disabled");
 
+// ---- the server ----
+
+/// 400: a request to `[server.tls] redirect_port` names no host (or one a
+/// `Location` header cannot carry), so it cannot be sent to HTTPS.
+pub const HTTPS_REDIRECT_IMPOSSIBLE: ProblemCode = ProblemCode::new("https_redirect_impossible");
+
 // ---- error pages: axum's extractor rejections, told apart by their text ----
 
 /// 400: the `Json` extractor could not parse the body.

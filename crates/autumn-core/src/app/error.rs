@@ -178,6 +178,27 @@ pub enum LaunchError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// The HTTPS redirect could not listen on its port.
+    #[error(
+        "cannot listen on {address} for the redirect to HTTPS (server.host / server.tls.redirect_port): {source}"
+    )]
+    RedirectBind {
+        /// The address.
+        address: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A `[server.tls]` file cannot be read, or does not hold a
+    /// certificate (or key) that can be used.
+    #[error("{key} ({path}) cannot be used: {reason}")]
+    ServerTlsFile {
+        /// The config key, e.g. `server.tls.cert_file`.
+        key: &'static str,
+        /// The file it names.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The actuator could not listen on its own port.
     #[error(
         "cannot listen on {address} for the actuator (actuator.host / actuator.port): {source}"

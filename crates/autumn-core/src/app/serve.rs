@@ -175,57 +175,88 @@ async fn serve_launched(
         address: "the listener given to serve()".to_owned(),
         source,
     })?;
+    let tls = super::server::tls::ServerTls::load(&launched.config.server).map_err(|error| {
+        LaunchError::ServerTlsFile {
+            key: error.key,
+            path: error.path,
+            reason: error.reason,
+        }
+    })?;
+    let redirect = bind_redirect(&launched).await?;
     let actuator = bind_actuator(&launched).await?;
     // The app's line first: it is the one tools wait for to find the app.
-    tracing::info!(profile = %launched.config.profile, "autumn listening on http://{bound}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(profile = %launched.config.profile, "autumn listening on {scheme}://{bound}");
+    let reloading = tls.clone().map(super::server::tls::watch);
+    // One shutdown for every listener: the app's signal stops them all.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    };
+    let also_stop = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }
+    };
+    if let Some(listener) = &redirect
+        && let Ok(address) = listener.local_addr()
+    {
+        tracing::info!(
+            "redirecting http://{address} to https on port {}",
+            bound.port()
+        );
+    }
     if let Some((listener, _)) = &actuator
         && let Ok(address) = listener.local_addr()
     {
         tracing::info!("actuator served on http://{address}/actuator");
     }
-    let Some((actuator_listener, actuator_router)) = actuator else {
-        super::server::serve(
-            listener,
-            launched.service,
-            &launched.config.server,
-            Some(launched.http_metrics),
-            shutdown,
-        )
-        .await;
-        tracing::info!("autumn stopped");
-        crate::telemetry::flush_logs();
-        return Ok(());
-    };
-    // One shutdown for both listeners: the app's signal stops the actuator too.
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let app_shutdown = async move {
-        shutdown.await;
-        let _ = stop.send(true);
-    };
-    let actuator_shutdown = async move {
-        let mut stopped = stopped;
-        let _ = stopped.wait_for(|stop| *stop).await;
-    };
-    tokio::join!(
-        super::server::serve(
-            listener,
-            launched.service,
-            &launched.config.server,
-            Some(launched.http_metrics),
-            app_shutdown
-        ),
-        // The actuator's own connections are not the app's.
-        super::server::serve(
-            actuator_listener,
-            super::middleware::AppService::new(actuator_router),
-            &launched.config.server,
-            None,
-            actuator_shutdown
-        ),
+    let server = &launched.config.server;
+    let app = super::server::serve(
+        listener,
+        launched.service,
+        server,
+        tls,
+        Some(launched.http_metrics),
+        shutdown,
     );
+    // The actuator's and the redirect's connections are not the app's.
+    let actuator = async {
+        if let Some((listener, router)) = actuator {
+            let service = super::middleware::AppService::new(router);
+            super::server::serve(listener, service, server, None, None, also_stop()).await;
+        }
+    };
+    let redirect = async {
+        if let Some(listener) = redirect {
+            let router = super::server::redirect::router(bound.port());
+            let service = super::middleware::AppService::new(router);
+            super::server::serve(listener, service, server, None, None, also_stop()).await;
+        }
+    };
+    tokio::join!(app, actuator, redirect);
+    if let Some(reloading) = reloading {
+        reloading.abort();
+    }
     tracing::info!("autumn stopped");
     crate::telemetry::flush_logs();
     Ok(())
+}
+
+/// The plain-HTTP listener on `server.host:server.tls.redirect_port`, when
+/// one redirects to HTTPS.
+async fn bind_redirect(launched: &Launched) -> Result<Option<TcpListener>, LaunchError> {
+    let server = &launched.config.server;
+    let Some(port) = server.tls.redirect_port.filter(|_| server.tls.is_on()) else {
+        return Ok(None);
+    };
+    let address = format!("{}:{port}", server.host);
+    TcpListener::bind(&address)
+        .await
+        .map(Some)
+        .map_err(|source| LaunchError::RedirectBind { address, source })
 }
 
 /// The actuator's own listener on `server.host:actuator.port`, when it

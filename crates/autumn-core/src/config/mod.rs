@@ -61,10 +61,10 @@ pub(crate) use error::InvalidSetting;
 pub use sections::{
     ActuatorConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, FingerprintMode, HEALTH_COMPONENTS,
-    HeadersConfig, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, LogFormat,
+    HeadersConfig, Http2Config, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, LogFormat,
     MIN_HEADER_BYTES, MemoryConfig, REFERRER_POLICIES, RecordErrorsMode, RedisConfig, SameSite,
-    SecurityConfig, ServerConfig, SessionConfig, StaticConfig, SubmitTokenConfig, TenancyConfig,
-    TenantStrategy, TimeoutsConfig,
+    SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig, StaticConfig, SubmitTokenConfig,
+    TenancyConfig, TenantStrategy, TimeoutsConfig,
 };
 
 use load::Layers;

@@ -24,6 +24,10 @@ pub struct ServerConfig {
     pub shutdown_grace_ms: u64,
     /// `[server.timeouts]`: connection and request time limits.
     pub timeouts: TimeoutsConfig,
+    /// `[server.tls]`: serving HTTPS from a certificate and key.
+    pub tls: ServerTlsConfig,
+    /// `[server.http2]`: HTTP/2 and its limits.
+    pub http2: Http2Config,
 }
 
 /// The smallest `server.max_header_bytes` accepted: room for a request line and a few headers.
@@ -38,6 +42,8 @@ impl Default for ServerConfig {
             max_header_bytes: 32 * 1024,
             shutdown_grace_ms: 10_000,
             timeouts: TimeoutsConfig::default(),
+            tls: ServerTlsConfig::default(),
+            http2: Http2Config::default(),
         }
     }
 }
@@ -96,6 +102,91 @@ impl Default for TimeoutsConfig {
             request_timeout_ms: Some(30_000),
             header_read_timeout_ms: 10_000,
             keep_alive_timeout_ms: 15_000,
+        }
+    }
+}
+
+/// `[server.tls]`: HTTPS served by the app itself, on rustls (TLS 1.2 and
+/// 1.3 only, with rustls' default cipher suites).
+///
+/// With both files set, the app's port speaks TLS only. The files are read
+/// at startup (a file that cannot be used stops the app naming its key)
+/// and again whenever they change, so a certificate renewed on disk is
+/// served without a restart; a renewal caught half-written keeps the
+/// certificate in use until the files are whole.
+///
+/// ```
+/// use autumn_core::config::AutumnConfig;
+///
+/// let config = AutumnConfig::from_toml_str(
+///     "[server.tls]\ncert_file = \"/etc/autumn/tls/fullchain.pem\"\nkey_file = \"/etc/autumn/tls/privkey.pem\"\n",
+/// )
+/// .unwrap();
+/// assert!(config.server.tls.is_on());
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ServerTlsConfig {
+    /// PEM file of the server's certificate chain, leaf first.
+    pub cert_file: Option<String>,
+    /// PEM file of the certificate's private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: Option<String>,
+    /// Milliseconds between checks of the files for a renewal; 0 checks only
+    /// on SIGHUP.
+    pub reload_interval_ms: u64,
+    /// A plain-HTTP port (on `server.host`) that answers every request with
+    /// a permanent redirect (308) to the same path over HTTPS; unset: none.
+    pub redirect_port: Option<u16>,
+}
+
+impl Default for ServerTlsConfig {
+    fn default() -> Self {
+        Self {
+            cert_file: None,
+            key_file: None,
+            reload_interval_ms: 10_000,
+            redirect_port: None,
+        }
+    }
+}
+
+impl ServerTlsConfig {
+    /// Whether the app serves HTTPS (both files are set).
+    #[must_use]
+    pub fn is_on(&self) -> bool {
+        self.cert_file.is_some() && self.key_file.is_some()
+    }
+}
+
+/// `[server.http2]`: HTTP/2 beside HTTP/1.1.
+///
+/// Over TLS a client asks for HTTP/2 by ALPN. Without TLS only a client
+/// that starts with HTTP/2's preface ("prior knowledge", h2c) gets it, and
+/// only when `h2c` is on; otherwise that client is told to use HTTP/1.1
+/// (a GOAWAY with `HTTP_1_1_REQUIRED`) instead of being cut off.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Http2Config {
+    /// Offer HTTP/2 over TLS (by ALPN).
+    pub enabled: bool,
+    /// Serve HTTP/2 without TLS to clients that start with its preface.
+    pub h2c: bool,
+    /// Most requests (streams) one HTTP/2 connection may have open at once.
+    pub max_concurrent_streams: u32,
+    /// Milliseconds between keep-alive PINGs on an HTTP/2 connection; one
+    /// left unanswered as long closes it. 0: no PINGs.
+    pub keep_alive_interval_ms: u64,
+}
+
+impl Default for Http2Config {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            h2c: false,
+            max_concurrent_streams: 100,
+            keep_alive_interval_ms: 20_000,
         }
     }
 }

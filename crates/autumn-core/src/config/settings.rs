@@ -6,9 +6,9 @@ use toml::Value;
 
 use super::{
     ActuatorConfig, AutumnConfig, CompressionConfig, CorsConfig, CrossOriginConfig, DatabaseConfig,
-    HeadersConfig, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, MemoryConfig, RedisConfig,
-    SecurityConfig, ServerConfig, SessionConfig, Setting, Source, StaticConfig, SubmitTokenConfig,
-    TenancyConfig, TimeoutsConfig,
+    HeadersConfig, Http2Config, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, MemoryConfig,
+    RedisConfig, SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig, Setting, Source,
+    StaticConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -48,6 +48,8 @@ impl AutumnConfig {
             max_header_bytes,
             shutdown_grace_ms,
             timeouts,
+            tls,
+            http2,
         } = server;
         out.string("server.host", host);
         out.plain("server.port", port);
@@ -70,6 +72,32 @@ impl AutumnConfig {
         out.plain(
             "server.timeouts.keep_alive_timeout_ms",
             keep_alive_timeout_ms,
+        );
+        let ServerTlsConfig {
+            cert_file,
+            key_file,
+            reload_interval_ms,
+            redirect_port,
+        } = tls;
+        out.optional_string("server.tls.cert_file", cert_file.as_deref());
+        out.optional_string("server.tls.key_file", key_file.as_deref());
+        out.plain("server.tls.reload_interval_ms", reload_interval_ms);
+        out.optional("server.tls.redirect_port", redirect_port.as_ref());
+        let Http2Config {
+            enabled,
+            h2c,
+            max_concurrent_streams,
+            keep_alive_interval_ms,
+        } = http2;
+        out.plain("server.http2.enabled", enabled);
+        out.plain("server.http2.h2c", h2c);
+        out.plain(
+            "server.http2.max_concurrent_streams",
+            max_concurrent_streams,
+        );
+        out.plain(
+            "server.http2.keep_alive_interval_ms",
+            keep_alive_interval_ms,
         );
 
         let LogConfig {

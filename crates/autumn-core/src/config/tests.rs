@@ -83,6 +83,18 @@ fn defaults_without_files_or_env() {
                 header_read_timeout_ms: 10_000,
                 keep_alive_timeout_ms: 15_000,
             },
+            tls: ServerTlsConfig {
+                cert_file: None,
+                key_file: None,
+                reload_interval_ms: 10_000,
+                redirect_port: None,
+            },
+            http2: Http2Config {
+                enabled: true,
+                h2c: false,
+                max_concurrent_streams: 100,
+                keep_alive_interval_ms: 20_000,
+            },
         },
         log: LogConfig {
             level: "info".to_owned(),
@@ -676,7 +688,7 @@ fn unknown_key_in_file_section() {
         one_line(&error),
         format!(
             "unknown key `server.prot` in {} (expected one of: host, port, max_connections, \
-             max_header_bytes, shutdown_grace_ms, timeouts)",
+             max_header_bytes, shutdown_grace_ms, timeouts, tls, http2)",
             path.display()
         )
     );
@@ -696,7 +708,9 @@ fn unknown_key_in_file_section() {
                     "max_connections",
                     "max_header_bytes",
                     "shutdown_grace_ms",
-                    "timeouts"
+                    "timeouts",
+                    "tls",
+                    "http2"
                 ]
             );
         }
@@ -744,7 +758,7 @@ fn unknown_env_key() {
         one_line(&error),
         "unknown key `server.bogus` in environment variable AUTUMN_SERVER__BOGUS \
          (expected one of: host, port, max_connections, max_header_bytes, shutdown_grace_ms, \
-         timeouts)"
+         timeouts, tls, http2)"
     );
     assert_eq!(
         error.origin(),
@@ -1009,6 +1023,16 @@ fn effective_settings_cover_every_key() {
         request_timeout_ms = 2
         header_read_timeout_ms = 14
         keep_alive_timeout_ms = 15
+        [server.tls]
+        cert_file = "c.pem"
+        key_file = "k.pem"
+        reload_interval_ms = 16
+        redirect_port = 17
+        [server.http2]
+        enabled = false
+        h2c = true
+        max_concurrent_streams = 18
+        keep_alive_interval_ms = 19
         [log]
         level = "l"
         format = "json"
@@ -1107,7 +1131,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 85);
+    assert_eq!(settings.len(), 93);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
@@ -1183,7 +1207,9 @@ fn example_file_matches_defaults_and_lists_every_key() {
             section = name.to_owned();
         } else if let Some((key, _)) = line.trim_start_matches(['#', ' ']).split_once(" = ")
             && !key.is_empty()
-            && key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            && key
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         {
             keys.push(format!("{section}.{key}"));
         }

@@ -100,7 +100,7 @@ impl AutumnConfig {
         const SECRET: &str = "must be at least 32 random bytes (for example the output of `openssl rand -base64 48`): a short secret can be guessed, and with it every sealed session cookie opened";
         let long_enough =
             |secret: &String| secret.len() >= autumn_idempotency::seal::MIN_SECRET_LEN;
-        let checks: [(&'static str, bool, &str); 14] = [
+        let checks: [(&'static str, bool, &str); 19] = [
             (
                 "security.secret_key",
                 self.security.secret_key.as_ref().is_none_or(long_enough),
@@ -173,6 +173,31 @@ impl AutumnConfig {
                 "server.timeouts.header_read_timeout_ms",
                 self.server.timeouts.header_read_timeout_ms >= 1,
                 "must be at least 1: every connection would be closed before its first request",
+            ),
+            (
+                "server.tls.key_file",
+                self.server.tls.cert_file.is_none() || self.server.tls.key_file.is_some(),
+                "is missing: server.tls.cert_file is set, and HTTPS needs the certificate's private key too",
+            ),
+            (
+                "server.tls.cert_file",
+                self.server.tls.key_file.is_none() || self.server.tls.cert_file.is_some(),
+                "is missing: server.tls.key_file is set, and HTTPS needs the certificate (chain) too",
+            ),
+            (
+                "server.tls.redirect_port",
+                self.server.tls.redirect_port.is_none() || self.server.tls.is_on(),
+                "needs server.tls.cert_file and server.tls.key_file: it redirects to HTTPS, which the app serves only with them",
+            ),
+            (
+                "server.tls.redirect_port",
+                self.server.tls.redirect_port != Some(self.server.port),
+                "is server.port: the redirect needs a port of its own",
+            ),
+            (
+                "server.http2.max_concurrent_streams",
+                self.server.http2.max_concurrent_streams >= 1,
+                "must be at least 1: an HTTP/2 connection that may open no stream serves nothing",
             ),
         ];
         if let Some((key, _, message)) = checks.into_iter().find(|(_, ok, _)| !ok) {

@@ -16,6 +16,7 @@ mod docs_truth;
 mod error_pages;
 mod forms;
 mod graceful_shutdown;
+mod https;
 mod idempotency_policy;
 mod idempotency_tx;
 mod key_admin;

@@ -1,0 +1,291 @@
+//! One connection, from its accept to its close: TLS when the server has
+//! it, then HTTP/1 or HTTP/2 (chosen by ALPN over TLS, by the preface
+//! without), served until the client leaves, a timeout cuts it, or the
+//! server stops.
+
+use std::convert::Infallible;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
+
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use super::http2::Activity;
+use super::tls::ServerTls;
+use super::{Limits, http1, http2, preface};
+use crate::app::middleware::AppService;
+use crate::error_pages::connection::ParseErrorBodies;
+
+/// Serves one accepted connection until it closes; on `stopped`, lets a
+/// request in progress finish and closes the connection.
+pub(super) async fn serve(
+    stream: TcpStream,
+    app: AppService,
+    limits: &Limits,
+    tls: Option<&ServerTls>,
+    stopped: watch::Receiver<bool>,
+) {
+    match tls {
+        Some(tls) => {
+            // A handshake that never ends holds a connection like a head
+            // that never ends: the same limit.
+            let accepted =
+                tokio::time::timeout(limits.header_read, tls.acceptor.accept(stream)).await;
+            let stream = match accepted {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!("TLS handshake timed out");
+                    return;
+                }
+            };
+            let h2 = limits.h2_over_tls && stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            if h2 {
+                serve_h2(stream, app, limits, stopped).await;
+            } else {
+                serve_h1(stream, app, limits, stopped).await;
+            }
+        }
+        None => {
+            let sniffed = tokio::time::timeout(limits.header_read, preface::sniff(stream)).await;
+            let (is_h2, stream) = match sniffed {
+                Ok(Ok(sniffed)) => sniffed,
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "connection closed before its first request");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(
+                        "no request head within server.timeouts.header_read_timeout_ms"
+                    );
+                    return;
+                }
+            };
+            match (is_h2, limits.h2c) {
+                (false, _) => serve_h1(stream, app, limits, stopped).await,
+                (true, true) => serve_h2(stream, app, limits, stopped).await,
+                (true, false) => {
+                    if let Err(error) = preface::refuse_h2c(stream).await {
+                        tracing::debug!(%error, "could not refuse an h2c connection");
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn serve_h1<T>(io: T, app: AppService, limits: &Limits, mut stopped: watch::Receiver<bool>)
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let served = http1::builder(limits)
+        .serve_connection(
+            // hyper's own 400/414/431 get a problem document too.
+            TokioIo::new(ParseErrorBodies::new(io)),
+            ConnectionService::new(app),
+        )
+        .with_upgrades();
+    let mut served = pin!(served);
+    tokio::select! {
+        result = served.as_mut() => log_connection_error(result),
+        () = until_stopped(&mut stopped) => {
+            // Idle connections close now; one mid-request finishes it first.
+            served.as_mut().graceful_shutdown();
+            log_connection_error(served.await);
+        }
+    }
+}
+
+async fn serve_h2<T>(io: T, app: AppService, limits: &Limits, mut stopped: watch::Receiver<bool>)
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let activity = Arc::new(Activity::default());
+    let served = http2::builder(limits).serve_connection(
+        TokioIo::new(io),
+        ConnectionService::counted(app, activity.clone()),
+    );
+    let mut served = pin!(served);
+    let idle = activity.idle_for(
+        limits.header_read,
+        limits.keep_alive.unwrap_or(limits.header_read),
+    );
+    tokio::select! {
+        result = served.as_mut() => log_connection_error(result),
+        () = until_stopped(&mut stopped) => {
+            // GOAWAY: open streams finish, no new one starts.
+            served.as_mut().graceful_shutdown();
+            log_connection_error(served.await);
+        }
+        () = idle => {
+            served.as_mut().graceful_shutdown();
+            log_connection_error(served.await);
+        }
+    }
+}
+
+/// Completes when the server stops (or its loop is gone: time to stop
+/// either way).
+async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+fn log_connection_error(result: Result<(), hyper::Error>) {
+    if let Err(error) = result {
+        // Timeouts, resets and malformed requests are the client's doing: not an error here.
+        tracing::debug!(%error, "connection closed");
+    }
+}
+
+/// The app as one connection calls it. HTTP/1 serves a connection's
+/// requests one after another, so the connection keeps one copy of the app
+/// and calls it in place; the usual adapter clones the service for every
+/// request, and for a whole framework stack that clone (and its drop) costs
+/// more than most of what the stack does.
+///
+/// HTTP/2 calls it for several streams at once: the lock is held only
+/// while a request's future is made, and each open request is counted in
+/// the connection's [`Activity`] for its idle timeout.
+pub(super) struct ConnectionService {
+    app: Mutex<AppService>,
+    activity: Option<Arc<Activity>>,
+}
+
+impl ConnectionService {
+    pub(super) fn new(app: AppService) -> Self {
+        Self {
+            app: Mutex::new(app),
+            activity: None,
+        }
+    }
+
+    /// The same, counting open requests in `activity`.
+    fn counted(app: AppService, activity: Arc<Activity>) -> Self {
+        Self {
+            app: Mutex::new(app),
+            activity: Some(activity),
+        }
+    }
+}
+
+impl hyper::service::Service<http::Request<Incoming>> for ConnectionService {
+    type Response = axum::response::Response;
+    type Error = Infallible;
+    /// The boxed future the app's one box returns anyway.
+    type Future = <AppService as tower::Service<axum::extract::Request>>::Future;
+
+    fn call(&self, request: http::Request<Incoming>) -> Self::Future {
+        let future = self.call_in_place(request.map(Body::new));
+        match &self.activity {
+            None => future,
+            Some(activity) => {
+                let open = activity.enter();
+                Box::pin(async move {
+                    let response = future.await;
+                    drop(open);
+                    response
+                })
+            }
+        }
+    }
+}
+
+impl ConnectionService {
+    pub(super) fn call_in_place(
+        &self,
+        request: axum::extract::Request,
+    ) -> <AppService as tower::Service<axum::extract::Request>>::Future {
+        // Never contended (one request at a time); a panic while holding
+        // it is caught inside the app, so a poisoned lock is still usable.
+        let mut app = self.app.lock().unwrap_or_else(PoisonError::into_inner);
+        // tower's contract: ready before called. The framework's stack is
+        // always ready; were it not, this request waits on a copy of its own.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match tower::Service::poll_ready(&mut *app, &mut cx) {
+            Poll::Ready(Ok(())) => tower::Service::call(&mut *app, request),
+            Poll::Ready(Err(never)) => match never {},
+            Poll::Pending => Box::pin(tower::ServiceExt::oneshot(app.clone(), request)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::task::Context;
+    use std::time::Duration;
+
+    use axum::response::Response;
+
+    use super::*;
+
+    /// A service that counts its clones and is ready only when told.
+    struct Counted {
+        clones: Arc<AtomicUsize>,
+        ready: Arc<AtomicBool>,
+    }
+
+    impl Clone for Counted {
+        fn clone(&self) -> Self {
+            self.clones.fetch_add(1, Ordering::SeqCst);
+            Self {
+                clones: self.clones.clone(),
+                ready: self.ready.clone(),
+            }
+        }
+    }
+
+    impl tower::Service<axum::extract::Request> for Counted {
+        type Response = Response;
+        type Error = Infallible;
+        type Future = std::future::Ready<Result<Response, Infallible>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            if self.ready.load(Ordering::SeqCst) {
+                Poll::Ready(Ok(()))
+            } else {
+                Poll::Pending
+            }
+        }
+
+        fn call(&mut self, _: axum::extract::Request) -> Self::Future {
+            std::future::ready(Ok(Response::new(Body::from("served"))))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_calls_its_app_in_place_and_clones_it_only_when_not_ready() {
+        let (clones, ready) = (Arc::default(), Arc::new(AtomicBool::new(true)));
+        let connection = ConnectionService::new(AppService::new(Counted {
+            clones: Arc::clone(&clones),
+            ready: Arc::clone(&ready),
+        }));
+        for _ in 0..10 {
+            let response = connection
+                .call_in_place(axum::extract::Request::new(Body::empty()))
+                .await
+                .expect("infallible");
+            assert_eq!(response.status(), http::StatusCode::OK);
+        }
+        assert_eq!(clones.load(Ordering::SeqCst), 0, "ten requests, no clone");
+
+        // Not ready: the request is not refused, it waits on a copy.
+        ready.store(false, Ordering::SeqCst);
+        let waiting = connection.call_in_place(axum::extract::Request::new(Body::empty()));
+        assert_eq!(clones.load(Ordering::SeqCst), 1);
+        ready.store(true, Ordering::SeqCst);
+        let response = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .ok()
+            .and_then(Result::ok);
+        assert!(response.is_some(), "served once ready");
+    }
+}
