@@ -30,10 +30,12 @@ mod security_headers;
 pub mod session;
 #[cfg(feature = "database")]
 mod sql;
+pub mod sse;
 pub mod state;
 pub mod telemetry;
 pub mod tenancy;
 mod timeout;
+pub mod ws;
 
 pub use app::{AppBuilder, CommandError, LaunchError, app};
 pub use config::AutumnConfig;

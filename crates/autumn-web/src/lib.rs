@@ -146,6 +146,18 @@ pub mod redis {
 
 pub mod security;
 
+/// Server-sent events: [`sse::stream`] with keep-alives, ending when the
+/// server stops.
+pub mod sse {
+    pub use autumn_core::sse::*;
+}
+
+/// WebSockets that hold their connection's slot and get a close frame when
+/// the server stops.
+pub mod ws {
+    pub use autumn_core::ws::*;
+}
+
 /// Sessions: the [`Session`](session::Session) extractor, the layer and the
 /// stores.
 pub mod session {
@@ -184,6 +196,7 @@ pub mod test {
 /// The crates Autumn is built on, at the versions it uses.
 pub mod reexports {
     pub use axum;
+    pub use futures_util;
     pub use http;
     pub use maud;
     pub use serde;

@@ -3,7 +3,8 @@
 //!
 //! `POST /orders` takes `{"item": "widget", "qty": 2}` (and an optional
 //! `delay_ms`, capped at 10 s, standing in for a slow payment provider) and
-//! answers 201 with the new order; `GET /orders` lists them.
+//! answers 201 with the new order; `GET /orders` lists them, and
+//! `GET /orders/live` streams their number as server-sent events.
 //!
 //! Orders live in memory, or in the app database when `[database] url` is
 //! set (PostgreSQL or SQLite); the idempotency store is whatever
@@ -23,6 +24,7 @@ use autumn_web::api_token::{ApiTokens, DbApiTokenStore, NewApiToken, RequireApiT
 use autumn_web::config::AutumnConfig;
 use autumn_web::db::{DbPool, FRAMEWORK_MIGRATIONS};
 use autumn_web::prelude::*;
+use autumn_web::sse::{self, Event};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -80,11 +82,44 @@ pub async fn list_orders(orders: Orders) -> AutumnResult<Json<Vec<Order>>> {
     Ok(Json(orders.list().await?))
 }
 
+/// How often the live counter looks for new orders.
+const LIVE_EVERY: Duration = Duration::from_secs(1);
+
+/// `GET /orders/live`: the number of orders as server-sent events (event
+/// `orders`), sent at once and again whenever it changes. The stream ends
+/// when the server stops; a browser's `EventSource` reconnects by itself.
+#[get("/orders/live")]
+pub async fn live_count(orders: Orders) -> impl IntoResponse {
+    let counts = futures_util::stream::unfold(
+        (orders, None::<usize>, true),
+        |(orders, mut last, first)| async move {
+            if !first {
+                tokio::time::sleep(LIVE_EVERY).await;
+            }
+            loop {
+                match orders.count().await {
+                    Ok(count) if last != Some(count) => {
+                        last = Some(count);
+                        let event = Event::default().event("orders").data(count.to_string());
+                        return Some((
+                            Ok::<_, std::convert::Infallible>(event),
+                            (orders, last, false),
+                        ));
+                    }
+                    // Unchanged, or the store cannot answer now: look again later.
+                    _ => tokio::time::sleep(LIVE_EVERY).await,
+                }
+            }
+        },
+    );
+    sse::stream(counts)
+}
+
 /// The app. Orders go to the database when one is configured, else to
 /// `memory`.
 pub fn app(memory: Orders) -> AppBuilder {
     autumn_web::app()
-        .routes(routes![create_order, list_orders])
+        .routes(routes![create_order, list_orders, live_count])
         .layer(axum::Extension(memory))
         .idempotent()
 }

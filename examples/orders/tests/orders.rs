@@ -492,3 +492,45 @@ async fn a_stopped_server_has_written_every_log_line_before_it_exits() {
         "the last line logged is the last line written: {log}"
     );
 }
+
+#[tokio::test]
+async fn the_live_counter_streams_the_number_of_orders_as_it_changes() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let server = start_binary();
+    let url = server.url("/orders/live");
+    let address = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .expect("host:port")
+        .to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"GET /orders/live HTTP/1.1\r\nhost: t\r\naccept: text/event-stream\r\n\r\n")
+        .await
+        .expect("write");
+    async fn read_until(stream: &mut tokio::net::TcpStream, seen: &mut String, needle: &str) {
+        let mut buf = [0_u8; 1024];
+        while !seen.contains(needle) {
+            let n = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut buf))
+                .await
+                .unwrap_or_else(|_| panic!("{needle:?} within 10 s; got {seen:?}"))
+                .expect("read");
+            assert!(n > 0, "the stream ended: {seen:?}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    }
+    let mut seen = String::new();
+    read_until(&mut stream, &mut seen, "event: orders\ndata: 0\n").await;
+    let (status, _) = http(
+        "POST",
+        &server.url("/orders"),
+        Some("live-1"),
+        r#"{"item": "widget", "qty": 1}"#,
+    )
+    .await;
+    assert_eq!(status, 201);
+    read_until(&mut stream, &mut seen, "event: orders\ndata: 1\n").await;
+}

@@ -6,7 +6,7 @@ mod error;
 mod launch;
 mod middleware;
 mod serve;
-mod server;
+pub(crate) mod server;
 mod startup_log;
 
 use std::sync::Arc;

@@ -22,6 +22,7 @@ mod idempotency_tx;
 mod key_admin;
 mod launch;
 mod layers_built_once;
+mod live;
 mod many_forms;
 mod middleware_config;
 mod nested_forms;

@@ -15,6 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use super::context::{ConnectionContext, ScopedExecutor};
 use super::http2::Activity;
 use super::tls::ServerTls;
 use super::{Limits, http1, http2, preface};
@@ -28,8 +29,9 @@ pub(super) async fn serve(
     app: AppService,
     limits: &Limits,
     tls: Option<&ServerTls>,
-    stopped: watch::Receiver<bool>,
+    context: Arc<ConnectionContext>,
 ) {
+    let stopped = context.stopped();
     match tls {
         Some(tls) => {
             // A handshake that never ends holds a connection like a head
@@ -49,7 +51,7 @@ pub(super) async fn serve(
             };
             let h2 = limits.h2_over_tls && stream.get_ref().1.alpn_protocol() == Some(b"h2");
             if h2 {
-                serve_h2(stream, app, limits, stopped).await;
+                serve_h2(stream, app, limits, stopped, context).await;
             } else {
                 serve_h1(stream, app, limits, stopped).await;
             }
@@ -71,7 +73,7 @@ pub(super) async fn serve(
             };
             match (is_h2, limits.h2c) {
                 (false, _) => serve_h1(stream, app, limits, stopped).await,
-                (true, true) => serve_h2(stream, app, limits, stopped).await,
+                (true, true) => serve_h2(stream, app, limits, stopped, context).await,
                 (true, false) => {
                     if let Err(error) = preface::refuse_h2c(stream).await {
                         tracing::debug!(%error, "could not refuse an h2c connection");
@@ -104,12 +106,18 @@ where
     }
 }
 
-async fn serve_h2<T>(io: T, app: AppService, limits: &Limits, mut stopped: watch::Receiver<bool>)
-where
+async fn serve_h2<T>(
+    io: T,
+    app: AppService,
+    limits: &Limits,
+    mut stopped: watch::Receiver<bool>,
+    context: Arc<ConnectionContext>,
+) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let activity = Arc::new(Activity::default());
-    let served = http2::builder(limits).serve_connection(
+    // Each stream runs as a task of its own, with the connection's context.
+    let served = http2::builder(limits, ScopedExecutor(context)).serve_connection(
         TokioIo::new(io),
         ConnectionService::counted(app, activity.clone()),
     );

@@ -14,14 +14,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hyper::server::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioTimer;
 use tokio::sync::Notify;
 
 use super::Limits;
 
 /// An HTTP/2 connection builder with `limits`.
-pub(super) fn builder(limits: &Limits) -> http2::Builder<TokioExecutor> {
-    let mut builder = http2::Builder::new(TokioExecutor::new());
+pub(super) fn builder<E>(limits: &Limits, executor: E) -> http2::Builder<E> {
+    let mut builder = http2::Builder::new(executor);
     builder
         .timer(TokioTimer::new())
         .max_concurrent_streams(limits.max_concurrent_streams)

@@ -7,12 +7,14 @@
 //! sending its headers a byte at a time, keeps connections open indefinitely.
 //!
 //! - [`connection`]: one connection, TLS and protocol choice included;
+//! - [`context`]: what a connection's requests (and its WebSockets) hold of it;
 //! - [`http1`], [`http2`]: each protocol's settings and timers;
 //! - [`preface`]: h2c told apart from HTTP/1 on a plaintext connection;
 //! - [`tls`]: the certificate, reloaded when its files change;
 //! - [`redirect`]: the optional plain-HTTP port that sends clients to HTTPS.
 
 mod connection;
+pub(crate) mod context;
 mod http1;
 mod http2;
 mod preface;
@@ -31,6 +33,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 use super::middleware::AppService;
 use crate::config::ServerConfig;
 use crate::telemetry::metrics::HttpMetrics;
+use context::ConnectionContext;
 use tls::ServerTls;
 
 /// Serves `app` on `listener` (over TLS when `tls` is given) until `shutdown` completes, then
@@ -81,13 +84,15 @@ pub(crate) async fn serve(
         let limits = limits.clone();
         let tls = tls.clone();
         let app = app.clone();
-        let stopped = stopped.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _connection = connection;
-            let _counted = counted;
-            connection::serve(stream, app, &limits, tls.as_deref(), stopped).await;
-        });
+        // The slot is held by the connection's context, which an upgraded
+        // socket (a WebSocket) keeps after the connection's own task ends.
+        let context = Arc::new(ConnectionContext::new(
+            stopped.clone(),
+            (permit, connection, counted),
+        ));
+        tokio::spawn(context::scope(context.clone(), async move {
+            connection::serve(stream, app, &limits, tls.as_deref(), context).await;
+        }));
     }
     drop(listener);
     tracing::info!("shutting down: finishing open requests");

@@ -1,0 +1,81 @@
+//! What a connection's requests can know of the connection: that the
+//! server is stopping, and the connection's hold on its slot.
+//!
+//! A WebSocket outlives the request that opened it: hyper hands the socket
+//! over and its connection future ends. The slot (`max_connections`), the
+//! drain count and the open-connections metric are held by
+//! [`ConnectionContext`], which the upgraded socket's task keeps too, so
+//! they end with the socket, not with the handshake. Handlers reach it
+//! through a task-local set around the connection's work (and around each
+//! HTTP/2 stream, which hyper runs as a task of its own): nothing is added
+//! to requests that never ask.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+tokio::task_local! {
+    static CONNECTION: Arc<ConnectionContext>;
+}
+
+/// One connection's slot and the server's stop signal.
+pub(crate) struct ConnectionContext {
+    stopped: watch::Receiver<bool>,
+    /// Released (slot, drain count, metric) when the last holder drops.
+    _hold: Box<dyn Send + Sync>,
+}
+
+impl ConnectionContext {
+    pub(crate) fn new(stopped: watch::Receiver<bool>, hold: impl Send + Sync + 'static) -> Self {
+        Self {
+            stopped,
+            _hold: Box::new(hold),
+        }
+    }
+
+    /// A receiver of the server's stop signal (`true` once it stops).
+    pub(crate) fn stopped(&self) -> watch::Receiver<bool> {
+        self.stopped.clone()
+    }
+}
+
+/// The context of the connection the current task serves, if any (none in
+/// `TestApp`, or on a task the app spawned itself).
+pub(crate) fn current() -> Option<Arc<ConnectionContext>> {
+    CONNECTION.try_with(Arc::clone).ok()
+}
+
+/// Runs `work` with `context` as the current connection.
+pub(crate) fn scope<F: Future>(
+    context: Arc<ConnectionContext>,
+    work: F,
+) -> impl Future<Output = F::Output> {
+    CONNECTION.scope(context, work)
+}
+
+/// Completes once `stopped` says the server stops; never, without one.
+pub(crate) async fn until_stopped(stopped: Option<watch::Receiver<bool>>) {
+    match stopped {
+        Some(mut stopped) => {
+            // An error means the server is gone: stopping all the same.
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// hyper's executor for HTTP/2 streams, each run with its connection's
+/// context.
+#[derive(Clone)]
+pub(crate) struct ScopedExecutor(pub(crate) Arc<ConnectionContext>);
+
+impl<F> hyper::rt::Executor<F> for ScopedExecutor
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, future: F) {
+        tokio::spawn(scope(Arc::clone(&self.0), future));
+    }
+}
