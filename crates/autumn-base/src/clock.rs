@@ -1,8 +1,13 @@
 //! The clock that decides when locks and records expire.
 //!
 //! Stores read the time through [`Clock`] rather than from the system directly,
-//! so tests can move time forward instead of sleeping through a TTL, and so
-//! every replica of an app compares expiry against the same kind of time.
+//! so tests can move time forward instead of sleeping through a TTL.
+//!
+//! A store shared by replicas (Redis, a database) decides expiry by its own
+//! time, not by any replica's: a replica whose clock runs ahead would
+//! otherwise see a live lock as expired and run its request a second time.
+//! Only a clock that [overrides the store's time](Clock::overrides_store_time)
+//! (a [`ManualClock`], in tests) decides there instead.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +20,38 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub trait Clock: Send + Sync + 'static {
     /// Milliseconds since the Unix epoch.
     fn now_millis(&self) -> u64;
+
+    /// Whether a shared store (Redis, a database) decides expiry by this
+    /// clock instead of by its own time. `false` unless overridden: a host's
+    /// clock can run ahead of the others', and a store that followed it
+    /// would end a live lock early. [`ManualClock`] says `true`, since a
+    /// clock that moves only when a test moves it must drive expiry itself.
+    ///
+    /// ```
+    /// use autumn_base::clock::{Clock, ManualClock, SystemClock};
+    ///
+    /// assert!(!SystemClock.overrides_store_time());
+    /// assert!(ManualClock::new().overrides_store_time());
+    /// ```
+    fn overrides_store_time(&self) -> bool {
+        false
+    }
+}
+
+/// The time a shared store decides expiry by, given the `clock` it was
+/// built with: `Some(now)` of a clock that
+/// [overrides the store's time](Clock::overrides_store_time), `None` (the
+/// store's own time) for any other.
+///
+/// ```
+/// use autumn_base::clock::{ManualClock, SystemClock, store_time_override};
+///
+/// assert_eq!(store_time_override(&SystemClock), None);
+/// let clock = ManualClock::starting_at(1_000);
+/// assert_eq!(store_time_override(&clock), Some(1_000));
+/// ```
+pub fn store_time_override(clock: &dyn Clock) -> Option<u64> {
+    clock.overrides_store_time().then(|| clock.now_millis())
 }
 
 /// The system's wall clock; the default everywhere outside tests.
@@ -32,7 +69,8 @@ impl Clock for SystemClock {
 /// A clock that only moves when told to: tests use it to expire locks and
 /// records without sleeping.
 ///
-/// Clones share the same time.
+/// Clones share the same time. Shared stores built with it decide expiry by
+/// it rather than by their own time (see [`Clock::overrides_store_time`]).
 ///
 /// ```
 /// use std::time::Duration;
@@ -77,6 +115,10 @@ impl Default for ManualClock {
 impl Clock for ManualClock {
     fn now_millis(&self) -> u64 {
         self.millis.load(Ordering::SeqCst)
+    }
+
+    fn overrides_store_time(&self) -> bool {
+        true
     }
 }
 

@@ -57,10 +57,10 @@ pub struct KeyReport {
     pub storage_key: String,
     /// Absent, locked, recorded, or both.
     pub state: State,
-    /// When the lock expires (app clock, ms since the epoch).
+    /// When the lock expires (the store's clock, ms since the epoch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_expires_at: Option<u64>,
-    /// When the lock was taken (app clock, ms since the epoch).
+    /// When the lock was taken (the store's clock, ms since the epoch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_taken_at: Option<u64>,
     /// How long the lock's owner has held it, in ms: the store's clock at
@@ -80,7 +80,7 @@ pub struct KeyReport {
     /// run again. A marker has no body.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub not_recorded: bool,
-    /// When the record expires (app clock, ms since the epoch).
+    /// When the record expires (the store's clock, ms since the epoch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record_expires_at: Option<u64>,
     /// The recorded body's length in bytes.

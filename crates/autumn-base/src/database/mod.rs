@@ -24,7 +24,9 @@ use diesel_async::pooled_connection::deadpool::{Object, Pool};
 
 pub use migrations::{FRAMEWORK_MIGRATIONS, FrameworkMigrations};
 pub use pooled::PooledConnection;
-pub use sql::{Cacheable, CachedExt, ExpiringTable, spawn_sweeper, sqlite_params};
+pub use sql::{
+    Cacheable, CachedExt, ExpiringTable, STORE_NOW, postgres_sql, spawn_sweeper, sqlite_params,
+};
 #[cfg(feature = "postgres")]
 pub use sql::{begin_uncached, end_uncached};
 

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 #[cfg(feature = "postgres")]
 use diesel::QueryableByName;
-use diesel::sql_types::BigInt;
 #[cfg(feature = "postgres")]
 use diesel::sql_types::Bool;
+use diesel::sql_types::{BigInt, Nullable};
 use diesel_async::RunQueryDsl as _;
 
 use super::{DbConnection, DbError, DbPool};
@@ -111,7 +111,50 @@ pub async fn end_uncached(
     Ok(())
 }
 
-/// A statement written with PostgreSQL's `$N` parameters, in SQLite's `?N`.
+/// Stands for the database's own time, in milliseconds since the epoch, in
+/// a framework statement; [`postgres_sql`] and [`sqlite_params`] put each
+/// backend's expression in its place. Expiry is decided by this time, so
+/// replicas whose clocks disagree still agree on what has expired. A
+/// statement writes `COALESCE($N, {store_now})`, binding `$N` to the time
+/// of a clock that overrides the store's (a test's manual clock, see
+/// [`store_time_override`](crate::clock::store_time_override)) or to NULL.
+///
+/// Each backend's time stays the same throughout one statement, so a
+/// statement that reads it several times sees one `now`: PostgreSQL's
+/// `statement_timestamp()` (not `now()`, which is the transaction's start
+/// and would age with an app transaction that writes a record), SQLite's
+/// `'now'` (the host's clock: SQLite runs in the process).
+///
+/// ```
+/// use autumn_base::database::{STORE_NOW, postgres_sql, sqlite_params};
+///
+/// let sql = format!("DELETE FROM t WHERE expires_at <= COALESCE($1, {STORE_NOW})");
+/// assert!(postgres_sql(&sql).contains("statement_timestamp()"));
+/// assert!(sqlite_params(&sql).contains("COALESCE(?1, "));
+/// ```
+pub const STORE_NOW: &str = "{store_now}";
+
+/// PostgreSQL's time, whole milliseconds since the epoch, as in Redis's `TIME`
+/// (floored).
+const POSTGRES_NOW: &str = "floor(extract(epoch from statement_timestamp()) * 1000)::bigint";
+
+/// SQLite's `'now'` has millisecond resolution: rounding undoes the float.
+const SQLITE_NOW: &str = "CAST(round(unixepoch('subsec') * 1000) AS INTEGER)";
+
+/// A framework statement as PostgreSQL runs it: [`STORE_NOW`] made
+/// PostgreSQL's time.
+///
+/// ```
+/// use autumn_base::database::postgres_sql;
+///
+/// assert_eq!(postgres_sql("DELETE FROM t WHERE a = $1"), "DELETE FROM t WHERE a = $1");
+/// ```
+pub fn postgres_sql(sql: &str) -> String {
+    sql.replace(STORE_NOW, POSTGRES_NOW)
+}
+
+/// A statement written with PostgreSQL's `$N` parameters, in SQLite's `?N`
+/// (and [`STORE_NOW`] made SQLite's time).
 ///
 /// ```
 /// use autumn_base::database::sqlite_params;
@@ -119,14 +162,17 @@ pub async fn end_uncached(
 /// assert_eq!(sqlite_params("DELETE FROM t WHERE a = $1"), "DELETE FROM t WHERE a = ?1");
 /// ```
 pub fn sqlite_params(sql: &str) -> String {
-    sql.replace('$', "?")
+    sql.replace(STORE_NOW, SQLITE_NOW).replace('$', "?")
 }
 
 /// A framework table whose expired rows are deleted in the background, and
 /// the statement that deletes one batch of them.
 ///
-/// `delete_batch` takes `$1` the app clock's now (milliseconds) and `$2` the
-/// most rows to delete, and deletes expired rows only. It should select them
+/// `delete_batch` takes `$1` the time to compare with (milliseconds since the
+/// epoch; NULL from [`sweep_at`](Self::sweep_at) when the database's own
+/// time decides, which the statement then reads as
+/// `COALESCE($1, {store_now})`, see [`STORE_NOW`]) and `$2` the most rows to
+/// delete, and deletes expired rows only. It should select them
 /// through an index (so each batch is an index range scan) and, on
 /// PostgreSQL, with `FOR UPDATE SKIP LOCKED`, so that a sweep never waits for
 /// a request that holds a row.
@@ -149,7 +195,8 @@ pub struct ExpiringTable {
     /// The batch delete, with PostgreSQL's `$N` parameters.
     pub delete_batch: &'static str,
     /// The batch delete for SQLite when it differs by more than its
-    /// parameters (`?N`, which [`sqlite_params`] makes of `$N`).
+    /// parameters (`?N`, which [`sqlite_params`] makes of `$N`). Run as it
+    /// is, but for [`STORE_NOW`], which becomes SQLite's time.
     pub delete_batch_sqlite: Option<&'static str>,
 }
 
@@ -181,7 +228,7 @@ impl ExpiringTable {
         if limit == 0 {
             return Ok(0);
         }
-        let (now, limit) = (as_i64(now_millis), as_i64(limit));
+        let (now, limit) = (Some(as_i64(now_millis)), as_i64(limit));
         match pool.get().await? {
             #[cfg(feature = "postgres")]
             DbConnection::Postgres(mut conn) => {
@@ -212,7 +259,24 @@ impl ExpiringTable {
     ///
     /// [`DbError`] when the database fails.
     pub async fn sweep(&self, pool: &DbPool, now_millis: u64, batch: u64) -> Result<u64, DbError> {
-        let now = as_i64(now_millis);
+        self.sweep_at(pool, Some(now_millis), batch).await
+    }
+
+    /// [`sweep`](Self::sweep) by the time `now_millis`, or by the database's
+    /// own time when `None` (the table's `delete_batch` then says
+    /// `COALESCE($1, {store_now})`): what a store shared by replicas uses,
+    /// so that no replica's clock decides what has expired.
+    ///
+    /// # Errors
+    ///
+    /// [`DbError`] when the database fails.
+    pub async fn sweep_at(
+        &self,
+        pool: &DbPool,
+        now_millis: Option<u64>,
+        batch: u64,
+    ) -> Result<u64, DbError> {
+        let now = now_millis.map(as_i64);
         let batch = as_i64(batch.max(1));
         let mut swept = 0;
         match pool.get().await? {
@@ -295,11 +359,11 @@ impl ExpiringTable {
     async fn postgres_batch(
         &self,
         conn: &mut super::PgConnection,
-        now: i64,
+        now: Option<i64>,
         limit: i64,
     ) -> Result<u64, DbError> {
-        let deleted = diesel::sql_query(self.delete_batch)
-            .bind::<BigInt, _>(now)
+        let deleted = diesel::sql_query(postgres_sql(self.delete_batch))
+            .bind::<Nullable<BigInt>, _>(now)
             .bind::<BigInt, _>(limit)
             .cached()
             .execute(conn)
@@ -311,14 +375,15 @@ impl ExpiringTable {
     async fn sqlite_batch(
         &self,
         conn: &mut super::SqliteConnection,
-        now: i64,
+        now: Option<i64>,
         limit: i64,
     ) -> Result<u64, DbError> {
-        let sql = self
-            .delete_batch_sqlite
-            .map_or_else(|| sqlite_params(self.delete_batch), str::to_owned);
+        let sql = self.delete_batch_sqlite.map_or_else(
+            || sqlite_params(self.delete_batch),
+            |sql| sql.replace(STORE_NOW, SQLITE_NOW),
+        );
         let deleted = diesel::sql_query(sql)
-            .bind::<BigInt, _>(now)
+            .bind::<Nullable<BigInt>, _>(now)
             .bind::<BigInt, _>(limit)
             .cached()
             .execute(conn)

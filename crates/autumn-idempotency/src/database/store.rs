@@ -2,8 +2,11 @@
 //! table, on PostgreSQL or SQLite.
 //!
 //! Every write is one conditional upsert or update, so the database decides
-//! who holds a lock; expiry compares against `now` from the app clock, passed
-//! in as a parameter. On PostgreSQL a first-time request costs two round
+//! who holds a lock; expiry compares against the database's own time (see
+//! [`STORE_NOW`](autumn_base::database::STORE_NOW)), never a replica's, so a
+//! replica whose clock runs ahead cannot take over a live lock. A store built
+//! with a clock that overrides the store's time (a test's `ManualClock`)
+//! binds that clock's `now` instead. On PostgreSQL a first-time request costs two round
 //! trips (claim, finish) and a replay one (claim): each statement is
 //! prepared once per connection and reused.
 
@@ -18,9 +21,11 @@ use crate::record::{IdempotencyEntry, IdempotencyRecord};
 use crate::store::{
     Claim, IdempotencyFuture, IdempotencyStore, KeyState, StoreError, StoreOperation, check_ttl,
 };
-use autumn_base::clock::{SharedClock, SystemClock, deadline};
+use autumn_base::clock::{SharedClock, SystemClock, store_time_override};
 #[cfg(feature = "sqlite")]
 use autumn_base::database::SqliteConnection;
+#[cfg(feature = "postgres")]
+use autumn_base::database::postgres_sql;
 #[cfg(feature = "sqlite")]
 use autumn_base::database::sqlite_params as sqlite;
 use autumn_base::database::{CachedExt as _, DbConnection, DbError, DbPool, ExpiringTable};
@@ -57,6 +62,10 @@ struct Row {
     body_hash: Option<Vec<u8>>,
     #[diesel(sql_type = Nullable<BigInt>)]
     record_expires_at: Option<i64>,
+    /// The time the statement compared with: what decides, in Rust, whether
+    /// the deadlines above are live.
+    #[diesel(sql_type = BigInt)]
+    now: i64,
 }
 
 #[derive(QueryableByName)]
@@ -85,32 +94,43 @@ struct Acquired {
     acquired: i64,
 }
 
-const GET: &str = "SELECT lock_expires_at, record, body_hash, record_expires_at \
+/// Every statement below that compares deadlines takes the time override:
+/// a test clock's now, or NULL for the database's own time (`{store_now}`,
+/// see [`STORE_NOW`](autumn_base::database::STORE_NOW)). Deadlines are
+/// written as that time plus a TTL, so they are in the database's time too.
+///
+/// $1 key, $2 time override.
+const GET: &str = "SELECT lock_expires_at, record, body_hash, record_expires_at, \
+       COALESCE($2, {store_now}) AS now \
      FROM autumn_idempotency_keys WHERE storage_key = $1";
 
-/// $1 key. What [`GET`] reads and when the lock was taken, for an
-/// operator's inspect (the claim path does not read it).
-const INSPECT: &str = "SELECT lock_expires_at, record, body_hash, record_expires_at, lock_taken_at \
+/// $1 key, $2 time override. What [`GET`] reads and when the lock was
+/// taken, for an operator's inspect (the claim path does not read it).
+const INSPECT: &str = "SELECT lock_expires_at, record, body_hash, record_expires_at, \
+       COALESCE($2, {store_now}) AS now, lock_taken_at \
      FROM autumn_idempotency_keys WHERE storage_key = $1";
 
 /// $1 key. The whole row: its lock, its record and its recovery point.
 const EVICT: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key = $1";
 
-/// $1 key, $2 owner, $3 now (when the lock is taken), $4 lock deadline.
+/// $1 key, $2 owner, $3 time override (the lock is taken then), $4 lock TTL (ms).
 const TRY_LOCK: &str = "INSERT INTO autumn_idempotency_keys \
        (storage_key, lock_owner, lock_expires_at, lock_taken_at) \
-     VALUES ($1, $2, $4, $3) \
+     VALUES ($1, $2, COALESCE($3, {store_now}) + $4, COALESCE($3, {store_now})) \
      ON CONFLICT (storage_key) DO UPDATE SET lock_owner = excluded.lock_owner, \
        lock_expires_at = excluded.lock_expires_at, lock_taken_at = excluded.lock_taken_at, \
        record = NULL, body_hash = NULL, \
        record_owner = NULL, record_expires_at = NULL \
-     WHERE (autumn_idempotency_keys.lock_expires_at IS NULL OR autumn_idempotency_keys.lock_expires_at <= $3) \
-       AND (autumn_idempotency_keys.record_expires_at IS NULL OR autumn_idempotency_keys.record_expires_at <= $3)";
+     WHERE (autumn_idempotency_keys.lock_expires_at IS NULL \
+         OR autumn_idempotency_keys.lock_expires_at <= COALESCE($3, {store_now})) \
+       AND (autumn_idempotency_keys.record_expires_at IS NULL \
+         OR autumn_idempotency_keys.record_expires_at <= COALESCE($3, {store_now}))";
 
-/// $1 key, $2 owner, $3 record, $4 hash, $5 now, $6 record deadline, $7 unlock.
+/// $1 key, $2 owner, $3 record, $4 hash, $5 time override, $6 record TTL
+/// (ms), $7 unlock.
 const SET: &str = "INSERT INTO autumn_idempotency_keys \
        (storage_key, record, body_hash, record_owner, record_expires_at) \
-     VALUES ($1, $3, $4, $2, $6) \
+     VALUES ($1, $3, $4, $2, COALESCE($5, {store_now}) + $6) \
      ON CONFLICT (storage_key) DO UPDATE SET record = excluded.record, \
        body_hash = excluded.body_hash, record_owner = excluded.record_owner, \
        record_expires_at = excluded.record_expires_at, \
@@ -122,53 +142,56 @@ const SET: &str = "INSERT INTO autumn_idempotency_keys \
          THEN NULL ELSE autumn_idempotency_keys.lock_taken_at END \
      WHERE NOT (autumn_idempotency_keys.lock_owner IS NOT NULL \
          AND autumn_idempotency_keys.lock_owner <> $2 \
-         AND autumn_idempotency_keys.lock_expires_at > $5) \
+         AND autumn_idempotency_keys.lock_expires_at > COALESCE($5, {store_now})) \
        AND NOT (autumn_idempotency_keys.record_owner IS NOT NULL \
          AND autumn_idempotency_keys.record_owner <> $2 \
-         AND autumn_idempotency_keys.record_expires_at > $5)";
+         AND autumn_idempotency_keys.record_expires_at > COALESCE($5, {store_now}))";
 
 /// $1 key, $2 owner.
 const UNLOCK: &str = "UPDATE autumn_idempotency_keys SET lock_owner = NULL, lock_expires_at = NULL, \
        lock_taken_at = NULL \
      WHERE storage_key = $1 AND lock_owner = $2";
 
-/// $1 key, $2 now: drop the row once nothing in it is live (a recovery
-/// point included).
+/// $1 key, $2 time override: drop the row once nothing in it is live (a
+/// recovery point included).
 const DROP_DEAD: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key = $1 \
-     AND (lock_expires_at IS NULL OR lock_expires_at <= $2) \
-     AND (record_expires_at IS NULL OR record_expires_at <= $2) \
-     AND (recovery_expires_at IS NULL OR recovery_expires_at <= $2)";
+     AND (lock_expires_at IS NULL OR lock_expires_at <= COALESCE($2, {store_now})) \
+     AND (record_expires_at IS NULL OR record_expires_at <= COALESCE($2, {store_now})) \
+     AND (recovery_expires_at IS NULL OR recovery_expires_at <= COALESCE($2, {store_now}))";
 
-/// $1 key, $2 owner, $3 now, $4 new lock deadline. Keeps when the lock
+/// $1 key, $2 owner, $3 time override, $4 lock TTL (ms). Keeps when the lock
 /// was taken (an operator sees how long its run has held it). Never shortens the lock:
 /// `IdempotencyTx::commit` may have extended it to the record's lifetime
 /// (a session change still to be saved), and the heartbeat must not undo that.
 const RENEW: &str = "UPDATE autumn_idempotency_keys SET lock_expires_at = \
-       CASE WHEN lock_expires_at > $4 THEN lock_expires_at ELSE $4 END \
-     WHERE storage_key = $1 AND lock_owner = $2 AND lock_expires_at > $3";
+       CASE WHEN lock_expires_at > COALESCE($3, {store_now}) + $4 THEN lock_expires_at \
+         ELSE COALESCE($3, {store_now}) + $4 END \
+     WHERE storage_key = $1 AND lock_owner = $2 AND lock_expires_at > COALESCE($3, {store_now})";
 
-/// $1 now, $2 batch size: deletes at most one batch of rows whose lock and
+/// $1 time override, $2 batch size: deletes at most one batch of rows whose lock and
 /// record have both expired. The predicate is the indexed expression (see
-/// the migration), so each batch is an index range scan; rows another
+/// the migration), so each batch is an index range scan (the database's
+/// time is the same all through a statement, so it is a scan key); rows another
 /// transaction holds (a claim re-taking an expired key) are skipped, and the
 /// outer condition re-checks each row at delete time.
 const PG_SWEEP_BATCH: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key IN ( \
        SELECT storage_key FROM autumn_idempotency_keys \
        WHERE GREATEST(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0), \
-         COALESCE(recovery_expires_at, 0)) <= $1 \
+         COALESCE(recovery_expires_at, 0)) <= COALESCE($1, {store_now}) \
        LIMIT $2 FOR UPDATE SKIP LOCKED) \
      AND GREATEST(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0), \
-       COALESCE(recovery_expires_at, 0)) <= $1";
+       COALESCE(recovery_expires_at, 0)) <= COALESCE($1, {store_now})";
 
 /// [`PG_SWEEP_BATCH`] in SQLite's words (its expression index uses the
-/// multi-argument `MAX`); SQLite runs one writer at a time, so nothing to skip.
+/// multi-argument `MAX`); SQLite runs one writer at a time, so nothing to
+/// skip.
 const SQLITE_SWEEP_BATCH: &str = "DELETE FROM autumn_idempotency_keys WHERE storage_key IN ( \
        SELECT storage_key FROM autumn_idempotency_keys \
        WHERE MAX(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0), \
-         COALESCE(recovery_expires_at, 0)) <= ?1 \
+         COALESCE(recovery_expires_at, 0)) <= COALESCE(?1, {store_now}) \
        LIMIT ?2) \
      AND MAX(COALESCE(lock_expires_at, 0), COALESCE(record_expires_at, 0), \
-       COALESCE(recovery_expires_at, 0)) <= ?1";
+       COALESCE(recovery_expires_at, 0)) <= COALESCE(?1, {store_now})";
 
 /// The table, swept one replica at a time (see [`ExpiringTable::sweep`]).
 const KEYS_TABLE: ExpiringTable = ExpiringTable {
@@ -185,6 +208,8 @@ const KEYS_TABLE: ExpiringTable = ExpiringTable {
 /// upsert takes the lock, its `WHERE` re-checking the row as it is now (a
 /// row committed since the snapshot was taken is seen there, so two claims
 /// never both win).
+///
+/// $1 key, $2 owner, $3 time override, $4 lock TTL (ms), as [`TRY_LOCK`].
 #[cfg(feature = "postgres")]
 const PG_CLAIM: &str = "WITH prior AS ( \
        SELECT lock_expires_at, record, body_hash, record_expires_at \
@@ -192,17 +217,22 @@ const PG_CLAIM: &str = "WITH prior AS ( \
      claimed AS ( \
        INSERT INTO autumn_idempotency_keys \
          (storage_key, lock_owner, lock_expires_at, lock_taken_at) \
-       SELECT $1, $2, $4, $3 WHERE NOT EXISTS ( \
-         SELECT 1 FROM prior WHERE lock_expires_at > $3 OR record_expires_at > $3) \
+       SELECT $1, $2, COALESCE($3, {store_now}) + $4, COALESCE($3, {store_now}) \
+       WHERE NOT EXISTS (SELECT 1 FROM prior \
+         WHERE lock_expires_at > COALESCE($3, {store_now}) \
+           OR record_expires_at > COALESCE($3, {store_now})) \
        ON CONFLICT (storage_key) DO UPDATE SET lock_owner = excluded.lock_owner, \
          lock_expires_at = excluded.lock_expires_at, lock_taken_at = excluded.lock_taken_at, \
          record = NULL, body_hash = NULL, \
          record_owner = NULL, record_expires_at = NULL \
-       WHERE (autumn_idempotency_keys.lock_expires_at IS NULL OR autumn_idempotency_keys.lock_expires_at <= $3) \
-         AND (autumn_idempotency_keys.record_expires_at IS NULL OR autumn_idempotency_keys.record_expires_at <= $3) \
+       WHERE (autumn_idempotency_keys.lock_expires_at IS NULL \
+           OR autumn_idempotency_keys.lock_expires_at <= COALESCE($3, {store_now})) \
+         AND (autumn_idempotency_keys.record_expires_at IS NULL \
+           OR autumn_idempotency_keys.record_expires_at <= COALESCE($3, {store_now})) \
        RETURNING 1) \
      SELECT (SELECT count(*) FROM claimed) AS acquired, \
-       p.lock_expires_at, p.record, p.body_hash, p.record_expires_at \
+       p.lock_expires_at, p.record, p.body_hash, p.record_expires_at, \
+       COALESCE($3, {store_now}) AS now \
      FROM (SELECT 1) AS one LEFT JOIN prior p ON true";
 
 fn millis(ttl: Duration) -> i64 {
@@ -232,7 +262,7 @@ macro_rules! on_backend {
                 }
                 let value = {
                     let $conn = &mut *object;
-                    let $sql = |s: &str| s.to_owned();
+                    let $sql = postgres_sql;
                     $body
                 };
                 if let Err(error) = autumn_base::database::end_uncached(&mut object, uncached).await
@@ -266,7 +296,11 @@ impl DbIdempotencyStore {
         }
     }
 
-    /// The same store reading time from `clock`.
+    /// The same store built with `clock`. Expiry follows the database's own
+    /// time unless `clock` [overrides the store's
+    /// time](autumn_base::clock::Clock::overrides_store_time), as a test's
+    /// [`ManualClock`](autumn_base::clock::ManualClock) does: then it
+    /// follows `clock`, so tests expire locks and records without sleeping.
     #[must_use]
     pub fn with_clock(mut self, clock: SharedClock) -> Self {
         self.clock = clock;
@@ -278,17 +312,15 @@ impl DbIdempotencyStore {
         &self.pool
     }
 
-    /// Now on the store's clock, in milliseconds: what its expiry checks use.
-    pub(crate) fn now_millis(&self) -> i64 {
-        self.now()
+    /// The time expiry is decided by, bound to a statement's time override:
+    /// the clock's when it overrides the store's time (a test's), else
+    /// `None` (NULL), the database's own.
+    pub(crate) fn time_override(&self) -> Option<i64> {
+        store_time_override(&*self.clock).map(as_i64)
     }
 
     async fn conn(&self) -> Result<DbConnection, StoreError> {
         self.pool.get().await.map_err(StoreError::new)
-    }
-
-    fn now(&self) -> i64 {
-        as_i64(self.clock.now_millis())
     }
 
     /// Deletes rows whose lock and record have both expired, in batches of
@@ -316,7 +348,7 @@ impl DbIdempotencyStore {
     pub async fn sweep_expired_in_batches(&self, batch: usize) -> Result<usize, StoreError> {
         let batch = u64::try_from(batch).unwrap_or(u64::MAX);
         let swept = KEYS_TABLE
-            .sweep(&self.pool, self.clock.now_millis(), batch)
+            .sweep_at(&self.pool, store_time_override(&*self.clock), batch)
             .await
             .map_err(StoreError::new)?;
         Ok(usize::try_from(swept).unwrap_or(usize::MAX))
@@ -332,7 +364,9 @@ impl DbIdempotencyStore {
         })
     }
 
-    fn entry(&self, row: Row, now: i64) -> Result<Option<IdempotencyEntry>, StoreError> {
+    /// The entry `row` holds, live by the time the statement compared with.
+    fn entry(&self, row: Row) -> Result<Option<IdempotencyEntry>, StoreError> {
+        let now = row.now;
         let locked = row.lock_expires_at.is_some_and(|at| at > now);
         let record = match (row.record, row.body_hash, row.record_expires_at) {
             (Some(record), Some(hash), Some(at)) if at > now => Some((
@@ -358,7 +392,7 @@ impl DbIdempotencyStore {
         unlock: bool,
     ) -> Result<bool, StoreError> {
         check_ttl(ttl, StoreOperation::Set)?;
-        let now = self.now();
+        let now = self.time_override();
         let bytes = record.encode();
         let (bytes, fingerprint) = (&bytes, &fingerprint);
         self.retrying_a_lost_connection(move |connection| async move {
@@ -368,8 +402,8 @@ impl DbIdempotencyStore {
                     .bind::<Text, _>(owner)
                     .bind::<Binary, _>(bytes)
                     .bind::<Binary, _>(fingerprint)
-                    .bind::<BigInt, _>(now)
-                    .bind::<BigInt, _>(now.saturating_add(millis(ttl)))
+                    .bind::<Nullable<BigInt>, _>(now)
+                    .bind::<BigInt, _>(millis(ttl))
                     .bind::<Bool, _>(unlock)
                     .cached()
                     .execute(&mut *conn)
@@ -494,9 +528,11 @@ impl Failed {
 impl DbIdempotencyStore {
     /// The key's row, if any (at most one).
     async fn rows(&self, key: &str) -> Result<Vec<Row>, StoreError> {
+        let now = self.time_override();
         Ok(on_backend!(self, self.conn().await?, |conn, sql| {
             diesel::sql_query(sql(GET))
                 .bind::<Text, _>(key)
+                .bind::<Nullable<BigInt>, _>(now)
                 .cached()
                 .load(conn)
                 .await
@@ -512,10 +548,9 @@ impl IdempotencyStore for DbIdempotencyStore {
 
     fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
         Box::pin(async move {
-            let now = self.now();
             let rows = self.rows(key).await?;
             match rows.into_iter().next() {
-                Some(row) => self.entry(row, now),
+                Some(row) => self.entry(row),
                 None => Ok(None),
             }
         })
@@ -525,10 +560,11 @@ impl IdempotencyStore for DbIdempotencyStore {
     /// its lock was taken.
     fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
         Box::pin(async move {
-            let now = self.now();
+            let now = self.time_override();
             let rows: Vec<InspectRow> = on_backend!(self, self.conn().await?, |conn, sql| {
                 diesel::sql_query(sql(INSPECT))
                     .bind::<Text, _>(key)
+                    .bind::<Nullable<BigInt>, _>(now)
                     .cached()
                     .load(conn)
                     .await
@@ -541,6 +577,7 @@ impl IdempotencyStore for DbIdempotencyStore {
             else {
                 return Ok(None);
             };
+            let now = row.now;
             let at = |millis: i64| u64::try_from(millis).unwrap_or_default();
             let mut state = KeyState::observed(at(now));
             if let Some(expires) = row.lock_expires_at.filter(|&at| at > now) {
@@ -594,13 +631,13 @@ impl IdempotencyStore for DbIdempotencyStore {
     ) -> IdempotencyFuture<'a, bool> {
         Box::pin(async move {
             check_ttl(ttl, StoreOperation::TryLock)?;
-            let now = self.now();
+            let now = self.time_override();
             on_backend!(self, self.conn().await?, |conn, sql| {
                 diesel::sql_query(sql(TRY_LOCK))
                     .bind::<Text, _>(key)
                     .bind::<Text, _>(owner)
-                    .bind::<BigInt, _>(now)
-                    .bind::<BigInt, _>(as_i64(deadline(self.clock.now_millis(), ttl)))
+                    .bind::<Nullable<BigInt>, _>(now)
+                    .bind::<BigInt, _>(millis(ttl))
                     .cached()
                     .execute(conn)
                     .await
@@ -612,7 +649,7 @@ impl IdempotencyStore for DbIdempotencyStore {
 
     fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()> {
         Box::pin(async move {
-            let now = self.now();
+            let now = self.time_override();
             self.retrying_a_lost_connection(move |connection| async move {
                 on_backend!(self, connection, |conn, sql| {
                     let unlocked = diesel::sql_query(sql(UNLOCK))
@@ -626,7 +663,7 @@ impl IdempotencyStore for DbIdempotencyStore {
                     }
                     let dropped = diesel::sql_query(sql(DROP_DEAD))
                         .bind::<Text, _>(key)
-                        .bind::<BigInt, _>(now)
+                        .bind::<Nullable<BigInt>, _>(now)
                         .cached()
                         .execute(&mut *conn)
                         .await;
@@ -648,13 +685,13 @@ impl IdempotencyStore for DbIdempotencyStore {
     ) -> IdempotencyFuture<'a, bool> {
         Box::pin(async move {
             check_ttl(ttl, StoreOperation::RenewLock)?;
-            let now = self.now();
+            let now = self.time_override();
             on_backend!(self, self.conn().await?, |conn, sql| {
                 diesel::sql_query(sql(RENEW))
                     .bind::<Text, _>(key)
                     .bind::<Text, _>(owner)
-                    .bind::<BigInt, _>(now)
-                    .bind::<BigInt, _>(now.saturating_add(millis(ttl)))
+                    .bind::<Nullable<BigInt>, _>(now)
+                    .bind::<BigInt, _>(millis(ttl))
                     .cached()
                     .execute(conn)
                     .await
@@ -672,8 +709,8 @@ impl IdempotencyStore for DbIdempotencyStore {
     ) -> IdempotencyFuture<'a, Claim> {
         Box::pin(async move {
             check_ttl(in_flight_ttl, StoreOperation::Get)?;
-            let now = self.now();
-            let lock_deadline = now.saturating_add(millis(in_flight_ttl));
+            let now = self.time_override();
+            let lock_ttl = millis(in_flight_ttl);
             let (acquired, prior) = match self.conn().await? {
                 #[cfg(feature = "postgres")]
                 DbConnection::Postgres(mut conn) => {
@@ -681,11 +718,11 @@ impl IdempotencyStore for DbIdempotencyStore {
                     autumn_base::database::begin_uncached(&mut conn, uncached)
                         .await
                         .map_err(query_error)?;
-                    let rows: Vec<ClaimRow> = diesel::sql_query(PG_CLAIM)
+                    let rows: Vec<ClaimRow> = diesel::sql_query(postgres_sql(PG_CLAIM))
                         .bind::<Text, _>(key)
                         .bind::<Text, _>(owner)
-                        .bind::<BigInt, _>(now)
-                        .bind::<BigInt, _>(lock_deadline)
+                        .bind::<Nullable<BigInt>, _>(now)
+                        .bind::<BigInt, _>(lock_ttl)
                         .cached()
                         .load(&mut *conn)
                         .await
@@ -708,6 +745,7 @@ impl IdempotencyStore for DbIdempotencyStore {
                     let read = |conn: &mut SqliteConnection| {
                         diesel::sql_query(get.clone())
                             .bind::<Text, _>(key)
+                            .bind::<Nullable<BigInt>, _>(now)
                             .cached()
                             .load::<Row>(conn)
                     };
@@ -717,8 +755,8 @@ impl IdempotencyStore for DbIdempotencyStore {
                         .into_iter()
                         .next();
                     let live = prior.as_ref().is_some_and(|row| {
-                        row.lock_expires_at.is_some_and(|at| at > now)
-                            || row.record_expires_at.is_some_and(|at| at > now)
+                        row.lock_expires_at.is_some_and(|at| at > row.now)
+                            || row.record_expires_at.is_some_and(|at| at > row.now)
                     });
                     if live {
                         (false, prior)
@@ -729,8 +767,8 @@ impl IdempotencyStore for DbIdempotencyStore {
                         ))
                         .bind::<Text, _>(key)
                         .bind::<Text, _>(owner)
-                        .bind::<BigInt, _>(now)
-                        .bind::<BigInt, _>(lock_deadline)
+                        .bind::<Nullable<BigInt>, _>(now)
+                        .bind::<BigInt, _>(lock_ttl)
                         .cached()
                         .load(&mut *conn)
                         .await
@@ -753,9 +791,7 @@ impl IdempotencyStore for DbIdempotencyStore {
             // Nothing readable but no lock either: someone took it between
             // our write and our read; they are in flight.
             Ok(match prior {
-                Some(row) => self
-                    .entry(row, now)?
-                    .map_or(Claim::InFlight, Claim::from_entry),
+                Some(row) => self.entry(row)?.map_or(Claim::InFlight, Claim::from_entry),
                 None => Claim::InFlight,
             })
         })

@@ -27,6 +27,8 @@ use autumn_base::body::{Capped, read_capped};
 use autumn_base::database::PgConnection;
 #[cfg(feature = "sqlite")]
 use autumn_base::database::SqliteConnection;
+#[cfg(feature = "postgres")]
+use autumn_base::database::postgres_sql;
 #[cfg(feature = "sqlite")]
 use autumn_base::database::sqlite_params;
 use autumn_base::database::{CachedExt as _, DbConnection, DbError};
@@ -130,31 +132,43 @@ struct Recovery {
     recovery_body_hash: Option<Vec<u8>>,
     #[diesel(sql_type = Nullable<BigInt>)]
     recovery_expires_at: Option<i64>,
+    /// The time the read compared with (see [`GET_RECOVERY`]).
+    #[diesel(sql_type = BigInt)]
+    now: i64,
 }
 
-/// $1 key, $2 owner, $3 record, $4 fingerprint, $5 now, $6 record deadline,
-/// $7 hold the lock until the record's deadline. Fenced on the owner (not on
+/// As in the store's statements, `now` is `COALESCE(override, {store_now})`:
+/// a test clock's time, else the database's own (see
+/// [`STORE_NOW`](autumn_base::database::STORE_NOW)); the statement reads one
+/// `now` however often it names it, and deadlines are `now` plus a TTL.
+///
+/// $1 key, $2 owner, $3 record, $4 fingerprint, $5 time override, $6 record
+/// TTL (ms), $7 hold the lock until the record's deadline. Fenced on the owner (not on
 /// the lock's expiry: a lapsed lock nobody re-took is still this request's,
 /// and a claim waits on this row until the transaction ends). A recovery
 /// point set for another body blocks it; the record supersedes this one's.
 const COMMIT: &str = "UPDATE autumn_idempotency_keys SET record = $3, body_hash = $4, \
-       record_owner = $2, record_expires_at = $6, \
-       lock_expires_at = CASE WHEN $7 AND lock_expires_at < $6 THEN $6 ELSE lock_expires_at END, \
+       record_owner = $2, record_expires_at = COALESCE($5, {store_now}) + $6, \
+       lock_expires_at = CASE WHEN $7 AND lock_expires_at < COALESCE($5, {store_now}) + $6 \
+         THEN COALESCE($5, {store_now}) + $6 ELSE lock_expires_at END, \
        recovery_point = NULL, recovery_body_hash = NULL, recovery_expires_at = NULL \
      WHERE storage_key = $1 AND lock_owner = $2 \
-       AND (recovery_body_hash IS NULL OR recovery_expires_at <= $5 OR recovery_body_hash = $4)";
+       AND (recovery_body_hash IS NULL OR recovery_expires_at <= COALESCE($5, {store_now}) \
+         OR recovery_body_hash = $4)";
 
-/// $1 key, $2 owner, $3 point, $4 fingerprint, $5 now, $6 deadline.
+/// $1 key, $2 owner, $3 point, $4 fingerprint, $5 time override, $6 TTL (ms).
 const SET_RECOVERY: &str = "UPDATE autumn_idempotency_keys SET recovery_point = $3, \
-       recovery_body_hash = $4, recovery_expires_at = $6 \
+       recovery_body_hash = $4, recovery_expires_at = COALESCE($5, {store_now}) + $6 \
      WHERE storage_key = $1 AND lock_owner = $2 \
-       AND (recovery_body_hash IS NULL OR recovery_expires_at <= $5 OR recovery_body_hash = $4)";
+       AND (recovery_body_hash IS NULL OR recovery_expires_at <= COALESCE($5, {store_now}) \
+         OR recovery_body_hash = $4)";
 
-/// $1 key.
-const GET_RECOVERY: &str = "SELECT recovery_point, recovery_body_hash, recovery_expires_at \
+/// $1 key, $2 time override: the point, and the time to judge it by.
+const GET_RECOVERY: &str = "SELECT recovery_point, recovery_body_hash, recovery_expires_at, \
+       COALESCE($2, {store_now}) AS now \
      FROM autumn_idempotency_keys WHERE storage_key = $1";
 
-/// $1 this request's key, $2 owner, $3 the key to copy from, $4 now. Copies
+/// $1 this request's key, $2 owner, $3 the key to copy from, $4 time override. Copies
 /// a live recovery point, with its body and expiry, onto this request's row
 /// unless that has a live point of its own. The body stays bound: a retry
 /// with another body still gets 422 from the copy.
@@ -163,9 +177,9 @@ const ADOPT_RECOVERY: &str = "UPDATE autumn_idempotency_keys SET \
        recovery_body_hash = (SELECT f.recovery_body_hash FROM autumn_idempotency_keys f WHERE f.storage_key = $3), \
        recovery_expires_at = (SELECT f.recovery_expires_at FROM autumn_idempotency_keys f WHERE f.storage_key = $3) \
      WHERE storage_key = $1 AND lock_owner = $2 \
-       AND (recovery_point IS NULL OR recovery_expires_at <= $4) \
+       AND (recovery_point IS NULL OR recovery_expires_at <= COALESCE($4, {store_now})) \
        AND EXISTS (SELECT 1 FROM autumn_idempotency_keys f WHERE f.storage_key = $3 \
-         AND f.recovery_point IS NOT NULL AND f.recovery_expires_at > $4)";
+         AND f.recovery_point IS NOT NULL AND f.recovery_expires_at > COALESCE($4, {store_now}))";
 
 /// Runs `$body` with `$conn` the backend's connection and `$sql` turning a
 /// statement into its dialect.
@@ -174,7 +188,7 @@ macro_rules! on_tx_backend {
         match $connection {
             #[cfg(feature = "postgres")]
             TxConnection::Postgres($conn) => {
-                let $sql = |s: &str| s.to_owned();
+                let $sql = postgres_sql;
                 $body
             }
             #[cfg(feature = "sqlite")]
@@ -241,8 +255,7 @@ impl IdempotencyContext {
             .sealing
             .seal(IdempotencyRecord::from_parts(&parts, body.clone()))
             .encode();
-        let now = store.now_millis();
-        let deadline = now.saturating_add(millis(self.ttl()));
+        let (now, ttl) = (store.time_override(), millis(self.ttl()));
         // A session change already made is saved only after the handler
         // returns: until the middleware rewrites the record with its
         // Set-Cookie, the lock must outlive a crash, or the record would be
@@ -256,15 +269,15 @@ impl IdempotencyContext {
                 .bind::<Text, _>(owner)
                 .bind::<Binary, _>(&record)
                 .bind::<Binary, _>(fingerprint)
-                .bind::<BigInt, _>(now)
-                .bind::<BigInt, _>(deadline)
+                .bind::<Nullable<BigInt>, _>(now)
+                .bind::<BigInt, _>(ttl)
                 .bind::<Bool, _>(hold)
                 .cached()
                 .execute(&mut **conn)
                 .await?
         });
         if written != 1 {
-            return Err(self.why_not_written(&mut conn, now).await);
+            return Err(self.why_not_written(&mut conn, store).await);
         }
         Ok(Response::from_parts(parts, Body::from(body)))
     }
@@ -289,8 +302,7 @@ impl IdempotencyContext {
         let Some(store) = self.database_store() else {
             return Ok(());
         };
-        let now = store.now_millis();
-        let deadline = now.saturating_add(millis(self.ttl()));
+        let (now, ttl) = (store.time_override(), millis(self.ttl()));
         let (key, owner, fingerprint) = (self.storage_key(), self.owner(), self.fingerprint());
         let written = on_tx_backend!(&mut conn, |conn, sql| {
             diesel::sql_query(sql(SET_RECOVERY))
@@ -298,14 +310,14 @@ impl IdempotencyContext {
                 .bind::<Text, _>(owner)
                 .bind::<Text, _>(name)
                 .bind::<Binary, _>(fingerprint)
-                .bind::<BigInt, _>(now)
-                .bind::<BigInt, _>(deadline)
+                .bind::<Nullable<BigInt>, _>(now)
+                .bind::<BigInt, _>(ttl)
                 .cached()
                 .execute(&mut **conn)
                 .await?
         });
         if written != 1 {
-            return Err(self.why_not_written(&mut conn, now).await);
+            return Err(self.why_not_written(&mut conn, store).await);
         }
         Ok(())
     }
@@ -326,12 +338,12 @@ impl IdempotencyContext {
         let Some(store) = self.database_store() else {
             return Ok(None);
         };
-        let now = store.now_millis();
-        match self.read_recovery(&mut conn).await? {
+        match self.read_recovery(&mut conn, store).await? {
             Some(Recovery {
                 recovery_point: Some(point),
                 recovery_body_hash: Some(hash),
                 recovery_expires_at: Some(at),
+                now,
             }) if at > now => {
                 if hash == self.fingerprint() {
                     Ok(Some(point))
@@ -361,16 +373,16 @@ impl IdempotencyContext {
         if from == self.storage_key() {
             return Ok(false);
         }
-        let now = store.now_millis();
+        let now = store.time_override();
         let (key, owner) = (self.storage_key(), self.owner());
         let copied = match store.pool().get().await? {
             #[cfg(feature = "postgres")]
             DbConnection::Postgres(mut conn) => {
-                diesel::sql_query(ADOPT_RECOVERY)
+                diesel::sql_query(postgres_sql(ADOPT_RECOVERY))
                     .bind::<Text, _>(key)
                     .bind::<Text, _>(owner)
                     .bind::<Text, _>(from)
-                    .bind::<BigInt, _>(now)
+                    .bind::<Nullable<BigInt>, _>(now)
                     .cached()
                     .execute(&mut *conn)
                     .await?
@@ -381,7 +393,7 @@ impl IdempotencyContext {
                     .bind::<Text, _>(key)
                     .bind::<Text, _>(owner)
                     .bind::<Text, _>(from)
-                    .bind::<BigInt, _>(now)
+                    .bind::<Nullable<BigInt>, _>(now)
                     .cached()
                     .execute(&mut *conn)
                     .await?
@@ -392,14 +404,17 @@ impl IdempotencyContext {
         Ok(copied == 1)
     }
 
+    /// The key's recovery point, with the time `store` judges it by.
     async fn read_recovery(
         &self,
         conn: &mut TxConnection<'_>,
+        store: &DbIdempotencyStore,
     ) -> Result<Option<Recovery>, TxError> {
-        let key = self.storage_key();
+        let (key, now) = (self.storage_key(), store.time_override());
         let rows: Vec<Recovery> = on_tx_backend!(conn, |conn, sql| {
             diesel::sql_query(sql(GET_RECOVERY))
                 .bind::<Text, _>(key)
+                .bind::<Nullable<BigInt>, _>(now)
                 .cached()
                 .load(&mut **conn)
                 .await?
@@ -410,11 +425,16 @@ impl IdempotencyContext {
     /// Why an owner-fenced write changed no row: a live recovery point of
     /// another body (422), else the lock is gone (409). Only read on that
     /// failure, so a write that succeeds costs its one statement.
-    async fn why_not_written(&self, conn: &mut TxConnection<'_>, now: i64) -> TxError {
-        match self.read_recovery(conn).await {
+    async fn why_not_written(
+        &self,
+        conn: &mut TxConnection<'_>,
+        store: &DbIdempotencyStore,
+    ) -> TxError {
+        match self.read_recovery(conn, store).await {
             Ok(Some(Recovery {
                 recovery_body_hash: Some(hash),
                 recovery_expires_at: Some(at),
+                now,
                 ..
             })) if at > now && hash != self.fingerprint() => TxError::FingerprintMismatch,
             Ok(_) => TxError::LockLost,

@@ -8,12 +8,12 @@ use crate::record::IdempotencyRecord;
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct KeyState {
-    /// When the live lock expires (app clock, ms since the epoch); `None`
+    /// When the live lock expires (the store's clock, ms since the epoch); `None`
     /// when no lock is held. A lock whose run is alive is renewed before it
     /// expires, so a deadline in the past is never shown, and one that stays
     /// put across two looks belongs to a run that stopped.
     pub lock_expires_at: Option<u64>,
-    /// When the live lock was taken (app clock, ms since the epoch); `None`
+    /// When the live lock was taken (the store's clock, ms since the epoch); `None`
     /// when no lock is held, or when the store cannot say (a custom store,
     /// or a lock written before stores kept it). A renewal keeps it: it is
     /// when the run that holds the lock claimed the key.
@@ -22,7 +22,7 @@ pub struct KeyState {
     pub locked: bool,
     /// The recorded response, when one is live.
     pub record: Option<IdempotencyRecord>,
-    /// When the record expires (app clock, ms); `None` without a record or
+    /// When the record expires (the store's clock, ms); `None` without a record or
     /// when the store cannot say.
     pub record_expires_at: Option<u64>,
     /// When the store looked (its clock, ms since the epoch): what the

@@ -5,21 +5,29 @@
 //! | field | holds |
 //! | --- | --- |
 //! | `lo` | the lock's owner |
-//! | `le` | when the lock expires (ms since the epoch, app clock) |
-//! | `lt` | when the lock was taken (ms since the epoch, app clock); absent in a hash written before it was kept |
+//! | `le` | when the lock expires (ms since the epoch, Redis's clock) |
+//! | `lt` | when the lock was taken (ms since the epoch, Redis's clock); absent in a hash written before it was kept |
 //! | `r`  | the record ([`IdempotencyRecord::encode`]d) |
 //! | `h`  | the fingerprint of the request that made the record |
 //! | `ro` | the owner that wrote the record |
-//! | `re` | when the record expires (ms since the epoch, app clock) |
+//! | `re` | when the record expires (ms since the epoch, Redis's clock) |
 //!
-//! Whether a lock or record is live is decided by comparing those deadlines
-//! with the app clock's `now`, passed to every script, so tests expire things
-//! by moving a `ManualClock`. Every script that writes also sets `PEXPIRE` on
-//! the key to the longest remaining lifetime of what is still live (or
-//! deletes the key when nothing is), so Redis drops dead keys by itself.
+//! Whether a lock or record is live is decided inside the script, by
+//! comparing those deadlines with Redis's own `TIME`: every replica asks the
+//! same clock, so one whose host clock runs ahead cannot take over a live
+//! lock. Scripts take TTLs, never deadlines, and write `now + ttl`. A store
+//! built with a clock that overrides the store's time (a test's
+//! `ManualClock`) passes that clock's `now` as the scripts' first argument
+//! instead, so tests expire things by moving the clock. (`TIME` before a
+//! write is allowed since scripts replicate their effects, not themselves:
+//! the default from Redis 5, the only way from Redis 7 and in Valkey.)
 //!
-//! Every operation is one command: `get` is an `HMGET`, the others one
-//! `EVALSHA` of a script that touches only its own key (cluster-safe).
+//! Every script that writes also sets `PEXPIRE` on the key to the longest
+//! remaining lifetime of what is still live (or deletes the key when nothing
+//! is), so Redis drops dead keys by itself.
+//!
+//! Every operation is one command, an `EVALSHA` of a script that touches
+//! only its own key (cluster-safe); `evict` is a `DEL`.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -28,19 +36,27 @@ use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 
 use super::{Claim, IdempotencyFuture, IdempotencyStore, KeyState, StoreError, StoreOperation};
 use crate::record::{IdempotencyEntry, IdempotencyRecord};
-use autumn_base::clock::{SharedClock, SystemClock, deadline};
+use autumn_base::clock::{SharedClock, SystemClock, store_time_override};
 use autumn_base::redis::RedisConnection;
 /// No lock or record outlives this (100 years): it keeps every deadline
 /// exactly representable in Lua's doubles.
 const MAX_TTL_MILLIS: u64 = 100 * 365 * 24 * 3600 * 1000;
 
 /// What every script starts with: the key, `now`, and the bookkeeping.
+/// `ARGV[1]` is the time to decide by when a test clock imposes one, else
+/// empty: then Redis's own clock decides.
 macro_rules! script {
     ($body:literal) => {
         concat!(
             r"
 local key = KEYS[1]
 local now = tonumber(ARGV[1])
+if now == nil then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+-- A time as it is stored: whole milliseconds, never in exponent form.
+local function ms(t) return string.format('%.0f', t) end
 -- Milliseconds a deadline has left, 0 when absent or past.
 local function left(deadline)
   local d = tonumber(deadline)
@@ -56,7 +72,7 @@ local function settle(lock_left, record_left)
   end
   if lock_left <= 0 then redis.call('HDEL', key, 'lo', 'le', 'lt') end
   if record_left <= 0 then redis.call('HDEL', key, 'r', 'h', 'ro', 're') end
-  redis.call('PEXPIRE', key, string.format('%.0f', math.max(lock_left, record_left)))
+  redis.call('PEXPIRE', key, ms(math.max(lock_left, record_left)))
 end
 ",
             $body
@@ -64,7 +80,7 @@ end
     };
 }
 
-/// ARGV: now, owner, lock deadline. Returns `{0}` in flight, `{1, record,
+/// ARGV: now, owner, lock TTL (ms). Returns `{0}` in flight, `{1, record,
 /// fingerprint}` completed, `{2}` acquired (padded with nils to three).
 const CLAIM: &str = script!(
     r"
@@ -72,16 +88,16 @@ local f = redis.call('HMGET', key, 'le', 're', 'r', 'h')
 if left(f[1]) > 0 then return {0, false, false} end
 if left(f[2]) > 0 then return {1, f[3], f[4]} end
 if f[1] or f[2] then redis.call('DEL', key) end
-local lock_left = left(ARGV[3])
+local lock_left = tonumber(ARGV[3])
 if lock_left > 0 then
-  redis.call('HSET', key, 'lo', ARGV[2], 'le', ARGV[3], 'lt', ARGV[1])
-  redis.call('PEXPIRE', key, string.format('%.0f', lock_left))
+  redis.call('HSET', key, 'lo', ARGV[2], 'le', ms(now + lock_left), 'lt', ms(now))
+  redis.call('PEXPIRE', key, ms(lock_left))
 end
 return {2, false, false}
 "
 );
 
-/// ARGV: now, owner, record deadline, record, body hash, "1" to also unlock.
+/// ARGV: now, owner, record TTL (ms), record, body hash, "1" to also unlock.
 /// Returns 1 when recorded.
 const SET: &str = script!(
     r"
@@ -89,26 +105,26 @@ local f = redis.call('HMGET', key, 'lo', 'le', 'ro', 're')
 local lock_left = left(f[2])
 if lock_left > 0 and f[1] ~= ARGV[2] then return 0 end
 if left(f[4]) > 0 and f[3] ~= ARGV[2] then return 0 end
-local record_left = left(ARGV[3])
+local record_left = tonumber(ARGV[3])
 if ARGV[6] == '1' then lock_left = 0 end
 if record_left > 0 then
-  redis.call('HSET', key, 'r', ARGV[4], 'h', ARGV[5], 'ro', ARGV[2], 're', ARGV[3])
+  redis.call('HSET', key, 'r', ARGV[4], 'h', ARGV[5], 'ro', ARGV[2], 're', ms(now + record_left))
 end
 settle(lock_left, record_left)
 return 1
 "
 );
 
-/// ARGV: now, owner, lock deadline. Returns 1 when locked.
+/// ARGV: now, owner, lock TTL (ms). Returns 1 when locked.
 const TRY_LOCK: &str = script!(
     r"
 local f = redis.call('HMGET', key, 'le', 're')
 if left(f[1]) > 0 or left(f[2]) > 0 then return 0 end
 if f[1] or f[2] then redis.call('DEL', key) end
-local lock_left = left(ARGV[3])
+local lock_left = tonumber(ARGV[3])
 if lock_left > 0 then
-  redis.call('HSET', key, 'lo', ARGV[2], 'le', ARGV[3], 'lt', ARGV[1])
-  redis.call('PEXPIRE', key, string.format('%.0f', lock_left))
+  redis.call('HSET', key, 'lo', ARGV[2], 'le', ms(now + lock_left), 'lt', ms(now))
+  redis.call('PEXPIRE', key, ms(lock_left))
 end
 return 1
 "
@@ -130,15 +146,26 @@ return released
 "
 );
 
-/// ARGV: now, owner, new lock deadline. Returns 1 when renewed.
+/// ARGV: now, owner, lock TTL (ms). Returns 1 when renewed.
 const RENEW_LOCK: &str = script!(
     r"
 local f = redis.call('HMGET', key, 'lo', 'le', 're')
 if f[1] ~= ARGV[2] or left(f[2]) <= 0 then return 0 end
-local lock_left = left(ARGV[3])
-if lock_left > 0 then redis.call('HSET', key, 'le', ARGV[3]) end
+local lock_left = tonumber(ARGV[3])
+if lock_left > 0 then redis.call('HSET', key, 'le', ms(now + lock_left)) end
 settle(lock_left, left(f[3]))
 return 1
+"
+);
+
+/// ARGV: now. Returns the time it judged by, then the lock deadline, record
+/// deadline, record, fingerprint and when the lock was taken (nil when
+/// absent): what `get` and `inspect` read, with the `now` to compare them
+/// with. Writes nothing.
+const READ: &str = script!(
+    r"
+local f = redis.call('HMGET', key, 'le', 're', 'r', 'h', 'lt')
+return {now, f[1], f[2], f[3], f[4], f[5]}
 "
 );
 
@@ -148,6 +175,7 @@ struct Scripts {
     try_lock: Script,
     unlock: Script,
     renew_lock: Script,
+    read: Script,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -156,6 +184,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     try_lock: Script::new(TRY_LOCK),
     unlock: Script::new(UNLOCK),
     renew_lock: Script::new(RENEW_LOCK),
+    read: Script::new(READ),
 });
 
 /// An [`IdempotencyStore`] in Redis, shared by every replica of an app.
@@ -163,9 +192,10 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
 /// Each storage key is one Redis hash under `{key_prefix}:{storage_key}`;
 /// every operation is one command (a Lua script touching only that key, so
 /// it works on Redis Cluster too), and a first-time request costs two
-/// commands, a replay one. Lock and record expiry follow the app's
-/// [`Clock`](autumn_base::clock::Clock); Redis also expires each key by itself once
-/// nothing in it is live, so memory stays bounded.
+/// commands, a replay one. Lock and record expiry follow Redis's own clock
+/// (`TIME`), so replicas whose clocks disagree still agree on what is live;
+/// Redis also expires each key by itself once nothing in it is live, so
+/// memory stays bounded.
 ///
 /// Building the store does not connect: the connection is made on first use
 /// (see [`ping`](Self::ping) for a launch check) and re-made whenever Redis
@@ -234,7 +264,7 @@ impl RedisIdempotencyStore {
     /// # }
     /// ```
     pub fn from_connection(connection: RedisConnection, key_prefix: &str) -> Self {
-        connection.load_on_connect(&[CLAIM, SET, TRY_LOCK, UNLOCK, RENEW_LOCK]);
+        connection.load_on_connect(&[CLAIM, SET, TRY_LOCK, UNLOCK, RENEW_LOCK, READ]);
         Self {
             connection,
             prefix: key_prefix.to_owned(),
@@ -247,9 +277,11 @@ impl RedisIdempotencyStore {
         &self.connection
     }
 
-    /// The same store reading time from `clock`: tests pass a
-    /// [`ManualClock`](autumn_base::clock::ManualClock) to expire locks and records
-    /// without sleeping. Every replica must use the same kind of clock.
+    /// The same store built with `clock`. Expiry follows Redis's clock
+    /// unless `clock` [overrides the store's
+    /// time](autumn_base::clock::Clock::overrides_store_time), as a test's
+    /// [`ManualClock`](autumn_base::clock::ManualClock) does: then it
+    /// follows `clock`, so tests expire locks and records without sleeping.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -296,12 +328,10 @@ impl RedisIdempotencyStore {
     /// milliseconds; negative when behind. Measured with one `TIME`, against
     /// the middle of the round trip.
     ///
-    /// Expiry follows the app clock, not Redis's, so this is not a
-    /// correctness check by itself; but a large offset usually means this
-    /// host's clock is off, and replicas whose clocks disagree see each
-    /// other's locks end early or late. The launch check warns about it.
+    /// Expiry follows Redis's clock, so the offset decides nothing.
     ///
     /// ```no_run
+    /// # #[allow(deprecated)]
     /// # async fn check() -> Result<(), autumn_idempotency::StoreError> {
     /// use autumn_idempotency::RedisIdempotencyStore;
     ///
@@ -315,8 +345,11 @@ impl RedisIdempotencyStore {
     /// # Errors
     ///
     /// A [`StoreError`] when Redis cannot be reached or does not answer.
+    #[deprecated(
+        note = "lock and record expiry follow Redis's own clock, so no replica's offset matters; nothing replaces it"
+    )]
     pub async fn clock_offset_millis(&self) -> Result<i64, StoreError> {
-        let before = self.now();
+        let before = self.clock.now_millis();
         let (secs, micros): (u64, u64) =
             self.connection
                 .run(|mut connection| async move {
@@ -329,7 +362,7 @@ impl RedisIdempotencyStore {
                         self.connection.url()
                     ))
                 })?;
-        let after = self.now();
+        let after = self.clock.now_millis();
         let app = before / 2 + after / 2;
         let redis = secs.saturating_mul(1000).saturating_add(micros / 1000);
         let offset = i128::from(app) - i128::from(redis);
@@ -383,16 +416,17 @@ impl RedisIdempotencyStore {
         format!("{}:{key}", self.prefix)
     }
 
-    fn now(&self) -> u64 {
-        self.clock.now_millis()
+    /// Every script's first argument: the time of a clock that overrides
+    /// the store's (a test's), or empty for Redis's own.
+    fn now_arg(&self) -> String {
+        store_time_override(&*self.clock).map_or_else(String::new, |now| now.to_string())
     }
 }
 
-/// What `get` reads: lock deadline, record deadline, record, fingerprint.
-type Fields = (Option<u64>, Option<u64>, Option<Vec<u8>>, Option<Vec<u8>>);
-
-/// What `inspect` reads: [`Fields`] and when the lock was taken.
-type InspectFields = (
+/// What the read script answers: the time it judged by, lock deadline,
+/// record deadline, record, fingerprint, when the lock was taken.
+type Fields = (
+    u64,
     Option<u64>,
     Option<u64>,
     Option<Vec<u8>>,
@@ -406,9 +440,9 @@ fn is_connection_level(error: &RedisError) -> bool {
     error.is_io_error() || error.is_connection_dropped() || error.is_timeout()
 }
 
-/// `now + ttl`, with `ttl` capped at [`MAX_TTL_MILLIS`].
-fn deadline_after(now: u64, ttl: Duration) -> u64 {
-    deadline(now, ttl.min(Duration::from_millis(MAX_TTL_MILLIS)))
+/// `ttl` in milliseconds, capped at [`MAX_TTL_MILLIS`].
+fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).map_or(MAX_TTL_MILLIS, |ttl| ttl.min(MAX_TTL_MILLIS))
 }
 
 fn decode(
@@ -437,33 +471,20 @@ impl std::fmt::Debug for RedisIdempotencyStore {
 }
 
 impl RedisIdempotencyStore {
-    /// The key's deadlines, record and fingerprint, in one `HMGET`.
+    /// The key's deadlines, record, fingerprint and when its lock was taken,
+    /// with the time to judge them by, in one script.
     async fn fields(&self, key: &str) -> Result<Fields, StoreError> {
-        self.hmget(key, &["le", "re", "r", "h"]).await
-    }
-
-    /// `fields` of `key` in one `HMGET`.
-    async fn hmget<T: FromRedisValue>(&self, key: &str, fields: &[&str]) -> Result<T, StoreError> {
-        let redis_key = self.redis_key(key);
-        let redis_key = &redis_key;
-        self.connection
-            .run(|mut connection| async move {
-                redis::cmd("HMGET")
-                    .arg(redis_key)
-                    .arg(fields)
-                    .query_async(&mut connection)
-                    .await
-            })
-            .await
-            .map_err(|error| StoreError::new(error).during(StoreOperation::Get))
+        let mut invocation = SCRIPTS.read.key(self.redis_key(key));
+        invocation.arg(self.now_arg());
+        self.invoke(StoreOperation::Get, invocation).await
     }
 }
 
 impl IdempotencyStore for RedisIdempotencyStore {
     fn get<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<IdempotencyEntry>> {
         Box::pin(async move {
-            let (lock_deadline, record_deadline, record, fingerprint) = self.fields(key).await?;
-            let now = self.now();
+            let (now, lock_deadline, record_deadline, record, fingerprint, _) =
+                self.fields(key).await?;
             let locked = lock_deadline.is_some_and(|d| d > now);
             if record_deadline.is_some_and(|d| d > now) {
                 let (record, fingerprint) =
@@ -476,13 +497,12 @@ impl IdempotencyStore for RedisIdempotencyStore {
         })
     }
 
-    /// One `HMGET`, as [`get`](Self::get), keeping the deadlines and when
+    /// One script, as [`get`](Self::get), keeping the deadlines and when
     /// the lock was taken.
     fn inspect<'a>(&'a self, key: &'a str) -> IdempotencyFuture<'a, Option<KeyState>> {
         Box::pin(async move {
-            let (lock_deadline, record_deadline, record, fingerprint, taken): InspectFields =
-                self.hmget(key, &["le", "re", "r", "h", "lt"]).await?;
-            let now = self.now();
+            let (now, lock_deadline, record_deadline, record, fingerprint, taken) =
+                self.fields(key).await?;
             let mut state = KeyState::observed(now);
             if let Some(deadline) = lock_deadline.filter(|&d| d > now) {
                 state = state.locked_until(Some(deadline)).lock_taken(taken);
@@ -540,9 +560,11 @@ impl IdempotencyStore for RedisIdempotencyStore {
             return Box::pin(std::future::ready(Err(error)));
         }
         Box::pin(async move {
-            let now = self.now();
             let mut invocation = SCRIPTS.try_lock.key(self.redis_key(key));
-            invocation.arg(now).arg(owner).arg(deadline_after(now, ttl));
+            invocation
+                .arg(self.now_arg())
+                .arg(owner)
+                .arg(ttl_millis(ttl));
             let locked: i64 = self.invoke(StoreOperation::TryLock, invocation).await?;
             Ok(locked == 1)
         })
@@ -551,7 +573,7 @@ impl IdempotencyStore for RedisIdempotencyStore {
     fn unlock<'a>(&'a self, key: &'a str, owner: &'a str) -> IdempotencyFuture<'a, ()> {
         Box::pin(async move {
             let mut invocation = SCRIPTS.unlock.key(self.redis_key(key));
-            invocation.arg(self.now()).arg(owner);
+            invocation.arg(self.now_arg()).arg(owner);
             let _released: i64 = self
                 .invoke_twice_if_dropped(StoreOperation::Unlock, invocation)
                 .await?;
@@ -570,9 +592,11 @@ impl IdempotencyStore for RedisIdempotencyStore {
             return Box::pin(std::future::ready(Err(error)));
         }
         Box::pin(async move {
-            let now = self.now();
             let mut invocation = SCRIPTS.renew_lock.key(self.redis_key(key));
-            invocation.arg(now).arg(owner).arg(deadline_after(now, ttl));
+            invocation
+                .arg(self.now_arg())
+                .arg(owner)
+                .arg(ttl_millis(ttl));
             let renewed: i64 = self.invoke(StoreOperation::RenewLock, invocation).await?;
             Ok(renewed == 1)
         })
@@ -590,12 +614,11 @@ impl IdempotencyStore for RedisIdempotencyStore {
             return Box::pin(std::future::ready(Err(error)));
         }
         Box::pin(async move {
-            let now = self.now();
             let mut invocation = SCRIPTS.claim.key(self.redis_key(key));
             invocation
-                .arg(now)
+                .arg(self.now_arg())
                 .arg(owner)
-                .arg(deadline_after(now, in_flight_ttl));
+                .arg(ttl_millis(in_flight_ttl));
             let (state, record, fingerprint): (i64, Option<Vec<u8>>, Option<Vec<u8>>) =
                 self.invoke(StoreOperation::Get, invocation).await?;
             match state {
@@ -646,12 +669,11 @@ impl RedisIdempotencyStore {
         ttl: Duration,
         and_unlock: bool,
     ) -> Result<bool, StoreError> {
-        let now = self.now();
         let mut invocation = SCRIPTS.set.key(self.redis_key(key));
         invocation
-            .arg(now)
+            .arg(self.now_arg())
             .arg(owner)
-            .arg(deadline_after(now, ttl))
+            .arg(ttl_millis(ttl))
             .arg(record.encode())
             .arg(fingerprint)
             .arg(if and_unlock { "1" } else { "0" });

@@ -19,5 +19,6 @@ mod redis_cluster;
 mod redis_replicas;
 mod redis_store;
 mod redis_tls;
+mod store_time;
 mod submit_layer;
 mod valkey;

@@ -1,7 +1,6 @@
 //! What the app tells operators: the startup report, the access log and
 //! request ids, JSON lines, the boot warnings about lock and request
-//! timeouts and about clocks far from Redis's or PostgreSQL's, and the debug
-//! events of the idempotency layer.
+//! timeouts, and the debug events of the idempotency layer.
 
 use crate::support::database;
 
@@ -224,83 +223,6 @@ fn raw_keys_appear_only_at_trace() {
     assert!(line.contains("TRACE"), "{line}");
     assert!(line.contains("idempotency.key=observed-key"), "{line}");
     assert!(line.contains("storage_key=idem:v1:"), "{line}");
-}
-
-/// The boot log of an app on the store `toml` names, reading time from
-/// `clock`.
-#[cfg(any(feature = "redis", feature = "postgres"))]
-fn boot_log_with_clock(toml: &str, clock: autumn_web::clock::ManualClock) -> String {
-    let (captured, subscriber) = capturing(tracing::Level::INFO);
-    tracing::subscriber::with_default(subscriber, || {
-        TestApp::from_builder(autumn_web::app().routes(routes![create]).idempotent())
-            .with_config(AutumnConfig::from_toml_str(toml).expect("config"))
-            .with_clock(Arc::new(clock))
-            .build();
-    });
-    captured.text()
-}
-
-/// A clock `offset_ms` from the system's (negative: behind).
-#[cfg(any(feature = "redis", feature = "postgres"))]
-fn clock_off_by(offset_ms: i64) -> autumn_web::clock::ManualClock {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis();
-    let now = i64::try_from(now).expect("millis fit i64");
-    autumn_web::clock::ManualClock::starting_at(
-        u64::try_from(now + offset_ms).expect("a time after 1970"),
-    )
-}
-
-#[cfg(feature = "redis")]
-#[test]
-fn a_clock_far_from_redis_warns_at_boot_with_the_skew_and_the_key() {
-    let url =
-        std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
-    let toml = format!(
-        "[idempotency]\nbackend = \"redis\"\nin_flight_ttl_secs = 60\n[idempotency.redis]\nurl = \"{url}\"\nkey_prefix = \"autumn-test:{}\"\n",
-        uuid::Uuid::new_v4().simple()
-    );
-    // A tenth of 60 s is 6 s: 30 s ahead is well past it.
-    let ahead = boot_log_with_clock(&toml, clock_off_by(30_000));
-    assert!(ahead.contains("WARN"), "{ahead}");
-    assert!(ahead.contains("ahead of Redis"), "{ahead}");
-    assert!(ahead.contains("idempotency.in_flight_ttl_secs"), "{ahead}");
-    let skew: i64 = ahead
-        .split("clock_skew_ms=")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("the measured skew is logged: {ahead}"));
-    assert!(
-        (25_000..35_000).contains(&skew),
-        "measured {skew} ms: {ahead}"
-    );
-
-    let behind = boot_log_with_clock(&toml, clock_off_by(-30_000));
-    assert!(behind.contains("behind Redis"), "{behind}");
-
-    // 1 s off is within a tenth of the TTL: nothing to say.
-    let close = boot_log_with_clock(&toml, clock_off_by(1_000));
-    assert!(!close.contains("clock_skew_ms"), "{close}");
-}
-
-#[cfg(feature = "postgres")]
-#[test]
-fn a_clock_far_from_postgres_warns_at_boot_with_the_skew_and_the_key() {
-    let url = database::empty_postgres_schema();
-    let toml = format!(
-        "[idempotency]\nbackend = \"database\"\nin_flight_ttl_secs = 60\n[database]\nurl = \"{url}\"\n"
-    );
-    let ahead = boot_log_with_clock(&toml, clock_off_by(30_000));
-    assert!(ahead.contains("WARN"), "{ahead}");
-    assert!(ahead.contains("ahead of PostgreSQL"), "{ahead}");
-    assert!(ahead.contains("idempotency.in_flight_ttl_secs"), "{ahead}");
-    assert!(ahead.contains("clock_skew_ms="), "{ahead}");
-
-    let close = boot_log_with_clock(&toml, clock_off_by(-1_000));
-    assert!(!close.contains("clock_skew_ms"), "{close}");
 }
 
 // ---- access log, request id, JSON lines, the startup report ----------------------------------

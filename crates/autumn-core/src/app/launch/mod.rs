@@ -9,8 +9,8 @@
 //! 3. [`stack`]: the layers around the routes, from the app's state out to
 //!    the access log.
 //! 4. [`startup`]: what must be checked against live services before
-//!    serving (Redis answers, the database is migrated, clocks agree); run
-//!    by the caller on the runtime that will serve.
+//!    serving (Redis answers, the database is migrated); run by the caller
+//!    on the runtime that will serve.
 //!
 //! Nothing here touches the network: the phases only build; the checks of
 //! phase 4 run later, in `serve.rs` or on a runtime of their own.
@@ -60,7 +60,7 @@ impl AppBuilder {
     pub(crate) fn launch(self) -> Result<Launched, LaunchError> {
         let config = checked_config(self.config)?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
-        let mut startup = Startup::new(&config, clock.clone());
+        let mut startup = Startup::default();
         let mut metrics = AppMetrics {
             off: !config.actuator.enabled,
             ..AppMetrics::default()

@@ -3,12 +3,10 @@
 //! runs [`Startup::check`] on the runtime that will serve (or
 //! [`Startup::check_blocking`] on one of its own).
 
+#[cfg(feature = "redis")]
 use std::sync::Arc;
 
-use autumn_base::clock::{SharedClock, SystemClock};
-
 use super::super::error::LaunchError;
-use crate::config::AutumnConfig;
 
 /// What must be checked against live services before serving: done by
 /// `run()` on its runtime, and by `into_router()`/`TestApp` on a runtime of
@@ -18,14 +16,6 @@ pub(crate) struct Startup {
     pub(super) redis: Option<(String, String)>,
     /// Database URL to health-check and migrate.
     pub(super) database: Option<String>,
-    /// The app clock, compared with the services' clocks (only Redis and
-    /// PostgreSQL have one to compare with).
-    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
-    clock: SharedClock,
-    /// `idempotency.in_flight_ttl_secs`: a clock difference past a tenth of
-    /// it is warned about.
-    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
-    in_flight_ttl: std::time::Duration,
     /// The Redis stores the app serves with, connected by
     /// [`warm`](Self::warm) when serving on the same runtime.
     #[cfg(feature = "redis")]
@@ -45,8 +35,6 @@ impl Default for Startup {
         Self {
             redis: None,
             database: None,
-            clock: Arc::new(SystemClock),
-            in_flight_ttl: std::time::Duration::from_secs(60),
             #[cfg(feature = "redis")]
             live_redis: Vec::new(),
             #[cfg(feature = "redis")]
@@ -57,17 +45,9 @@ impl Default for Startup {
 }
 
 impl Startup {
-    /// Nothing to check yet; the store phase adds the services it names.
-    pub(super) fn new(config: &AutumnConfig, clock: SharedClock) -> Self {
-        Self {
-            clock,
-            in_flight_ttl: config.idempotency.in_flight_ttl(),
-            ..Self::default()
-        }
-    }
-
     /// Pings Redis, health-checks the database and applies the framework
-    /// migrations; warns when a service's clock is far from the app's.
+    /// migrations. Clocks are not compared: locks and records expire by the
+    /// store's own clock, so no replica's clock decides anything.
     pub(crate) async fn check(&self) -> Result<(), LaunchError> {
         let checked = self.check_services().await;
         if checked.is_ok() {
@@ -88,15 +68,8 @@ impl Startup {
             let connection = autumn_base::redis::RedisConnection::with_tls(url, &self.redis_tls)
                 .map_err(|e| redis_error(&autumn_idempotency::StoreError::from(e)))?;
             let store =
-                autumn_idempotency::RedisIdempotencyStore::from_connection(connection, prefix)
-                    .with_clock(self.clock.clone());
+                autumn_idempotency::RedisIdempotencyStore::from_connection(connection, prefix);
             store.ping().await.map_err(|e| redis_error(&e))?;
-            match store.clock_offset_millis().await {
-                Ok(ahead) => self.check_clock("Redis", &crate::config::redact(url), ahead),
-                Err(error) => {
-                    tracing::warn!(%error, "could not compare the app clock with Redis's")
-                }
-            }
         }
         #[cfg(feature = "database")]
         if let Some(url) = &self.database {
@@ -112,38 +85,8 @@ impl Startup {
                 .run(&pool)
                 .await
                 .map_err(|e| database_error(&e))?;
-            #[cfg(feature = "postgres")]
-            match postgres_clock_offset(&pool, &self.clock).await {
-                Ok(Some(ahead)) => {
-                    self.check_clock("PostgreSQL", &crate::config::redact(url), ahead)
-                }
-                Ok(None) => {} // SQLite: the same host, the same clock.
-                Err(error) => {
-                    tracing::warn!(%error, "could not compare the app clock with PostgreSQL's");
-                }
-            }
         }
         Ok(())
-    }
-
-    /// Warns when the app clock is `ahead` ms ahead of (or behind) a
-    /// service's by more than a tenth of the in-flight TTL. Expiry follows
-    /// the app clock, so the service's clock decides nothing; but this
-    /// host's clock being that far off means replicas likely disagree, and
-    /// a replica whose clock runs ahead ends every other replica's locks
-    /// early.
-    #[cfg(any(feature = "redis", feature = "postgres"))]
-    fn check_clock(&self, service: &str, url: &str, ahead: i64) {
-        let limit = self.in_flight_ttl.as_millis() / 10;
-        if u128::from(ahead.unsigned_abs()) > limit {
-            let direction = if ahead > 0 { "ahead of" } else { "behind" };
-            tracing::warn!(
-                clock_skew_ms = ahead,
-                "the app clock is {} ms {direction} {service} at {url}, more than a tenth of idempotency.in_flight_ttl_secs ({} s): locks and records expire by the app clock, so replicas whose clocks differ see locks end early or late; synchronise this host's clock (NTP), or raise idempotency.in_flight_ttl_secs",
-                ahead.unsigned_abs(),
-                self.in_flight_ttl.as_secs()
-            );
-        }
     }
 
     /// Connects the Redis stores the app serves with, so the first requests
@@ -202,34 +145,4 @@ impl Startup {
             .collect::<Vec<_>>()
             .join(", ")
     }
-}
-
-/// How far `clock` is ahead of PostgreSQL's `clock_timestamp()`, in ms
-/// (negative: behind), against the middle of the round trip; `None` on
-/// SQLite.
-#[cfg(feature = "postgres")]
-async fn postgres_clock_offset(
-    pool: &autumn_base::database::DbPool,
-    clock: &SharedClock,
-) -> Result<Option<i64>, String> {
-    use autumn_base::database::DbConnection;
-    use diesel_async::RunQueryDsl as _;
-    let DbConnection::Postgres(mut connection) = pool.get().await.map_err(|e| e.to_string())?
-    else {
-        return Ok(None);
-    };
-    let before = clock.now_millis();
-    let database: i64 = diesel::select(diesel::dsl::sql::<diesel::sql_types::BigInt>(
-        "(extract(epoch from clock_timestamp()) * 1000)::bigint",
-    ))
-    .get_result(&mut *connection)
-    .await
-    .map_err(|e| e.to_string())?;
-    let app = clock.now_millis() / 2 + before / 2;
-    let offset = i128::from(app) - i128::from(database);
-    Ok(Some(i64::try_from(offset).unwrap_or(if offset < 0 {
-        i64::MIN
-    } else {
-        i64::MAX
-    })))
 }

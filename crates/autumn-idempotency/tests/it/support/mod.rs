@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub, unused_imports)]
 
 pub mod app;
+pub mod clocks;
 pub mod conformance;
 pub mod counting;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
