@@ -61,9 +61,10 @@ pub mod base {
     pub use autumn_base::*;
 }
 
-/// Time: the [`Clock`](clock::Clock) that locks, records, sessions and API
-/// tokens expire by, and [`ManualClock`](clock::ManualClock), which tests
-/// move instead of sleeping.
+/// Time: the [`Clock`](clock::Clock) that sessions and API tokens expire by
+/// (locks and records on Redis or a database expire by the store's own
+/// time), and [`ManualClock`](clock::ManualClock), which tests move instead
+/// of sleeping, and which every store follows.
 pub mod clock {
     pub use autumn_base::clock::*;
 }
