@@ -188,6 +188,9 @@ pub(crate) struct Health {
     /// so concurrent probes wait for that one check instead of starting
     /// their own.
     cache: Arc<tokio::sync::Mutex<CachedReport>>,
+    /// Set once the server is stopping: readiness answers 503 from then
+    /// on, so load balancers stop sending traffic while it drains.
+    pub(crate) draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Why a component is down, as a stable word the report carries; the
@@ -468,6 +471,13 @@ pub(crate) fn routes(metrics: AppMetrics, health: Health, with_metrics: bool) ->
             get(move || {
                 let health = readiness.clone();
                 async move {
+                    // Stopping: no new traffic, whatever the stores say.
+                    if health.draining.load(std::sync::atomic::Ordering::Acquire) {
+                        return health_response(
+                            serde_json::json!({ "status": "OUT_OF_SERVICE", "reason": "shutting_down" }),
+                            false,
+                        );
+                    }
                     let (report, ready) = health.report().await;
                     health_response(report, ready)
                 }
@@ -586,6 +596,7 @@ pub(crate) fn health(
         timeout: config.actuator.health_timeout(),
         max_age: Duration::from_millis(config.actuator.health_cache_ms),
         cache: Arc::default(),
+        draining: Arc::default(),
     }
 }
 
@@ -609,6 +620,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             max_age,
             cache: Arc::default(),
+            draining: Arc::default(),
         }
     }
 

@@ -65,7 +65,7 @@ impl Drop for PendingClaim<'_> {
         let owner = self.owner.to_owned();
         runtime.spawn(async move {
             if let Err(error) = store.unlock(&storage_key, &owner).await {
-                tracing::warn!(%storage_key, %error, "could not release an unfinished claim; its lock lapses after its in-flight TTL");
+                tracing::warn!(storage_key_hash = %crate::key::LogDigest(storage_key.as_bytes()), %error, "could not release an unfinished claim; its lock lapses after its in-flight TTL");
             }
         });
     }
@@ -180,21 +180,103 @@ impl Drop for Guarded {
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
 static FINISHED: std::sync::LazyLock<Notify> = std::sync::LazyLock::new(Notify::new);
 
-/// One detached run, counted while it lives; dropped when the run finishes
+tokio::task_local! {
+    /// The detached runs of the app whose request this task serves.
+    static APP_RUNS: Arc<DetachedRuns>;
+}
+
+/// The first-time runs one app (one server) left running after their
+/// clients hung up, so its shutdown waits for its own runs and not for
+/// another app's in the same process (parallel servers, tests).
+///
+/// A server makes one, and runs each connection's work in
+/// [`scope`](Self::scope); a run detached there is counted here as well
+/// as in the process-wide [`detached_runs`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use autumn_idempotency::DetachedRuns;
+///
+/// let runs = Arc::new(DetachedRuns::default());
+/// // A server serves each connection inside the scope.
+/// runs.clone().scope(async { /* serve a connection */ }).await;
+/// assert_eq!(runs.count(), 0);
+/// assert_eq!(runs.wait(Duration::from_secs(1)).await, 0);
+/// # }
+/// ```
+#[derive(Debug, Default)]
+pub struct DetachedRuns {
+    running: AtomicUsize,
+    finished: Notify,
+}
+
+impl DetachedRuns {
+    /// Runs `work` with runs it detaches counted here.
+    pub fn scope<F: Future>(self: Arc<Self>, work: F) -> impl Future<Output = F::Output> {
+        APP_RUNS.scope(self, work)
+    }
+
+    /// How many of this app's detached runs are still going.
+    #[must_use]
+    pub fn count(&self) -> usize {
+        self.running.load(Ordering::Acquire)
+    }
+
+    /// Waits up to `limit` for this app's detached runs to finish, and
+    /// returns how many are still going: 0 when all finished in time.
+    pub async fn wait(&self, limit: Duration) -> usize {
+        wait_until_none(&self.running, &self.finished, limit).await
+    }
+}
+
+/// One detached run, counted while it lives (process-wide, and in its
+/// app's [`DetachedRuns`] when it has one); dropped when the run finishes
 /// or its runtime shuts down under it.
-struct DetachedRun;
+struct DetachedRun(Option<Arc<DetachedRuns>>);
 
 impl DetachedRun {
     fn start() -> Self {
         RUNNING.fetch_add(1, Ordering::AcqRel);
-        Self
+        let app = APP_RUNS.try_with(Arc::clone).ok();
+        if let Some(app) = &app {
+            app.running.fetch_add(1, Ordering::AcqRel);
+        }
+        Self(app)
     }
 }
 
 impl Drop for DetachedRun {
     fn drop(&mut self) {
+        if let Some(app) = &self.0
+            && app.running.fetch_sub(1, Ordering::AcqRel) == 1
+        {
+            app.finished.notify_waiters();
+        }
         if RUNNING.fetch_sub(1, Ordering::AcqRel) == 1 {
             FINISHED.notify_waiters();
+        }
+    }
+}
+
+/// Waits up to `limit` for `running` to reach 0, woken by `finished`;
+/// what is still running then.
+async fn wait_until_none(running: &AtomicUsize, finished: &Notify, limit: Duration) -> usize {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let notified = finished.notified();
+        let mut notified = std::pin::pin!(notified);
+        // Registered before the count is read, so a run finishing in between
+        // still wakes this waiter.
+        notified.as_mut().enable();
+        if running.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        tokio::select! {
+            () = notified => {}
+            () = tokio::time::sleep_until(deadline) => return running.load(Ordering::Acquire),
         }
     }
 }
@@ -230,22 +312,7 @@ pub fn detached_runs() -> usize {
 /// # }
 /// ```
 pub async fn wait_for_detached_runs(limit: Duration) -> usize {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        let finished = FINISHED.notified();
-        let mut finished = std::pin::pin!(finished);
-        // Registered before the count is read, so a run finishing in between
-        // still wakes this waiter.
-        finished.as_mut().enable();
-        let running = detached_runs();
-        if running == 0 {
-            return 0;
-        }
-        tokio::select! {
-            () = finished => {}
-            () = tokio::time::sleep_until(deadline) => return detached_runs(),
-        }
-    }
+    wait_until_none(&RUNNING, &FINISHED, limit).await
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ mod wait;
 pub use context::IdempotencyContext;
 #[cfg(feature = "database")]
 pub use database::DbIdempotencyStore;
-pub use detach::{detached_runs, wait_for_detached_runs};
+pub use detach::{DetachedRuns, detached_runs, wait_for_detached_runs};
 pub use layer::{
     FingerprintPolicy, IdempotencyLayer, IdempotencyPolicy, KeyRequirement, PolicyError,
     RecordErrors, ReplayMode,

@@ -190,8 +190,21 @@ async fn serve_launched(
     let reloading = tls.clone().map(super::server::tls::watch);
     // One shutdown for every listener: the app's signal stops them all.
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let draining = launched.draining.clone();
+    let delay = std::time::Duration::from_millis(launched.config.server.shutdown_delay_ms);
     let shutdown = async move {
         shutdown.await;
+        // In order: readiness says 503 at once; the listeners keep serving
+        // for the delay, while load balancers take the replica out; then
+        // they stop accepting and drain.
+        draining.store(true, std::sync::atomic::Ordering::Release);
+        if !delay.is_zero() {
+            tracing::info!(
+                "stopping: readiness answers 503; still serving for server.shutdown_delay_ms ({}ms)",
+                delay.as_millis()
+            );
+            tokio::time::sleep(delay).await;
+        }
         let _ = stop.send(true);
     };
     let also_stop = move || {

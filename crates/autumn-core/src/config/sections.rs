@@ -22,6 +22,9 @@ pub struct ServerConfig {
     pub max_header_bytes: usize,
     /// Milliseconds a shutdown waits for open requests and detached first-time runs to finish.
     pub shutdown_grace_ms: u64,
+    /// Milliseconds the server keeps accepting after a stop signal, with readiness answering
+    /// 503, before the drain starts: for load balancers that still send traffic a moment.
+    pub shutdown_delay_ms: u64,
     /// `[server.timeouts]`: connection and request time limits.
     pub timeouts: TimeoutsConfig,
     /// `[server.tls]`: serving HTTPS from a certificate and key.
@@ -41,6 +44,7 @@ impl Default for ServerConfig {
             max_connections: 512,
             max_header_bytes: 32 * 1024,
             shutdown_grace_ms: 10_000,
+            shutdown_delay_ms: 0,
             timeouts: TimeoutsConfig::default(),
             tls: ServerTlsConfig::default(),
             http2: Http2Config::default(),

@@ -47,6 +47,7 @@ impl AutumnConfig {
             max_connections,
             max_header_bytes,
             shutdown_grace_ms,
+            shutdown_delay_ms,
             timeouts,
             tls,
             http2,
@@ -56,6 +57,7 @@ impl AutumnConfig {
         out.plain("server.max_connections", max_connections);
         out.plain("server.max_header_bytes", max_header_bytes);
         out.plain("server.shutdown_grace_ms", shutdown_grace_ms);
+        out.plain("server.shutdown_delay_ms", shutdown_delay_ms);
         let TimeoutsConfig {
             request_timeout_ms,
             header_read_timeout_ms,

@@ -78,6 +78,7 @@ fn defaults_without_files_or_env() {
             max_connections: 512,
             max_header_bytes: 32 * 1024,
             shutdown_grace_ms: 10_000,
+            shutdown_delay_ms: 0,
             timeouts: TimeoutsConfig {
                 request_timeout_ms: Some(30_000),
                 header_read_timeout_ms: 10_000,
@@ -688,7 +689,7 @@ fn unknown_key_in_file_section() {
         one_line(&error),
         format!(
             "unknown key `server.prot` in {} (expected one of: host, port, max_connections, \
-             max_header_bytes, shutdown_grace_ms, timeouts, tls, http2)",
+             max_header_bytes, shutdown_grace_ms, shutdown_delay_ms, timeouts, tls, http2)",
             path.display()
         )
     );
@@ -708,6 +709,7 @@ fn unknown_key_in_file_section() {
                     "max_connections",
                     "max_header_bytes",
                     "shutdown_grace_ms",
+                    "shutdown_delay_ms",
                     "timeouts",
                     "tls",
                     "http2"
@@ -758,7 +760,7 @@ fn unknown_env_key() {
         one_line(&error),
         "unknown key `server.bogus` in environment variable AUTUMN_SERVER__BOGUS \
          (expected one of: host, port, max_connections, max_header_bytes, shutdown_grace_ms, \
-         timeouts, tls, http2)"
+         shutdown_delay_ms, timeouts, tls, http2)"
     );
     assert_eq!(
         error.origin(),
@@ -1019,6 +1021,7 @@ fn effective_settings_cover_every_key() {
         max_connections = 12
         max_header_bytes = 2048
         shutdown_grace_ms = 13
+        shutdown_delay_ms = 20
         [server.timeouts]
         request_timeout_ms = 2
         header_read_timeout_ms = 14
@@ -1131,7 +1134,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 93);
+    assert_eq!(settings.len(), 94);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

@@ -13,6 +13,7 @@ mod backends;
 mod cross_origin;
 mod db_tls;
 mod docs_truth;
+mod drain;
 mod error_pages;
 mod forms;
 mod graceful_shutdown;

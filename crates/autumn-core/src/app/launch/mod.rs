@@ -47,6 +47,8 @@ pub(crate) struct Launched {
     pub(crate) idempotency_store: Option<Arc<dyn autumn_idempotency::IdempotencyStore>>,
     /// The request metrics, whose open connections the server counts.
     pub(crate) http_metrics: Arc<crate::telemetry::metrics::HttpMetrics>,
+    /// Set by the server when it starts stopping: readiness then answers 503.
+    pub(crate) draining: Arc<std::sync::atomic::AtomicBool>,
     pub(crate) config: AutumnConfig,
     pub(crate) startup: Startup,
 }
@@ -106,6 +108,7 @@ impl AppBuilder {
 
         // The actuator, on the app's router unless it has a port of its own.
         let health = actuator::health(&config, stores.database.as_ref(), given);
+        let draining = health.draining.clone();
         super::startup_log::log_startup(&config, &health);
         let actuator = match (
             stack::actuator_routes(&config, metrics.clone(), health),
@@ -140,6 +143,7 @@ impl AppBuilder {
             actuator,
             idempotency_store: metrics.idempotency_store.clone(),
             http_metrics: metrics.http.clone(),
+            draining,
             config,
             // Phase 4 is the caller's: `Launched::startup` runs the checks.
             startup,

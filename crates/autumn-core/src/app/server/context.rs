@@ -13,23 +13,30 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use autumn_idempotency::DetachedRuns;
 use tokio::sync::watch;
 
 tokio::task_local! {
     static CONNECTION: Arc<ConnectionContext>;
 }
 
-/// One connection's slot and the server's stop signal.
+/// One connection's slot, the server's stop signal and its detached runs.
 pub(crate) struct ConnectionContext {
     stopped: watch::Receiver<bool>,
+    runs: Arc<DetachedRuns>,
     /// Released (slot, drain count, metric) when the last holder drops.
     _hold: Box<dyn Send + Sync>,
 }
 
 impl ConnectionContext {
-    pub(crate) fn new(stopped: watch::Receiver<bool>, hold: impl Send + Sync + 'static) -> Self {
+    pub(crate) fn new(
+        stopped: watch::Receiver<bool>,
+        runs: Arc<DetachedRuns>,
+        hold: impl Send + Sync + 'static,
+    ) -> Self {
         Self {
             stopped,
+            runs,
             _hold: Box::new(hold),
         }
     }
@@ -46,12 +53,14 @@ pub(crate) fn current() -> Option<Arc<ConnectionContext>> {
     CONNECTION.try_with(Arc::clone).ok()
 }
 
-/// Runs `work` with `context` as the current connection.
+/// Runs `work` with `context` as the current connection, counting the
+/// first-time runs it detaches in its server's.
 pub(crate) fn scope<F: Future>(
     context: Arc<ConnectionContext>,
     work: F,
 ) -> impl Future<Output = F::Output> {
-    CONNECTION.scope(context, work)
+    let runs = Arc::clone(&context.runs);
+    runs.scope(CONNECTION.scope(context, work))
 }
 
 /// Completes once `stopped` says the server stops; never, without one.
@@ -66,7 +75,7 @@ pub(crate) async fn until_stopped(stopped: Option<watch::Receiver<bool>>) {
 }
 
 /// hyper's executor for HTTP/2 streams, each run with its connection's
-/// context.
+/// context and its server's detached-run count.
 #[derive(Clone)]
 pub(crate) struct ScopedExecutor(pub(crate) Arc<ConnectionContext>);
 

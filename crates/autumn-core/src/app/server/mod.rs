@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use autumn_idempotency::DetachedRuns;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore, watch};
 
@@ -54,6 +55,9 @@ pub(crate) async fn serve(
     let permits = Arc::new(Semaphore::new(config.max_connections));
     let (stop, stopped) = watch::channel(false);
     let open = Arc::new(OpenConnections::default());
+    // This server's own detached runs: its drain waits for them, not for
+    // another app's in the same process.
+    let runs = Arc::new(DetachedRuns::default());
     let mut shutdown = pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -88,6 +92,7 @@ pub(crate) async fn serve(
         // socket (a WebSocket) keeps after the connection's own task ends.
         let context = Arc::new(ConnectionContext::new(
             stopped.clone(),
+            runs.clone(),
             (permit, connection, counted),
         ));
         tokio::spawn(context::scope(context.clone(), async move {
@@ -102,7 +107,7 @@ pub(crate) async fn serve(
         .await
         .map_or_else(|_| open.count(), |()| 0);
     let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let runs = autumn_idempotency::wait_for_detached_runs(remaining).await;
+    let runs = runs.wait(remaining).await;
     if connections > 0 || runs > 0 {
         tracing::warn!(
             connections,
