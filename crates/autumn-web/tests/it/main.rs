@@ -17,6 +17,7 @@ mod drain;
 mod error_pages;
 mod forms;
 mod graceful_shutdown;
+mod h2_abuse;
 mod https;
 mod idempotency_policy;
 mod idempotency_tx;

@@ -135,7 +135,13 @@ async fn serve_h2<T>(
         }
         () = idle => {
             served.as_mut().graceful_shutdown();
-            log_connection_error(served.await);
+            // A client that never reads (a PING or SETTINGS flood) never
+            // takes the GOAWAY either: it gets as long as a request head
+            // gets, then the connection is dropped.
+            match tokio::time::timeout(limits.header_read, served).await {
+                Ok(result) => log_connection_error(result),
+                Err(_) => tracing::debug!("an idle HTTP/2 connection did not close after GOAWAY: dropped"),
+            }
         }
     }
 }
