@@ -32,6 +32,7 @@ pub mod redact;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod seal;
+pub mod tls;
 
 #[cfg(feature = "database")]
 pub use self::database::{DbPool, FRAMEWORK_MIGRATIONS};

@@ -436,7 +436,11 @@ impl RedisServer {
 /// installed, as the framework does for its own `rediss://` connections.
 pub fn install_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // ring, as the framework builds with (autumn_base::tls says why);
+        // deprecated by rustls 0.23.48 for its lack of post-quantum groups.
+        #[allow(deprecated)]
+        let ring = rustls::crypto::ring::default_provider();
+        let _ = ring.install_default();
     }
 }
 

@@ -478,7 +478,7 @@ impl Tls {
         };
         // The provider is named rather than taken from the process: another
         // library may have installed a different one, or none.
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(crate::tls::ring_provider());
         let verifier = Arc::new(Verifier {
             check,
             roots,

@@ -6,11 +6,9 @@
 //! failing every connection attempt later.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use redis::{ClientTlsConfig, TlsCertificates};
 use rustls::RootCertStore;
-use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
@@ -113,10 +111,7 @@ impl RedisTls {
 /// Makes ring the process's rustls crypto provider unless one is already
 /// installed: rustls refuses to guess when a build enables more than one.
 pub(crate) fn ensure_crypto_provider() {
-    if CryptoProvider::get_default().is_none() {
-        // Another thread may install one meanwhile: either is fine.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
+    crate::tls::install_default_provider();
 }
 
 fn read(file: TlsFile, path: &Path) -> Result<Vec<u8>, RedisError> {
@@ -181,10 +176,7 @@ fn load_client(cert_path: &Path, key_path: &Path) -> Result<ClientTlsConfig, Red
         )
     })?;
     ensure_crypto_provider();
-    let provider = CryptoProvider::get_default().map_or_else(
-        || Arc::new(rustls::crypto::ring::default_provider()),
-        Arc::clone,
-    );
+    let provider = crate::tls::provider();
     CertifiedKey::from_der(chain, key, &provider).map_err(|error| {
         tls_file(
             TlsFile::Key,

@@ -148,7 +148,7 @@ fn client_config(ca: &TestCa, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
     for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
         roots.add(cert.expect("CA PEM")).expect("CA certificate");
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(autumn_web::base::tls::ring_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .expect("TLS versions")

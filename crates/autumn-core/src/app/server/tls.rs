@@ -230,10 +230,7 @@ fn file_error(key: &'static str, path: &Path, reason: String) -> TlsFileError {
 
 /// The process's rustls provider, ring unless one was installed.
 fn crypto_provider() -> Arc<CryptoProvider> {
-    CryptoProvider::get_default().map_or_else(
-        || Arc::new(rustls::crypto::ring::default_provider()),
-        Arc::clone,
-    )
+    autumn_base::tls::provider()
 }
 
 /// The certificate every handshake is given: whichever was loaded last.
