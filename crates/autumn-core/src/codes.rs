@@ -92,6 +92,11 @@ pub const IDEMPOTENCY_ADMIN_BODIES_DISABLED: ProblemCode =
 
 // ---- the server ----
 
+/// 503, `Retry-After: 1`: the client already holds
+/// `server.max_connections_per_client` connections (written by the server
+/// itself before any request is read).
+pub const TOO_MANY_CONNECTIONS: ProblemCode = ProblemCode::new("too_many_connections");
+
 /// 400: a request to `[server.tls] redirect_port` names no host (or one a
 /// `Location` header cannot carry), so it cannot be sent to HTTPS.
 pub const HTTPS_REDIRECT_IMPOSSIBLE: ProblemCode = ProblemCode::new("https_redirect_impossible");

@@ -7,6 +7,7 @@ mod actuator;
 pub mod api_token;
 pub mod app;
 mod catch_panic;
+pub mod client_ip;
 pub mod codes;
 pub mod config;
 pub mod cross_origin;

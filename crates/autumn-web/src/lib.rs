@@ -147,6 +147,12 @@ pub mod redis {
 
 pub mod security;
 
+/// The client's address: [`ClientIp`](client_ip::ClientIp), through
+/// `[server] trusted_proxies`.
+pub mod client_ip {
+    pub use autumn_core::client_ip::*;
+}
+
 /// Server-sent events: [`sse::stream`] with keep-alives, ending when the
 /// server stops.
 pub mod sse {
@@ -211,6 +217,7 @@ pub mod reexports {
 /// What most handlers need: `use autumn_web::prelude::*;`.
 pub mod prelude {
     pub use crate::api_token::ApiPrincipal;
+    pub use crate::client_ip::ClientIp;
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub use crate::db::Db;
     pub use crate::forms::{FieldErrors, Flash, FormPage};

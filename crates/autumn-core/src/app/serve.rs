@@ -83,12 +83,10 @@ impl AppBuilder {
         launched.startup.warm().await;
         let server = &launched.config.server;
         let address = format!("{}:{}", server.host, server.port);
-        let listener = TcpListener::bind(&address)
-            .await
-            .map_err(|source| LaunchError::Bind {
-                address: address.clone(),
-                source,
-            })?;
+        let listener = listen(&address).await.map_err(|source| LaunchError::Bind {
+            address: address.clone(),
+            source,
+        })?;
         serve_launched(launched, listener, shutdown_signal()).await
     }
 
@@ -163,6 +161,34 @@ impl AppBuilder {
         println!("{outcome}");
         Ok(())
     }
+}
+
+/// Listens on `address` with a deep backlog (the kernel caps it at
+/// `net.core.somaxconn`): under a flood of connections the server sheds
+/// idle ones at its cap, and an ordinary client's connection must still
+/// find room in the queue rather than have its SYN dropped and retried a
+/// second later.
+async fn listen(address: &str) -> std::io::Result<TcpListener> {
+    const BACKLOG: u32 = 4096;
+    let mut last = std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        "the address resolves to nothing",
+    );
+    for resolved in tokio::net::lookup_host(address).await? {
+        let socket = if resolved.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As std's and tokio's own bind do: a restarted server can listen
+        // again while the old one's connections linger in TIME_WAIT.
+        socket.set_reuseaddr(true)?;
+        match socket.bind(resolved).and_then(|()| socket.listen(BACKLOG)) {
+            Ok(listener) => return Ok(listener),
+            Err(error) => last = error,
+        }
+    }
+    Err(last)
 }
 
 /// The one serving path of `try_run()` and `serve()`.

@@ -21,6 +21,11 @@ pub struct ServerConfig {
     /// Largest request head (request line and headers), in bytes; a larger one gets 431.
     pub max_header_bytes: usize,
     /// Milliseconds a shutdown waits for open requests and detached first-time runs to finish.
+    /// Most connections one client address may hold; 0: no limit. Trusted proxies are exempt.
+    pub max_connections_per_client: usize,
+    /// Addresses or networks (`10.0.0.0/8`) of proxies whose `Forwarded` / `X-Forwarded-For`
+    /// name the client; every other peer is its own client.
+    pub trusted_proxies: Vec<String>,
     pub shutdown_grace_ms: u64,
     /// Milliseconds the server keeps accepting after a stop signal, with readiness answering
     /// 503, before the drain starts: for load balancers that still send traffic a moment.
@@ -45,6 +50,8 @@ impl Default for ServerConfig {
             max_header_bytes: 32 * 1024,
             shutdown_grace_ms: 10_000,
             shutdown_delay_ms: 0,
+            max_connections_per_client: 100,
+            trusted_proxies: Vec::new(),
             timeouts: TimeoutsConfig::default(),
             tls: ServerTlsConfig::default(),
             http2: Http2Config::default(),
@@ -66,6 +73,15 @@ impl ServerConfig {
     /// How long a connection may take to send a complete request head.
     #[must_use]
     pub fn header_read_timeout(&self) -> Duration {
+    /// `trusted_proxies`, parsed; an entry that does not parse is left out
+    /// (the configuration check refuses one at startup).
+    pub(crate) fn trusted_networks(&self) -> Vec<crate::app::server::proxies::Network> {
+        self.trusted_proxies
+            .iter()
+            .filter_map(|entry| crate::app::server::proxies::Network::parse(entry))
+            .collect()
+    }
+
         Duration::from_millis(self.timeouts.header_read_timeout_ms)
     }
 
@@ -101,6 +117,9 @@ pub struct TimeoutsConfig {
 }
 
 impl Default for TimeoutsConfig {
+    /// Bytes per second a request body must average once it has taken longer than
+    /// `header_read_timeout_ms`; slower gets 408. 0: no minimum.
+    pub min_body_rate: u64,
     fn default() -> Self {
         Self {
             request_timeout_ms: Some(30_000),
@@ -109,6 +128,7 @@ impl Default for TimeoutsConfig {
         }
     }
 }
+            min_body_rate: 500,
 
 /// `[server.tls]`: HTTPS served by the app itself, on rustls (TLS 1.2 and
 /// 1.3 only, with rustls' default cipher suites).

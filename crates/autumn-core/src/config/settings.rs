@@ -45,6 +45,8 @@ impl AutumnConfig {
             host,
             port,
             max_connections,
+            max_connections_per_client,
+            trusted_proxies,
             max_header_bytes,
             shutdown_grace_ms,
             shutdown_delay_ms,
@@ -55,6 +57,11 @@ impl AutumnConfig {
         out.string("server.host", host);
         out.plain("server.port", port);
         out.plain("server.max_connections", max_connections);
+        out.plain(
+            "server.max_connections_per_client",
+            max_connections_per_client,
+        );
+        out.strings("server.trusted_proxies", trusted_proxies);
         out.plain("server.max_header_bytes", max_header_bytes);
         out.plain("server.shutdown_grace_ms", shutdown_grace_ms);
         out.plain("server.shutdown_delay_ms", shutdown_delay_ms);
@@ -62,6 +69,7 @@ impl AutumnConfig {
             request_timeout_ms,
             header_read_timeout_ms,
             keep_alive_timeout_ms,
+            min_body_rate,
         } = timeouts;
         out.optional(
             "server.timeouts.request_timeout_ms",
@@ -75,6 +83,7 @@ impl AutumnConfig {
             "server.timeouts.keep_alive_timeout_ms",
             keep_alive_timeout_ms,
         );
+        out.plain("server.timeouts.min_body_rate", min_body_rate);
         let ServerTlsConfig {
             cert_file,
             key_file,

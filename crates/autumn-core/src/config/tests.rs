@@ -76,6 +76,8 @@ fn defaults_without_files_or_env() {
             host: "127.0.0.1".to_owned(),
             port: 3000,
             max_connections: 512,
+            max_connections_per_client: 100,
+            trusted_proxies: Vec::new(),
             max_header_bytes: 32 * 1024,
             shutdown_grace_ms: 10_000,
             shutdown_delay_ms: 0,
@@ -83,6 +85,7 @@ fn defaults_without_files_or_env() {
                 request_timeout_ms: Some(30_000),
                 header_read_timeout_ms: 10_000,
                 keep_alive_timeout_ms: 15_000,
+                min_body_rate: 500,
             },
             tls: ServerTlsConfig {
                 cert_file: None,
@@ -689,7 +692,8 @@ fn unknown_key_in_file_section() {
         one_line(&error),
         format!(
             "unknown key `server.prot` in {} (expected one of: host, port, max_connections, \
-             max_header_bytes, shutdown_grace_ms, shutdown_delay_ms, timeouts, tls, http2)",
+             max_connections_per_client, trusted_proxies, max_header_bytes, shutdown_grace_ms, \
+             shutdown_delay_ms, timeouts, tls, http2)",
             path.display()
         )
     );
@@ -709,6 +713,8 @@ fn unknown_key_in_file_section() {
                     "max_connections",
                     "max_header_bytes",
                     "shutdown_grace_ms",
+                    "max_connections_per_client",
+                    "trusted_proxies",
                     "shutdown_delay_ms",
                     "timeouts",
                     "tls",
@@ -759,8 +765,9 @@ fn unknown_env_key() {
     assert_eq!(
         one_line(&error),
         "unknown key `server.bogus` in environment variable AUTUMN_SERVER__BOGUS \
-         (expected one of: host, port, max_connections, max_header_bytes, shutdown_grace_ms, \
-         shutdown_delay_ms, timeouts, tls, http2)"
+         (expected one of: host, port, max_connections, max_connections_per_client, \
+         trusted_proxies, max_header_bytes, shutdown_grace_ms, shutdown_delay_ms, timeouts, tls, \
+         http2)"
     );
     assert_eq!(
         error.origin(),
@@ -1021,6 +1028,8 @@ fn effective_settings_cover_every_key() {
         max_connections = 12
         max_header_bytes = 2048
         shutdown_grace_ms = 13
+        max_connections_per_client = 21
+        trusted_proxies = ["10.0.0.0/8"]
         shutdown_delay_ms = 20
         [server.timeouts]
         request_timeout_ms = 2
@@ -1028,6 +1037,7 @@ fn effective_settings_cover_every_key() {
         keep_alive_timeout_ms = 15
         [server.tls]
         cert_file = "c.pem"
+        min_body_rate = 22
         key_file = "k.pem"
         reload_interval_ms = 16
         redirect_port = 17

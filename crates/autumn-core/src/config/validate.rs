@@ -207,6 +207,21 @@ impl AutumnConfig {
                 message: message.to_owned(),
             });
         }
+        if let Some(entry) = self
+            .server
+            .trusted_proxies
+            .iter()
+            .find(|entry| crate::app::server::proxies::Network::parse(entry).is_none())
+        {
+            let key = "server.trusted_proxies";
+            return Err(ConfigError::InvalidValue {
+                key: key.to_owned(),
+                origin: self.source(key),
+                message: format!(
+                    "{entry:?} is neither an IP address nor a network such as \"10.0.0.0/8\""
+                ),
+            });
+        }
         self.check_idempotency_policy()?;
         self.check_redis_tls()?;
         self.check_tenancy()?;

@@ -1,6 +1,7 @@
 //! The server's connection limits, against a real server on 127.0.0.1 and real sockets:
 //! a slow header sender and an idle kept-alive connection are closed, an oversized head gets
-//! 431, connections past `max_connections` wait until one closes, and shutdown still drains.
+//! 431, past `max_connections` an idle connection gives way (a busy one never does), and
+//! shutdown still drains.
 //!
 //! The timeouts here are socket timeouts, not TTLs: they are kept short and asserted with
 //! generous bounds.
@@ -254,12 +255,12 @@ async fn a_request_head_over_max_header_bytes_gets_431() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_past_the_cap_wait_until_one_closes() {
+async fn past_the_cap_an_idle_connection_gives_way_and_a_busy_one_never_does() {
     let server = Server::start(
         "[server]\nmax_connections = 2\n[server.timeouts]\nheader_read_timeout_ms = 10000\nkeep_alive_timeout_ms = 10000\n",
     )
     .await;
-    // Two connections served and held open (kept alive).
+    // Two connections served and held open, idle (kept alive).
     let mut held = Vec::new();
     for _ in 0..2 {
         let mut stream = server.connect().await;
@@ -271,30 +272,48 @@ async fn connections_past_the_cap_wait_until_one_closes() {
         held.push(stream);
     }
 
-    // The third is not served while they are held: it waits in the listen backlog.
+    // A third is served at once: the connection idle longest is closed
+    // for it, instead of it waiting out the keep-alive timeout.
     let mut third = server.connect().await;
     third.write_all(GET).await.expect("send");
-    assert_eq!(
-        read_response(&mut third, Duration::from_millis(500)).await,
-        None,
-        "no answer past the cap while the first two are held"
-    );
-
-    // One closes: the waiting connection is served.
-    drop(held.pop());
-    let response = read_response(&mut third, Duration::from_secs(5))
+    let response = read_response(&mut third, Duration::from_secs(2))
         .await
-        .expect("served once a connection closes");
+        .expect("served past the cap");
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-
-    // All close: the server answers new connections again.
+    let mut oldest = held.remove(0);
+    let mut buf = [0_u8; 16];
+    let closed = tokio::time::timeout(Duration::from_secs(2), oldest.read(&mut buf))
+        .await
+        .expect("the oldest idle connection is closed");
+    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
     drop(held);
     drop(third);
-    let mut fresh = server.connect().await;
-    fresh.write_all(GET).await.expect("send");
-    let response = read_response(&mut fresh, Duration::from_secs(5))
+
+    // Two connections mid-request: a new one waits until one of them is
+    // done (then idle, it gives way); neither request is cut.
+    let mut busy = Vec::new();
+    for _ in 0..2 {
+        let mut stream = server.connect().await;
+        stream.write_all(GET_SLOW).await.expect("send");
+        busy.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut waiting = server.connect().await;
+    waiting.write_all(GET).await.expect("send");
+    assert_eq!(
+        read_response(&mut waiting, Duration::from_millis(200)).await,
+        None,
+        "no answer while both connections are mid-request"
+    );
+    for stream in &mut busy {
+        let response = read_response(stream, Duration::from_secs(5))
+            .await
+            .expect("a busy request is never cut");
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    }
+    let response = read_response(&mut waiting, Duration::from_secs(5))
         .await
-        .expect("a response after the held connections closed");
+        .expect("served once a connection went idle");
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     server.stop().await;
 }

@@ -7,6 +7,7 @@ use std::convert::Infallible;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
+use std::time::Duration;
 
 use axum::body::Body;
 use hyper::body::Incoming;
@@ -15,8 +16,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use super::body_rate::MinRate;
 use super::context::{ConnectionContext, ScopedExecutor};
 use super::http2::Activity;
+use super::slots::Slot;
 use super::tls::ServerTls;
 use super::{Limits, http1, http2, preface};
 use crate::app::middleware::AppService;
@@ -32,6 +35,7 @@ pub(super) async fn serve(
     context: Arc<ConnectionContext>,
 ) {
     let stopped = context.stopped();
+    let slot = Arc::clone(context.slot());
     match tls {
         Some(tls) => {
             // A handshake that never ends holds a connection like a head
@@ -53,7 +57,7 @@ pub(super) async fn serve(
             if h2 {
                 serve_h2(stream, app, limits, stopped, context).await;
             } else {
-                serve_h1(stream, app, limits, stopped).await;
+                serve_h1(stream, app, limits, stopped, slot).await;
             }
         }
         None => {
@@ -72,7 +76,7 @@ pub(super) async fn serve(
                 }
             };
             match (is_h2, limits.h2c) {
-                (false, _) => serve_h1(stream, app, limits, stopped).await,
+                (false, _) => serve_h1(stream, app, limits, stopped, slot).await,
                 (true, true) => serve_h2(stream, app, limits, stopped, context).await,
                 (true, false) => {
                     if let Err(error) = preface::refuse_h2c(stream).await {
@@ -84,15 +88,20 @@ pub(super) async fn serve(
     }
 }
 
-async fn serve_h1<T>(io: T, app: AppService, limits: &Limits, mut stopped: watch::Receiver<bool>)
-where
+async fn serve_h1<T>(
+    io: T,
+    app: AppService,
+    limits: &Limits,
+    mut stopped: watch::Receiver<bool>,
+    slot: Arc<Slot>,
+) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let served = http1::builder(limits)
+    let served = http1::builder(limits, Arc::clone(&slot))
         .serve_connection(
             // hyper's own 400/414/431 get a problem document too.
             TokioIo::new(ParseErrorBodies::new(io)),
-            ConnectionService::new(app),
+            ConnectionService::for_http1(app, slot, limits),
         )
         .with_upgrades();
     let mut served = pin!(served);
@@ -115,11 +124,11 @@ async fn serve_h2<T>(
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = Arc::new(Activity::default());
+    let activity = Arc::new(Activity::for_slot(Arc::clone(context.slot())));
     // Each stream runs as a task of its own, with the connection's context.
     let served = http2::builder(limits, ScopedExecutor(context)).serve_connection(
         TokioIo::new(io),
-        ConnectionService::counted(app, activity.clone()),
+        ConnectionService::for_http2(app, activity.clone(), limits),
     );
     let mut served = pin!(served);
     let idle = activity.idle_for(
@@ -171,6 +180,10 @@ fn log_connection_error(result: Result<(), hyper::Error>) {
 pub(super) struct ConnectionService {
     app: Mutex<AppService>,
     activity: Option<Arc<Activity>>,
+    /// Marked busy by each request (HTTP/1; HTTP/2 through `activity`).
+    slot: Option<Arc<Slot>>,
+    /// `min_body_rate` and its grace, when a body must keep a pace.
+    body_rate: Option<(u64, Duration)>,
 }
 
 impl ConnectionService {
@@ -178,16 +191,32 @@ impl ConnectionService {
         Self {
             app: Mutex::new(app),
             activity: None,
+            slot: None,
+            body_rate: None,
         }
     }
 
-    /// The same, counting open requests in `activity`.
-    fn counted(app: AppService, activity: Arc<Activity>) -> Self {
+    /// An HTTP/1 connection's: each request marks `slot` busy.
+    fn for_http1(app: AppService, slot: Arc<Slot>, limits: &Limits) -> Self {
         Self {
-            app: Mutex::new(app),
-            activity: Some(activity),
+            slot: Some(slot),
+            body_rate: body_rate(limits),
+            ..Self::new(app)
         }
     }
+
+    /// An HTTP/2 connection's, counting open requests in `activity`.
+    fn for_http2(app: AppService, activity: Arc<Activity>, limits: &Limits) -> Self {
+        Self {
+            activity: Some(activity),
+            body_rate: body_rate(limits),
+            ..Self::new(app)
+        }
+    }
+}
+
+fn body_rate(limits: &Limits) -> Option<(u64, Duration)> {
+    (limits.min_body_rate > 0).then_some((limits.min_body_rate, limits.header_read))
 }
 
 impl hyper::service::Service<http::Request<Incoming>> for ConnectionService {
@@ -197,7 +226,17 @@ impl hyper::service::Service<http::Request<Incoming>> for ConnectionService {
     type Future = <AppService as tower::Service<axum::extract::Request>>::Future;
 
     fn call(&self, request: http::Request<Incoming>) -> Self::Future {
-        let future = self.call_in_place(request.map(Body::new));
+        if let Some(slot) = &self.slot {
+            slot.busy();
+        }
+        let request = match self.body_rate {
+            Some((rate, grace)) => {
+                let slot = self.slot.clone();
+                request.map(|body| Body::new(MinRate::new(body, rate, grace, slot)))
+            }
+            None => request.map(Body::new),
+        };
+        let future = self.call_in_place(request);
         match &self.activity {
             None => future,
             Some(activity) => {

@@ -14,6 +14,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use autumn_idempotency::DetachedRuns;
+
+use super::proxies::Network;
+use super::slots::Slot;
 use tokio::sync::watch;
 
 tokio::task_local! {
@@ -24,6 +27,8 @@ tokio::task_local! {
 pub(crate) struct ConnectionContext {
     stopped: watch::Receiver<bool>,
     runs: Arc<DetachedRuns>,
+    slot: Arc<Slot>,
+    trusted: Arc<[Network]>,
     /// Released (slot, drain count, metric) when the last holder drops.
     _hold: Box<dyn Send + Sync>,
 }
@@ -32,13 +37,28 @@ impl ConnectionContext {
     pub(crate) fn new(
         stopped: watch::Receiver<bool>,
         runs: Arc<DetachedRuns>,
+        slot: Arc<Slot>,
+        trusted: Arc<[Network]>,
         hold: impl Send + Sync + 'static,
     ) -> Self {
         Self {
             stopped,
             runs,
+            slot,
+            trusted,
             _hold: Box::new(hold),
         }
+    }
+
+    /// The connection's slot: its client address, idle or busy.
+    pub(crate) fn slot(&self) -> &Arc<Slot> {
+        &self.slot
+    }
+
+    /// The client of a request with `headers` on this connection: the
+    /// socket's address, or what trusted proxies say.
+    pub(crate) fn client(&self, headers: &http::HeaderMap) -> std::net::IpAddr {
+        super::proxies::client_of(self.slot.peer(), headers, &self.trusted)
     }
 
     /// A receiver of the server's stop signal (`true` once it stops).

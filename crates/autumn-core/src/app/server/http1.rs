@@ -13,14 +13,16 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioTimer;
 
 use super::Limits;
+use super::slots::Slot;
 
 /// An HTTP/1 connection builder with `limits`.
-pub(super) fn builder(limits: &Limits) -> http1::Builder {
+pub(super) fn builder(limits: &Limits, slot: Arc<Slot>) -> http1::Builder {
     let mut builder = http1::Builder::new();
     builder
         .timer(HeadTimer::new(
             limits.header_read,
             limits.keep_alive.unwrap_or(limits.header_read),
+            slot,
         ))
         .header_read_timeout(limits.header_read)
         .keep_alive(limits.keep_alive.is_some())
@@ -41,9 +43,12 @@ pub(super) fn builder(limits: &Limits) -> http1::Builder {
 /// the entry only if it comes due (at most once per timeout, on a connection that stays open).
 struct HeadTimer {
     first_head: AtomicBool,
-    pub(super) header_read: Duration,
+    header_read: Duration,
     keep_alive: Duration,
     timer: Arc<HeadDeadline>,
+    /// Marked idle whenever a head is waited for: at the server's cap, the
+    /// connection idle longest gives way.
+    slot: Arc<Slot>,
 }
 
 /// The connection's one timer, made on its first head.
@@ -84,12 +89,13 @@ impl Future for HeadSleep {
 impl Sleep for HeadSleep {}
 
 impl HeadTimer {
-    fn new(header_read: Duration, keep_alive: Duration) -> Self {
+    fn new(header_read: Duration, keep_alive: Duration, slot: Arc<Slot>) -> Self {
         Self {
             first_head: AtomicBool::new(true),
             header_read,
             keep_alive,
             timer: Arc::default(),
+            slot,
         }
     }
 
@@ -112,6 +118,7 @@ impl Timer for HeadTimer {
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Sleep>> {
+        self.slot.idle();
         self.timer.arm(self.deadline(deadline));
         Box::pin(HeadSleep(Arc::clone(&self.timer)))
     }
@@ -122,6 +129,7 @@ impl Timer for HeadTimer {
 
     fn reset(&self, sleep: &mut Pin<Box<dyn Sleep>>, new_deadline: Instant) {
         if sleep.is::<HeadSleep>() {
+            self.slot.idle();
             self.timer.arm(self.deadline(new_deadline));
         } else {
             TokioTimer::new().reset(sleep, new_deadline);

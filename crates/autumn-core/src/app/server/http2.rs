@@ -10,6 +10,7 @@
 //! and error-reset streams stay on, against rapid-reset floods).
 
 use std::pin::pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ use hyper_util::rt::TokioTimer;
 use tokio::sync::Notify;
 
 use super::Limits;
+use super::slots::Slot;
 
 /// An HTTP/2 connection builder with `limits`.
 pub(super) fn builder<E>(limits: &Limits, executor: E) -> http2::Builder<E> {
@@ -38,12 +40,26 @@ pub(super) fn builder<E>(limits: &Limits, executor: E) -> http2::Builder<E> {
 pub(super) struct Activity {
     open: AtomicUsize,
     changed: Notify,
+    /// Busy while a request is open, idle otherwise.
+    slot: Option<Arc<Slot>>,
 }
 
 impl Activity {
+    /// The activity of the connection holding `slot`.
+    pub(super) fn for_slot(slot: Arc<Slot>) -> Self {
+        Self {
+            slot: Some(slot),
+            ..Self::default()
+        }
+    }
+
     /// Counts a request as open until the guard drops.
-    pub(super) fn enter(self: &std::sync::Arc<Self>) -> OpenRequest {
-        self.open.fetch_add(1, Ordering::AcqRel);
+    pub(super) fn enter(self: &Arc<Self>) -> OpenRequest {
+        if self.open.fetch_add(1, Ordering::AcqRel) == 0
+            && let Some(slot) = &self.slot
+        {
+            slot.busy();
+        }
         self.changed.notify_waiters();
         OpenRequest(self.clone())
     }
@@ -70,19 +86,21 @@ impl Activity {
 }
 
 /// One open request on an HTTP/2 connection.
-pub(super) struct OpenRequest(std::sync::Arc<Activity>);
+pub(super) struct OpenRequest(Arc<Activity>);
 
 impl Drop for OpenRequest {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        if self.0.open.fetch_sub(1, Ordering::AcqRel) == 1
+            && let Some(slot) = &self.0.slot
+        {
+            slot.idle();
+        }
         self.0.changed.notify_waiters();
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
 
     #[tokio::test(start_paused = true)]

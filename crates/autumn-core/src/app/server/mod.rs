@@ -13,12 +13,15 @@
 //! - [`tls`]: the certificate, reloaded when its files change;
 //! - [`redirect`]: the optional plain-HTTP port that sends clients to HTTPS.
 
+mod body_rate;
 mod connection;
 pub(crate) mod context;
 mod http1;
 mod http2;
 mod preface;
+pub(crate) mod proxies;
 pub(crate) mod redirect;
+pub(crate) mod slots;
 pub(crate) mod tls;
 
 use std::future::Future;
@@ -35,6 +38,7 @@ use super::middleware::AppService;
 use crate::config::ServerConfig;
 use crate::telemetry::metrics::HttpMetrics;
 use context::ConnectionContext;
+use slots::{Refusal, Registry};
 use tls::ServerTls;
 
 /// Serves `app` on `listener` (over TLS when `tls` is given) until `shutdown` completes, then
@@ -50,9 +54,12 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let limits = Arc::new(Limits::from(config));
-    // One permit per connection: at the cap the loop stops accepting, so further clients wait
-    // in the kernel's listen backlog and are served, in order, as connections close.
+    // One permit per connection. At the cap the connection that has waited
+    // longest for a request head gives way to the new one; only when every
+    // connection is mid-request does a new client wait for a permit.
     let permits = Arc::new(Semaphore::new(config.max_connections));
+    let waiting = Arc::new(Semaphore::new(config.max_connections));
+    let registry = Registry::new(config.max_connections_per_client, config.trusted_networks());
     let (stop, stopped) = watch::channel(false);
     let open = Arc::new(OpenConnections::default());
     // This server's own detached runs: its drain waits for them, not for
@@ -60,18 +67,10 @@ pub(crate) async fn serve(
     let runs = Arc::new(DetachedRuns::default());
     let mut shutdown = pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            () = &mut shutdown => break,
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                // The semaphore is never closed.
-                Err(_) => break,
-            },
-        };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(error) => {
                     if must_pause(&error) {
                         tokio::select! {
@@ -83,21 +82,87 @@ pub(crate) async fn serve(
                 }
             },
         };
+        let hold = match registry.enter(peer.ip()) {
+            Ok(hold) => hold,
+            Err(refusal) => {
+                refuse(stream, refusal, tls.is_some());
+                continue;
+            }
+        };
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(permit) => Admission::Now(permit),
+            Err(_) => {
+                // At the cap: the connection idle longest gives way, and
+                // this one waits for its slot on a task of its own, so the
+                // loop goes on accepting (and shedding) at full speed. At
+                // most `max_connections` wait; past that, the loop waits too.
+                registry.shed_oldest_idle();
+                let ticket = tokio::select! {
+                    () = &mut shutdown => break,
+                    ticket = waiting.clone().acquire_owned() => match ticket {
+                        Ok(ticket) => ticket,
+                        // The semaphore is never closed.
+                        Err(_) => break,
+                    },
+                };
+                Admission::Later(ticket)
+            }
+        };
         let connection = open.enter();
         let counted = metrics.as_ref().map(HttpMetrics::connection_opened);
         let limits = limits.clone();
         let tls = tls.clone();
         let app = app.clone();
-        // The slot is held by the connection's context, which an upgraded
-        // socket (a WebSocket) keeps after the connection's own task ends.
-        let context = Arc::new(ConnectionContext::new(
-            stopped.clone(),
-            runs.clone(),
-            (permit, connection, counted),
-        ));
-        tokio::spawn(context::scope(context.clone(), async move {
-            connection::serve(stream, app, &limits, tls.as_deref(), context).await;
-        }));
+        let permits = permits.clone();
+        let stopped = stopped.clone();
+        let runs = runs.clone();
+        let registry = registry.clone();
+        tokio::spawn(async move {
+            let slot = Arc::clone(hold.slot());
+            let permit = match permit {
+                Admission::Now(permit) => permit,
+                Admission::Later(ticket) => {
+                    let mut stop = stopped.clone();
+                    // Every connection was mid-request when this one came:
+                    // the first to go idle gives way, looked for now and then.
+                    let shed_when_idle = async {
+                        loop {
+                            tokio::time::sleep(SHED_RETRY).await;
+                            registry.shed_oldest_idle();
+                        }
+                    };
+                    let permit = tokio::select! {
+                        permit = permits.acquire_owned() => permit.ok(),
+                        () = shed_when_idle => None,
+                        _ = stop.wait_for(|stop| *stop) => None,
+                    };
+                    drop(ticket);
+                    match permit {
+                        Some(permit) => permit,
+                        None => return,
+                    }
+                }
+            };
+            slot.admitted();
+            // The slot is held by the connection's context, which an
+            // upgraded socket (a WebSocket) keeps after the connection's own
+            // task ends.
+            let context = Arc::new(ConnectionContext::new(
+                stopped,
+                runs,
+                Arc::clone(&slot),
+                Arc::clone(&limits.trusted),
+                (permit, connection, counted, hold),
+            ));
+            context::scope(context.clone(), async move {
+                tokio::select! {
+                    () = connection::serve(stream, app, &limits, tls.as_deref(), context) => {}
+                    // Idle at the cap: closed for a new client.
+                    () = slot.shed() => tracing::debug!("idle connection closed to admit a new one"),
+                }
+            })
+            .await;
+        });
     }
     drop(listener);
     tracing::info!("shutting down: finishing open requests");
@@ -118,6 +183,18 @@ pub(crate) async fn serve(
     }
 }
 
+/// How often a connection waiting for a slot looks for one gone idle.
+const SHED_RETRY: Duration = Duration::from_millis(50);
+
+/// How an accepted connection gets its slot.
+enum Admission {
+    /// A slot was free.
+    Now(tokio::sync::OwnedSemaphorePermit),
+    /// It waits for the one an idle connection gives up (holding a place
+    /// in the bounded wait).
+    Later(tokio::sync::OwnedSemaphorePermit),
+}
+
 /// What every connection is held to, from `[server]`.
 struct Limits {
     header_read: Duration,
@@ -129,6 +206,10 @@ struct Limits {
     h2c: bool,
     max_concurrent_streams: u32,
     h2_keep_alive: Option<Duration>,
+    /// `[server] trusted_proxies`, parsed.
+    trusted: Arc<[proxies::Network]>,
+    /// `[server.timeouts] min_body_rate`, bytes per second; 0: none.
+    min_body_rate: u64,
 }
 
 impl From<&ServerConfig> for Limits {
@@ -144,6 +225,8 @@ impl From<&ServerConfig> for Limits {
                 0 => None,
                 millis => Some(Duration::from_millis(millis)),
             },
+            trusted: config.trusted_networks().into(),
+            min_body_rate: config.timeouts.min_body_rate,
         }
     }
 }
@@ -187,6 +270,35 @@ impl Drop for OpenConnection {
     }
 }
 
+/// Turns away a connection the registry refused: over plain HTTP with a
+/// 503 problem document saying why, written without waiting (a new
+/// socket's send buffer takes it whole; a client that does not read gets
+/// nothing more), over TLS by closing it. No task is spawned: under a flood
+/// of refused connections the accept loop must stay cheap.
+fn refuse(stream: tokio::net::TcpStream, refusal: Refusal, tls: bool) {
+    let Refusal::ClientAtCap = refusal;
+    tracing::debug!("connection refused: its client holds server.max_connections_per_client");
+    if !tls {
+        let _ = stream.try_write(REFUSED.as_bytes());
+    }
+    if let Ok(stream) = stream.into_std() {
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+/// The answer to a connection past `max_connections_per_client`.
+const REFUSED: &str = concat!(
+    "HTTP/1.1 503 Service Unavailable\r\n",
+    "content-type: application/problem+json\r\n",
+    "retry-after: 1\r\n",
+    "connection: close\r\n",
+    "content-length: 243\r\n\r\n",
+    "{\"type\":\"about:blank\",\"title\":\"Service Unavailable\",\"status\":503,",
+    "\"code\":\"too_many_connections\",\"detail\":\"this client already holds as many ",
+    "connections as one client may (server.max_connections_per_client); reuse one, or retry ",
+    "when one closes\"}",
+);
+
 /// Whether a failed accept calls for a pause. A connection reset before it was accepted is the
 /// client's business; anything else (out of file descriptors) is logged and retried after a
 /// pause, so the loop does not spin.
@@ -200,4 +312,21 @@ fn must_pause(error: &std::io::Error) -> bool {
     }
     tracing::error!(%error, "cannot accept a connection; retrying in 1s");
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refusal_is_a_whole_problem_document_with_its_code() {
+        let (head, body) = REFUSED.split_once("\r\n\r\n").expect("a head and a body");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        let problem: serde_json::Value = serde_json::from_str(body).expect("JSON");
+        assert_eq!(problem["status"], 503);
+        assert_eq!(problem["code"], crate::codes::TOO_MANY_CONNECTIONS.as_str());
+    }
 }
