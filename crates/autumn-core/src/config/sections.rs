@@ -118,6 +118,9 @@ pub struct TimeoutsConfig {
 
 impl Default for TimeoutsConfig {
     /// Bytes per second a request body must average once it has taken longer than
+    /// `header_read_timeout_ms`; a slower body's read fails. 0: no minimum.
+    pub min_body_rate: u64,
+    /// Bytes per second a request body must average once it has taken longer than
     /// `header_read_timeout_ms`; slower gets 408. 0: no minimum.
     pub min_body_rate: u64,
     fn default() -> Self {
