@@ -36,6 +36,7 @@ pub mod state;
 pub mod telemetry;
 pub mod tenancy;
 mod timeout;
+mod trusted_proxies;
 pub mod ws;
 
 pub use app::{AppBuilder, CommandError, LaunchError, app};

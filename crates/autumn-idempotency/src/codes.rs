@@ -26,6 +26,11 @@ pub const IDEMPOTENCY_KEY_MALFORMED: ProblemCode = ProblemCode::new("idempotency
 pub const IDEMPOTENCY_KEY_MISSING: ProblemCode = ProblemCode::new("idempotency_key_missing");
 /// 400: the request body could not be read.
 pub const REQUEST_BODY_UNREADABLE: ProblemCode = ProblemCode::new("request_body_unreadable");
+/// 403: the route refuses keys from callers with no identity
+/// (`anonymous_keys = "refuse"`) and the request carries a key but no
+/// session, tenant, principal or `Authorization`; the handler did not run.
+pub const IDEMPOTENCY_KEY_NEEDS_CALLER: ProblemCode =
+    ProblemCode::new("idempotency_key_needs_caller");
 /// 413: the body is larger than the layer buffers to fingerprint it.
 pub const REQUEST_BODY_TOO_LARGE: ProblemCode = ProblemCode::new("request_body_too_large");
 /// 422: the key was used before with a different request.

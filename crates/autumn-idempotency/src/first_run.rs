@@ -139,7 +139,7 @@ impl AfterRun {
             Ok(Claim::InFlight | Claim::Completed { .. }) => {
                 tracing::warn!(
                     storage_key_hash = %LogDigest(held.storage_key.as_bytes()),
-                    moved_to = %moved,
+                    moved_to_hash = %LogDigest(moved.as_bytes()),
                     "the handler moved the caller to another scope whose key another request already holds; the response is recorded under the old key alone"
                 );
                 Followed::default()
@@ -147,7 +147,7 @@ impl AfterRun {
             Err(error) => {
                 tracing::warn!(
                     storage_key_hash = %LogDigest(held.storage_key.as_bytes()),
-                    moved_to = %moved,
+                    moved_to_hash = %LogDigest(moved.as_bytes()),
                     %error,
                     "could not lock the key a retry under the new scope will use; the response is recorded under the old key alone"
                 );

@@ -151,7 +151,7 @@ pub(crate) fn parse_key_value(headers: &HeaderMap) -> Result<Option<HeaderValue>
 /// is enough to inspect or evict a record: neither belongs in a log that
 /// many people read. The digest still tells two keys apart, and finds a
 /// key one already holds (`printf %s "$KEY" | sha256sum | cut -c1-12`).
-/// The raw values appear only at `trace`.
+/// The raw values are never logged, at any level.
 pub(crate) struct LogDigest<'a>(pub(crate) &'a [u8]);
 
 impl std::fmt::Display for LogDigest<'_> {

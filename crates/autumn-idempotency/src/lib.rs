@@ -45,8 +45,8 @@ pub use context::IdempotencyContext;
 pub use database::DbIdempotencyStore;
 pub use detach::{DetachedRuns, detached_runs, wait_for_detached_runs};
 pub use layer::{
-    FingerprintPolicy, IdempotencyLayer, IdempotencyPolicy, KeyRequirement, PolicyError,
-    RecordErrors, ReplayMode,
+    AnonymousKeys, FingerprintPolicy, IdempotencyLayer, IdempotencyPolicy, KeyRequirement,
+    PolicyError, RecordErrors, ReplayMode,
 };
 pub use metrics::{IdempotencyMetrics, MetricsSnapshot, StoreSize};
 pub use problem::{IdempotencyContextRejection, IdempotencyRejection, KEY_MISSING_TYPE};

@@ -57,6 +57,19 @@ pub enum IdempotencyRejection {
         "this endpoint requires an Idempotency-Key header: send one with a new unique value (such as a UUID) for each operation, and the same value when retrying it"
     )]
     MissingKey,
+    /// 403 `idempotency_key_needs_caller`: the route refuses keys from
+    /// callers with no identity
+    /// ([`AnonymousKeys::Refuse`](crate::layer::AnonymousKeys::Refuse)), and
+    /// the request carries a key but no session, tenant, principal or
+    /// `Authorization`; the handler did not run.
+    ///
+    /// 403 rather than 401: a 401 must name an authentication scheme in
+    /// `WWW-Authenticate`, and the guard cannot know which one the app uses
+    /// (a session cookie has none).
+    #[error(
+        "this endpoint does not accept an Idempotency-Key from a caller it cannot identify, because the key alone would decide whose recorded response is returned; sign in or send your credentials (a session cookie or an Authorization header) with the request, or send it without an Idempotency-Key if the endpoint does not require one"
+    )]
+    KeyNeedsCaller,
     /// 413 `request_body_too_large`: the body is larger than the layer
     /// buffers to fingerprint it.
     #[error(
@@ -150,6 +163,7 @@ impl IdempotencyRejection {
             Self::MalformedKey(_) | Self::MissingKey | Self::UnreadableBody(_) => {
                 StatusCode::BAD_REQUEST
             }
+            Self::KeyNeedsCaller => StatusCode::FORBIDDEN,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::PayloadMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             Self::InFlight
@@ -174,6 +188,7 @@ impl IdempotencyRejection {
         match self {
             Self::MalformedKey(_) => codes::IDEMPOTENCY_KEY_MALFORMED,
             Self::MissingKey => codes::IDEMPOTENCY_KEY_MISSING,
+            Self::KeyNeedsCaller => codes::IDEMPOTENCY_KEY_NEEDS_CALLER,
             Self::UnreadableBody(_) => codes::REQUEST_BODY_UNREADABLE,
             Self::BodyTooLarge { .. } => codes::REQUEST_BODY_TOO_LARGE,
             Self::PayloadMismatch => codes::IDEMPOTENCY_KEY_REUSED,
@@ -716,6 +731,17 @@ mod tests {
             },
             {
                 let r = IdempotencyRejection::ResponseNotFinal;
+                (
+                    r.status(),
+                    r.code(),
+                    r.to_string(),
+                    false,
+                    r.into_response(),
+                )
+            },
+            {
+                let r = IdempotencyRejection::KeyNeedsCaller;
+                assert_eq!(r.status(), StatusCode::FORBIDDEN);
                 (
                     r.status(),
                     r.code(),

@@ -90,10 +90,34 @@ impl IdempotencyScope {
         &self.encoded
     }
 
-    /// Whether no part was added.
+    /// Whether no part was added: the scope of an anonymous caller, whose
+    /// `Idempotency-Key` is then the only thing that tells its records from
+    /// another anonymous caller's.
     pub fn is_empty(&self) -> bool {
         self.encoded.is_empty()
     }
+}
+
+/// The scope the idempotency layer keys a request by: the one in its
+/// extensions, else one made of its raw `Authorization` header alone.
+pub(crate) fn request_scope<'a>(
+    extensions: &'a http::Extensions,
+    headers: &http::HeaderMap,
+) -> std::borrow::Cow<'a, IdempotencyScope> {
+    match extensions.get::<IdempotencyScope>() {
+        Some(scope) => std::borrow::Cow::Borrowed(scope),
+        None => std::borrow::Cow::Owned(match headers.get(http::header::AUTHORIZATION) {
+            Some(value) => IdempotencyScope::default().with_part("authorization", value.as_bytes()),
+            None => IdempotencyScope::default(),
+        }),
+    }
+}
+
+/// Whether a request comes from a caller with no identity: the scope the
+/// layer would key it by has no part (no session, tenant, principal or
+/// `Authorization`). The one test of "anonymous" the layer applies.
+pub(crate) fn is_anonymous(extensions: &http::Extensions, headers: &http::HeaderMap) -> bool {
+    request_scope(extensions, headers).is_empty()
 }
 
 impl std::fmt::Debug for IdempotencyScope {
@@ -164,5 +188,23 @@ mod tests {
             "{shown}"
         );
         assert_eq!(format!("{:?}", IdempotencyScope::default()), "{}");
+    }
+
+    #[test]
+    fn a_request_is_anonymous_only_without_any_scope_part() {
+        let headers = http::HeaderMap::new();
+        let mut extensions = http::Extensions::new();
+        assert!(is_anonymous(&extensions, &headers));
+        let mut authorized = http::HeaderMap::new();
+        authorized.insert(
+            http::header::AUTHORIZATION,
+            http::HeaderValue::from_static("Bearer t"),
+        );
+        assert!(!is_anonymous(&extensions, &authorized));
+        // A scope the app put there is the one that counts, even an empty one.
+        extensions.insert(IdempotencyScope::default());
+        assert!(is_anonymous(&extensions, &authorized));
+        extensions.insert(IdempotencyScope::default().with_part("session", "s"));
+        assert!(!is_anonymous(&extensions, &headers));
     }
 }

@@ -86,6 +86,10 @@ pub(crate) const KEY_REQUIREMENT: ExportPath =
 pub(crate) const RECORD_ERRORS: ExportPath =
     ExportPath(&["autumn_web", "__private", "RecordErrors"]);
 
+/// `::autumn_web::__private::AnonymousKeys`, a route's `anonymous_keys`.
+pub(crate) const ANONYMOUS_KEYS: ExportPath =
+    ExportPath(&["autumn_web", "__private", "AnonymousKeys"]);
+
 /// `::std::time::Duration`, for a route attribute's TTLs.
 pub(crate) const DURATION: ExportPath = ExportPath(&["std", "time", "Duration"]);
 

@@ -9,6 +9,7 @@
 //!     idempotency_fingerprint = "json",    // or "bytes"
 //!     idempotency_ignore = ["/client_ts"], // or idempotency_only = [...]
 //!     record_errors = "server",            // or "none"
+//!     anonymous_keys = "refuse",           // or "allow"
 //! )]
 //! ```
 //!
@@ -21,11 +22,12 @@ use syn::parse::ParseStream;
 use syn::{Ident, LitInt, LitStr, Token};
 
 use crate::exports::{
-    DURATION, FINGERPRINT_POLICY, IDEMPOTENCY_POLICY, KEY_REQUIREMENT, RECORD_ERRORS,
+    ANONYMOUS_KEYS, DURATION, FINGERPRINT_POLICY, IDEMPOTENCY_POLICY, KEY_REQUIREMENT,
+    RECORD_ERRORS,
 };
 
 /// The accepted argument names, for the error on an unknown one.
-pub(crate) const EXPECTED: &str = "expected one of `idempotent`, `idempotency`, `idempotency_ttl`, `idempotency_in_flight_ttl`, `in_flight_wait_ms`, `idempotency_fingerprint`, `idempotency_ignore`, `idempotency_only`, `record_errors`";
+pub(crate) const EXPECTED: &str = "expected one of `idempotent`, `idempotency`, `idempotency_ttl`, `idempotency_in_flight_ttl`, `in_flight_wait_ms`, `idempotency_fingerprint`, `idempotency_ignore`, `idempotency_only`, `record_errors`, `anonymous_keys`";
 
 /// Whether the route needs a key, as `idempotency = "..."` says.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -48,6 +50,9 @@ pub(crate) struct PolicyArgs {
     /// `record_errors`: whether a 5xx is recorded (`"server"`) or not
     /// (`"none"`).
     record_server_errors: Option<bool>,
+    /// `anonymous_keys`: whether a keyed request with no caller identity is
+    /// refused (`"refuse"`) or served (`"allow"`).
+    refuse_anonymous_keys: Option<bool>,
 }
 
 impl PolicyArgs {
@@ -94,6 +99,11 @@ impl PolicyArgs {
             Some(false) => calls.push(quote!(.with_record_errors(#RECORD_ERRORS::None))),
             None => {}
         }
+        match self.refuse_anonymous_keys {
+            Some(true) => calls.push(quote!(.with_anonymous_keys(#ANONYMOUS_KEYS::Refuse))),
+            Some(false) => calls.push(quote!(.with_anonymous_keys(#ANONYMOUS_KEYS::Allow))),
+            None => {}
+        }
         if calls.is_empty() {
             return TokenStream::new();
         }
@@ -118,6 +128,7 @@ pub(crate) fn parse_policy_arg(input: ParseStream<'_>, args: &mut PolicyArgs) ->
         "idempotency_ignore",
         "idempotency_only",
         "record_errors",
+        "anonymous_keys",
     ];
     let text = name.to_string();
     if !known.contains(&text.as_str()) {
@@ -198,6 +209,22 @@ pub(crate) fn parse_policy_arg(input: ParseStream<'_>, args: &mut PolicyArgs) ->
                 }
             };
             if args.record_server_errors.replace(server).is_some() {
+                return Err(twice());
+            }
+        }
+        "anonymous_keys" => {
+            let lit: LitStr = input.parse()?;
+            let refuse = match lit.value().as_str() {
+                "refuse" => true,
+                "allow" => false,
+                _ => {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        "expected \"refuse\" (a key from a caller with no identity gets 403) or \"allow\"",
+                    ));
+                }
+            };
+            if args.refuse_anonymous_keys.replace(refuse).is_some() {
                 return Err(twice());
             }
         }
@@ -329,6 +356,7 @@ mod tests {
             in_flight_wait_ms = 2000,
             idempotency_ignore = ["/client_ts", "/meta/trace~1id"],
             record_errors = "server",
+            anonymous_keys = "refuse",
         ))
         .expect("valid");
         let out = args.expand().to_string();
@@ -341,6 +369,7 @@ mod tests {
             quote!(::autumn_web::__private::FingerprintPolicy::Json),
             quote!(::std::string::String::from("/client_ts")),
             quote!(.with_record_errors(::autumn_web::__private::RecordErrors::Server)),
+            quote!(.with_anonymous_keys(::autumn_web::__private::AnonymousKeys::Refuse)),
         ] {
             let piece = piece.to_string();
             let piece = piece.trim_end_matches(" ()").trim_end_matches(')');
@@ -352,6 +381,11 @@ mod tests {
         let piece =
             quote!(.with_record_errors(::autumn_web::__private::RecordErrors::None)).to_string();
         assert!(none.contains(&piece), "missing `{piece}` in `{none}`");
+        let allow = parse(quote!(anonymous_keys = "allow")).expect("valid");
+        let allow = allow.expand().to_string();
+        let piece =
+            quote!(.with_anonymous_keys(::autumn_web::__private::AnonymousKeys::Allow)).to_string();
+        assert!(allow.contains(&piece), "missing `{piece}` in `{allow}`");
     }
 
     #[test]
@@ -393,6 +427,14 @@ mod tests {
         assert_eq!(
             error(quote!(record_errors = "server", record_errors = "none")),
             "`record_errors` given twice"
+        );
+        assert_eq!(
+            error(quote!(anonymous_keys = "deny")),
+            "expected \"refuse\" (a key from a caller with no identity gets 403) or \"allow\""
+        );
+        assert_eq!(
+            error(quote!(anonymous_keys = "refuse", anonymous_keys = "allow")),
+            "`anonymous_keys` given twice"
         );
     }
 

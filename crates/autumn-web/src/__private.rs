@@ -4,7 +4,7 @@
 use std::future::Future;
 
 pub use autumn_idempotency::layer::{
-    FingerprintPolicy, IdempotencyPolicy, KeyRequirement, RecordErrors,
+    AnonymousKeys, FingerprintPolicy, IdempotencyPolicy, KeyRequirement, RecordErrors,
 };
 pub use axum;
 pub use http;

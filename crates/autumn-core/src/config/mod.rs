@@ -59,7 +59,7 @@ mod tests;
 pub use error::ConfigError;
 pub(crate) use error::InvalidSetting;
 pub use sections::{
-    ActuatorConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
+    ActuatorConfig, AnonymousKeysMode, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, FingerprintMode, HEALTH_COMPONENTS,
     HeadersConfig, Http2Config, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, LogFormat,
     MIN_HEADER_BYTES, MemoryConfig, REFERRER_POLICIES, RecordErrorsMode, RedisConfig, SameSite,

@@ -3,7 +3,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use autumn_idempotency::layer::{FingerprintPolicy, IdempotencyPolicy, RecordErrors};
+use autumn_idempotency::layer::{
+    AnonymousKeys, FingerprintPolicy, IdempotencyPolicy, RecordErrors,
+};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
@@ -16,16 +18,17 @@ pub struct ServerConfig {
     pub host: String,
     /// TCP port the server listens on.
     pub port: u16,
-    /// Most connections served at once; further clients wait in the listen backlog.
+    /// Most connections served at once; past it the connection that has waited longest for a
+    /// request head is closed to admit a new one.
     pub max_connections: usize,
-    /// Largest request head (request line and headers), in bytes; a larger one gets 431.
-    pub max_header_bytes: usize,
-    /// Milliseconds a shutdown waits for open requests and detached first-time runs to finish.
     /// Most connections one client address may hold; 0: no limit. Trusted proxies are exempt.
     pub max_connections_per_client: usize,
     /// Addresses or networks (`10.0.0.0/8`) of proxies whose `Forwarded` / `X-Forwarded-For`
     /// name the client; every other peer is its own client.
     pub trusted_proxies: Vec<String>,
+    /// Largest request head (request line and headers), in bytes; a larger one gets 431.
+    pub max_header_bytes: usize,
+    /// Milliseconds a shutdown waits for open requests and detached first-time runs to finish.
     pub shutdown_grace_ms: u64,
     /// Milliseconds the server keeps accepting after a stop signal, with readiness answering
     /// 503, before the drain starts: for load balancers that still send traffic a moment.
@@ -47,11 +50,11 @@ impl Default for ServerConfig {
             host: "127.0.0.1".to_owned(),
             port: 3000,
             max_connections: 512,
+            max_connections_per_client: 100,
+            trusted_proxies: Vec::new(),
             max_header_bytes: 32 * 1024,
             shutdown_grace_ms: 10_000,
             shutdown_delay_ms: 0,
-            max_connections_per_client: 100,
-            trusted_proxies: Vec::new(),
             timeouts: TimeoutsConfig::default(),
             tls: ServerTlsConfig::default(),
             http2: Http2Config::default(),
@@ -70,18 +73,18 @@ impl ServerConfig {
             .map(Duration::from_millis)
     }
 
-    /// How long a connection may take to send a complete request head.
-    #[must_use]
-    pub fn header_read_timeout(&self) -> Duration {
     /// `trusted_proxies`, parsed; an entry that does not parse is left out
     /// (the configuration check refuses one at startup).
-    pub(crate) fn trusted_networks(&self) -> Vec<crate::app::server::proxies::Network> {
+    pub(crate) fn trusted_networks(&self) -> Vec<crate::trusted_proxies::Network> {
         self.trusted_proxies
             .iter()
-            .filter_map(|entry| crate::app::server::proxies::Network::parse(entry))
+            .filter_map(|entry| crate::trusted_proxies::Network::parse(entry))
             .collect()
     }
 
+    /// How long a connection may take to send a complete request head.
+    #[must_use]
+    pub fn header_read_timeout(&self) -> Duration {
         Duration::from_millis(self.timeouts.header_read_timeout_ms)
     }
 
@@ -114,24 +117,21 @@ pub struct TimeoutsConfig {
     /// Milliseconds an idle kept-alive connection waits for its next request head; 0 turns
     /// keep-alive off.
     pub keep_alive_timeout_ms: u64,
-}
-
-impl Default for TimeoutsConfig {
     /// Bytes per second a request body must average once it has taken longer than
     /// `header_read_timeout_ms`; a slower body's read fails. 0: no minimum.
     pub min_body_rate: u64,
-    /// Bytes per second a request body must average once it has taken longer than
-    /// `header_read_timeout_ms`; slower gets 408. 0: no minimum.
-    pub min_body_rate: u64,
+}
+
+impl Default for TimeoutsConfig {
     fn default() -> Self {
         Self {
             request_timeout_ms: Some(30_000),
             header_read_timeout_ms: 10_000,
             keep_alive_timeout_ms: 15_000,
+            min_body_rate: 500,
         }
     }
 }
-            min_body_rate: 500,
 
 /// `[server.tls]`: HTTPS served by the app itself, on rustls (TLS 1.2 and
 /// 1.3 only, with rustls' default cipher suites).
@@ -439,6 +439,10 @@ pub struct IdempotencyConfig {
     /// Which error responses are recorded and replayed like a success: `"none"` (the
     /// default) or `"server"` (a 5xx the route answered); a route may say otherwise.
     pub record_errors: RecordErrorsMode,
+    /// Whether a keyed request from a caller with no session, tenant, principal or
+    /// `Authorization` is served: `"allow"` (the default) or `"refuse"` (403
+    /// `idempotency_key_needs_caller`); a route may say otherwise.
+    pub anonymous_keys: AnonymousKeysMode,
     /// Whether every mutating request on an idempotent route must carry an
     /// `Idempotency-Key` (400 without one); a route may say otherwise.
     pub require_key: bool,
@@ -569,6 +573,30 @@ impl RecordErrorsMode {
     }
 }
 
+/// Whether a keyed request with no caller identity is served
+/// (`idempotency.anonymous_keys`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum AnonymousKeysMode {
+    /// Served like any other keyed request.
+    #[default]
+    Allow,
+    /// Refused with 403 `idempotency_key_needs_caller`; the handler does not run.
+    Refuse,
+}
+
+impl AnonymousKeysMode {
+    /// The name used in `autumn.toml`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Refuse => "refuse",
+        }
+    }
+}
+
 impl Default for IdempotencyConfig {
     fn default() -> Self {
         Self {
@@ -580,6 +608,7 @@ impl Default for IdempotencyConfig {
             max_body_bytes: 2 * 1024 * 1024,
             max_record_bytes: 1024 * 1024,
             record_errors: RecordErrorsMode::None,
+            anonymous_keys: AnonymousKeysMode::Allow,
             require_key: false,
             fingerprint: FingerprintMode::Bytes,
             fingerprint_ignore: Vec::new(),
@@ -612,14 +641,15 @@ impl IdempotencyConfig {
     ///
     /// ```
     /// use autumn_core::config::AutumnConfig;
-    /// use autumn_idempotency::{KeyRequirement, RecordErrors};
+    /// use autumn_idempotency::{AnonymousKeys, KeyRequirement, RecordErrors};
     ///
     /// let config = AutumnConfig::from_toml_str(
-    ///     "[idempotency]\nrequire_key = true\nfingerprint_ignore = [\"/client_ts\"]\nrecord_errors = \"server\"\n",
+    ///     "[idempotency]\nrequire_key = true\nfingerprint_ignore = [\"/client_ts\"]\nrecord_errors = \"server\"\nanonymous_keys = \"refuse\"\n",
     /// )?;
     /// let policy = config.idempotency.policy();
     /// assert_eq!(policy.key, Some(KeyRequirement::Required));
     /// assert_eq!(policy.record_errors, Some(RecordErrors::Server));
+    /// assert_eq!(policy.anonymous_keys, Some(AnonymousKeys::Refuse));
     /// # Ok::<(), autumn_core::config::ConfigError>(())
     /// ```
     #[must_use]
@@ -631,6 +661,10 @@ impl IdempotencyConfig {
             .with_record_errors(match self.record_errors {
                 RecordErrorsMode::None => RecordErrors::None,
                 RecordErrorsMode::Server => RecordErrors::Server,
+            })
+            .with_anonymous_keys(match self.anonymous_keys {
+                AnonymousKeysMode::Allow => AnonymousKeys::Allow,
+                AnonymousKeysMode::Refuse => AnonymousKeys::Refuse,
             });
         if self.require_key {
             policy = policy.required();
@@ -997,6 +1031,9 @@ pub struct SessionConfig {
     pub backend: Option<Backend>,
     /// Seconds a session lives after the visitor was last seen.
     pub ttl_secs: u64,
+    /// Seconds a session lives at most from its creation or last sign-in,
+    /// however active the visitor; 0 for no limit.
+    pub absolute_ttl_secs: u64,
     /// The cookie's `SameSite` attribute: `"lax"`, `"strict"` or `"none"`.
     pub same_site: SameSite,
     /// Whether the cookie is `Secure` (HTTPS only); unset means yes, in every profile.
@@ -1015,6 +1052,7 @@ impl Default for SessionConfig {
             cookie_name: "autumn_session".to_owned(),
             backend: None,
             ttl_secs: 1_209_600,
+            absolute_ttl_secs: 2_592_000,
             same_site: SameSite::Lax,
             secure: None,
             allow_memory_in_production: false,
@@ -1033,6 +1071,23 @@ impl SessionConfig {
     #[must_use]
     pub fn ttl(&self) -> Duration {
         Duration::from_secs(self.ttl_secs)
+    }
+
+    /// How long a session lives at most from its creation or last sign-in;
+    /// `None` when `absolute_ttl_secs` is 0.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use autumn_core::config::SessionConfig;
+    ///
+    /// let mut session = SessionConfig::default();
+    /// assert_eq!(session.absolute_ttl(), Some(Duration::from_secs(30 * 24 * 60 * 60)));
+    /// session.absolute_ttl_secs = 0;
+    /// assert_eq!(session.absolute_ttl(), None);
+    /// ```
+    #[must_use]
+    pub fn absolute_ttl(&self) -> Option<Duration> {
+        (self.absolute_ttl_secs > 0).then(|| Duration::from_secs(self.absolute_ttl_secs))
     }
 
     /// Whether the session cookie is `Secure`: [`secure`](Self::secure) if

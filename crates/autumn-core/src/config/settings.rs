@@ -158,6 +158,7 @@ impl AutumnConfig {
             max_body_bytes,
             max_record_bytes,
             record_errors,
+            anonymous_keys,
             require_key,
             fingerprint,
             fingerprint_ignore,
@@ -180,6 +181,7 @@ impl AutumnConfig {
         out.plain("idempotency.max_body_bytes", max_body_bytes);
         out.plain("idempotency.max_record_bytes", max_record_bytes);
         out.string("idempotency.record_errors", record_errors.as_str());
+        out.string("idempotency.anonymous_keys", anonymous_keys.as_str());
         out.plain("idempotency.require_key", require_key);
         out.string("idempotency.fingerprint", fingerprint.as_str());
         out.strings("idempotency.fingerprint_ignore", fingerprint_ignore);
@@ -285,6 +287,7 @@ impl AutumnConfig {
             cookie_name,
             backend,
             ttl_secs,
+            absolute_ttl_secs,
             same_site,
             secure,
             allow_memory_in_production,
@@ -293,6 +296,7 @@ impl AutumnConfig {
         out.string("session.cookie_name", cookie_name);
         out.optional_string("session.backend", backend.map(|backend| backend.as_str()));
         out.plain("session.ttl_secs", ttl_secs);
+        out.plain("session.absolute_ttl_secs", absolute_ttl_secs);
         out.string("session.same_site", same_site.as_str());
         out.optional("session.secure", *secure);
         out.plain(

@@ -130,6 +130,7 @@ fn defaults_without_files_or_env() {
             max_body_bytes: 2_097_152,
             max_record_bytes: 1_048_576,
             record_errors: super::RecordErrorsMode::None,
+            anonymous_keys: super::AnonymousKeysMode::Allow,
             require_key: false,
             fingerprint: super::FingerprintMode::Bytes,
             fingerprint_ignore: Vec::new(),
@@ -181,6 +182,7 @@ fn defaults_without_files_or_env() {
             cookie_name: "autumn_session".to_owned(),
             backend: None,
             ttl_secs: 1_209_600,
+            absolute_ttl_secs: 2_592_000,
             same_site: super::SameSite::Lax,
             secure: None,
             allow_memory_in_production: false,
@@ -711,10 +713,10 @@ fn unknown_key_in_file_section() {
                     "host",
                     "port",
                     "max_connections",
-                    "max_header_bytes",
-                    "shutdown_grace_ms",
                     "max_connections_per_client",
                     "trusted_proxies",
+                    "max_header_bytes",
+                    "shutdown_grace_ms",
                     "shutdown_delay_ms",
                     "timeouts",
                     "tls",
@@ -1026,18 +1028,18 @@ fn effective_settings_cover_every_key() {
         host = "h"
         port = 1
         max_connections = 12
-        max_header_bytes = 2048
-        shutdown_grace_ms = 13
         max_connections_per_client = 21
         trusted_proxies = ["10.0.0.0/8"]
+        max_header_bytes = 2048
+        shutdown_grace_ms = 13
         shutdown_delay_ms = 20
         [server.timeouts]
         request_timeout_ms = 2
         header_read_timeout_ms = 14
         keep_alive_timeout_ms = 15
+        min_body_rate = 22
         [server.tls]
         cert_file = "c.pem"
-        min_body_rate = 22
         key_file = "k.pem"
         reload_interval_ms = 16
         redirect_port = 17
@@ -1073,6 +1075,7 @@ fn effective_settings_cover_every_key() {
         max_body_bytes = 7
         max_record_bytes = 12
         record_errors = "server"
+        anonymous_keys = "refuse"
         require_key = true
         fingerprint = "json"
         fingerprint_ignore = ["/ts"]
@@ -1115,6 +1118,7 @@ fn effective_settings_cover_every_key() {
         cookie_name = "c"
         backend = "redis"
         ttl_secs = 14
+        absolute_ttl_secs = 23
         same_site = "strict"
         secure = true
         allow_memory_in_production = true
@@ -1144,7 +1148,7 @@ fn effective_settings_cover_every_key() {
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 94);
+    assert_eq!(settings.len(), 99);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

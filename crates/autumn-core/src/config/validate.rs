@@ -211,7 +211,7 @@ impl AutumnConfig {
             .server
             .trusted_proxies
             .iter()
-            .find(|entry| crate::app::server::proxies::Network::parse(entry).is_none())
+            .find(|entry| crate::trusted_proxies::Network::parse(entry).is_none())
         {
             let key = "server.trusted_proxies";
             return Err(ConfigError::InvalidValue {

@@ -13,6 +13,9 @@ pub use crate::config::SameSite;
 pub(crate) struct CookieSettings {
     pub(crate) name: String,
     pub(crate) ttl: Duration,
+    /// How long a session may live at most from its creation or last
+    /// sign-in, however active; `None` for no limit.
+    pub(crate) absolute_ttl: Option<Duration>,
     pub(crate) same_site: SameSite,
     pub(crate) secure: bool,
 }
@@ -126,6 +129,7 @@ mod tests {
         let settings = CookieSettings {
             name: "autumn_session".into(),
             ttl: Duration::from_secs(60),
+            absolute_ttl: None,
             same_site: SameSite::Lax,
             secure: true,
         };

@@ -6,7 +6,7 @@ use std::time::Duration;
 use autumn_base::clock::SharedClock;
 use autumn_base::database::{CachedExt as _, DbConnection, DbError, DbPool, ExpiringTable};
 use diesel::QueryableByName;
-use diesel::sql_types::{BigInt, Binary, Bool, Text};
+use diesel::sql_types::{BigInt, Binary, Bool, Nullable, Text};
 use diesel_async::RunQueryDsl as _;
 
 use crate::sql::on_backend;
@@ -15,24 +15,35 @@ use super::id::SessionId;
 use super::store::{SaveOutcome, SessionFuture, SessionRecord, SessionStore, SessionStoreError};
 
 /// $1 storage key, $2 now.
-const LOAD: &str = "SELECT record FROM autumn_sessions WHERE storage_key = $1 AND expires_at > $2";
+const LOAD: &str =
+    "SELECT record, retired FROM autumn_sessions WHERE storage_key = $1 AND expires_at > $2";
 
-/// $1 storage key, $2 record, $3 expiry, $4 retired.
-const SAVE: &str = "INSERT INTO autumn_sessions (storage_key, record, expires_at, retired) \
-     VALUES ($1, $2, $3, $4) \
+/// $1 storage key, $2 record, $3 expiry, $4 retired, $5 principal.
+const SAVE: &str = "INSERT INTO autumn_sessions \
+       (storage_key, record, expires_at, retired, principal) \
+     VALUES ($1, $2, $3, $4, $5) \
      ON CONFLICT (storage_key) DO UPDATE SET record = excluded.record, \
-       expires_at = excluded.expires_at, retired = excluded.retired";
+       expires_at = excluded.expires_at, retired = excluded.retired, \
+       principal = excluded.principal";
 
 /// [`SAVE`], except over a retired row: the row's lock, taken by the
 /// conflict, holds from the check to the write, so a retirement committed
 /// meanwhile is seen and kept. Changes no row when the stored one is
-/// retired. $1 storage key, $2 record, $3 expiry, $4 retired.
+/// retired. $1 storage key, $2 record, $3 expiry, $4 retired, $5 principal.
 const SAVE_UNLESS_RETIRED: &str = "INSERT INTO autumn_sessions \
-       (storage_key, record, expires_at, retired) \
-     VALUES ($1, $2, $3, $4) \
+       (storage_key, record, expires_at, retired, principal) \
+     VALUES ($1, $2, $3, $4, $5) \
      ON CONFLICT (storage_key) DO UPDATE SET record = excluded.record, \
-       expires_at = excluded.expires_at, retired = excluded.retired \
+       expires_at = excluded.expires_at, retired = excluded.retired, \
+       principal = excluded.principal \
      WHERE NOT autumn_sessions.retired";
+
+/// Retires a principal's live sessions but one, through the
+/// `autumn_sessions_principal` index; the retired column decides over the
+/// record's own flag on load. $1 principal, $2 now, $3 the storage key
+/// kept ('' for none).
+const END_SESSIONS_OF: &str = "UPDATE autumn_sessions SET retired = TRUE, principal = NULL \
+     WHERE principal = $1 AND NOT retired AND expires_at > $2 AND storage_key <> $3";
 
 /// $1 storage key.
 const DELETE: &str = "DELETE FROM autumn_sessions WHERE storage_key = $1";
@@ -58,6 +69,8 @@ const SESSIONS: ExpiringTable = ExpiringTable {
 struct Row {
     #[diesel(sql_type = Binary)]
     record: Vec<u8>,
+    #[diesel(sql_type = Bool)]
+    retired: bool,
 }
 
 /// Sessions in the app database (`[database] url`), shared by every replica
@@ -69,8 +82,9 @@ struct Row {
 /// whether it is retired (a column of its own, so that
 /// [`save_unless_retired`](SessionStore::save_unless_retired) is one
 /// `INSERT .. ON CONFLICT .. DO UPDATE .. WHERE NOT retired`, checked and
-/// written under the row's lock). The
-/// table comes from the framework migrations
+/// written under the row's lock), and who it is signed in as (an indexed
+/// column, so [`end_sessions_of`](SessionStore::end_sessions_of) is one
+/// `UPDATE`). The table comes from the framework migrations
 /// ([`FRAMEWORK_MIGRATIONS`](autumn_base::database::FRAMEWORK_MIGRATIONS)),
 /// which launch runs. Every operation is one statement, prepared once per
 /// connection. Expired rows are never loaded, and are deleted by
@@ -169,12 +183,15 @@ impl DbSessionStore {
     ) -> Result<usize, SessionStoreError> {
         let key = id.storage_key();
         let bytes = record.encode();
+        // A retired record leaves the principal's index.
+        let principal = record.principal.as_deref().filter(|_| !record.retired);
         let changed = on_backend!(self, "save", statement, |conn, sql| {
             diesel::sql_query(sql)
                 .bind::<Text, _>(&key)
                 .bind::<Binary, _>(&bytes)
                 .bind::<BigInt, _>(as_i64(record.expires_at_millis))
                 .bind::<Bool, _>(record.retired)
+                .bind::<Nullable<Text>, _>(principal)
                 .cached()
                 .execute(conn)
                 .await
@@ -231,7 +248,12 @@ impl SessionStore for DbSessionStore {
             });
             match rows.into_iter().next() {
                 Some(row) => {
-                    let record = SessionRecord::decode(&row.record)?;
+                    let mut record = SessionRecord::decode(&row.record)?;
+                    // A row ended by `end_sessions_of` is retired by its
+                    // column alone: its record still holds the values.
+                    if row.retired && !record.retired {
+                        record = SessionRecord::retired(record.expires_at_millis);
+                    }
                     // The row's expiry decided; the record's own agrees
                     // unless the row was written by hand.
                     Ok((record.expires_at_millis > now_millis).then_some(record))
@@ -281,6 +303,30 @@ impl SessionStore for DbSessionStore {
                     .map_err(query_failed("delete"))?
             });
             Ok(())
+        })
+    }
+
+    /// One statement through the `autumn_sessions_principal` index.
+    fn end_sessions_of<'a>(
+        &'a self,
+        principal: &'a str,
+        except: Option<&'a SessionId>,
+        now_millis: u64,
+    ) -> SessionFuture<'a, u64> {
+        Box::pin(async move {
+            // Storage keys are hex digests: '' names no row.
+            let kept = except.map(SessionId::storage_key).unwrap_or_default();
+            let ended = on_backend!(self, "end", END_SESSIONS_OF, |conn, sql| {
+                diesel::sql_query(sql)
+                    .bind::<Text, _>(principal)
+                    .bind::<BigInt, _>(as_i64(now_millis))
+                    .bind::<Text, _>(&kept)
+                    .cached()
+                    .execute(conn)
+                    .await
+                    .map_err(query_failed("end"))?
+            });
+            Ok(ended as u64)
         })
     }
 

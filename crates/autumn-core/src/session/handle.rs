@@ -36,9 +36,11 @@ use super::store::{SaveOutcome, SessionRecord, SessionStore, SessionStoreError};
 /// # let _ = count_visits;
 /// ```
 ///
-/// Rotate the id when the visitor signs in ([`cycle_id`](Self::cycle_id)),
-/// so an id planted before sign-in grants nothing after it; forget the
-/// session when they sign out ([`flush`](Self::flush)).
+/// Sign the visitor in with [`sign_in`](Self::sign_in) (which rotates the
+/// id, so an id planted before sign-in grants nothing after it) and out with
+/// [`sign_out`](Self::sign_out); after a password change,
+/// [`end_other_sessions`](Self::end_other_sessions) signs the user's other
+/// browsers out.
 ///
 /// A sign-out is final even against requests already running. One that
 /// loaded the session before another request retired its id (a sign-out,
@@ -101,6 +103,11 @@ pub(super) struct State {
     /// before the save ([`Session::id_after_save`]).
     pub(super) next: Option<SessionId>,
     pub(super) data: Map<String, Value>,
+    /// Who the session is signed in as ([`Session::sign_in`]).
+    pub(super) principal: Option<String>,
+    /// When the session's absolute lifetime started: loaded with it, or
+    /// set by a sign-in; `None` for a session not stored yet.
+    pub(super) created_at: Option<u64>,
     pub(super) modified: bool,
     pub(super) cycle: bool,
     pub(super) flushed: bool,
@@ -212,9 +219,142 @@ impl Session {
     pub async fn flush(&self) -> Result<(), SessionError> {
         let mut state = self.loaded().await?;
         state.data.clear();
+        state.principal = None;
+        state.created_at = None;
         state.flushed = true;
         self.changed(&mut state);
         Ok(())
+    }
+
+    /// Signs the visitor in as `principal` (a user id, say): the session
+    /// gets a new id when it is saved (the old one is retired, so an id
+    /// planted before sign-in grants nothing after it), remembers who it
+    /// belongs to ([`principal`](Self::principal)), and joins that
+    /// principal's sessions, which
+    /// [`end_other_sessions`](Self::end_other_sessions) and
+    /// [`sign_out_everywhere`](Self::sign_out_everywhere) end. Its
+    /// absolute lifetime starts again.
+    ///
+    /// The session's values are kept (a guest's cart survives signing in),
+    /// unless it was signed in as someone else: then they are dropped
+    /// first, so nothing of one user's session reaches another's.
+    ///
+    /// ```
+    /// use autumn_core::session::{Session, SessionError};
+    ///
+    /// async fn signed_in(session: Session, user_id: i64) -> Result<(), SessionError> {
+    ///     session.sign_in(user_id.to_string()).await?;
+    ///     assert_eq!(session.principal().await?, Some(user_id.to_string()));
+    ///     Ok(())
+    /// }
+    /// # let _ = signed_in;
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Store`] when the session could not be read.
+    pub async fn sign_in(&self, principal: impl Into<String>) -> Result<(), SessionError> {
+        let principal = principal.into();
+        let mut state = self.loaded().await?;
+        if state
+            .principal
+            .as_ref()
+            .is_some_and(|signed_in| *signed_in != principal)
+        {
+            state.data.clear();
+        }
+        state.principal = Some(principal);
+        state.created_at = Some(self.inner.clock.now_millis());
+        state.cycle = true;
+        self.changed(&mut state);
+        Ok(())
+    }
+
+    /// Who the session is signed in as, if anyone ([`sign_in`](Self::sign_in)).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Store`] when the session could not be read.
+    pub async fn principal(&self) -> Result<Option<String>, SessionError> {
+        Ok(self.loaded().await?.principal.clone())
+    }
+
+    /// Signs the visitor out: as [`flush`](Self::flush), the values are
+    /// dropped, the id retired and the cookie removed; the session leaves
+    /// its principal's sessions. The next request is a guest's.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Store`] when the session could not be read.
+    pub async fn sign_out(&self) -> Result<(), SessionError> {
+        self.flush().await
+    }
+
+    /// Ends every other session signed in as this session's principal (the
+    /// other browsers of the same user), keeping this one: call it after a
+    /// password change. Returns how many were ended; 0 when the session is
+    /// signed in as nobody.
+    ///
+    /// The others are retired at once, in the store: their next request is
+    /// a guest's, and one already running cannot save them back
+    /// ([`SessionStore::end_sessions_of`]).
+    ///
+    /// ```
+    /// use autumn_core::session::{Session, SessionError};
+    ///
+    /// async fn password_changed(session: Session) -> Result<u64, SessionError> {
+    ///     session.end_other_sessions().await
+    /// }
+    /// # let _ = password_changed;
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Store`] when the session could not be read, or the
+    /// store failed to end the others (or cannot: it keeps no index).
+    pub async fn end_other_sessions(&self) -> Result<u64, SessionError> {
+        let state = self.loaded().await?;
+        let Some(principal) = state.principal.clone() else {
+            return Ok(0);
+        };
+        // The id stored now: a rotation pending in this request retires it
+        // itself, and must find it live to move the values.
+        let kept = state.current.clone().or_else(|| match state.known {
+            Some(Known::Live { .. }) => self.inner.sent.clone(),
+            _ => None,
+        });
+        let now = self.inner.clock.now_millis();
+        Ok(self
+            .inner
+            .store
+            .end_sessions_of(&principal, kept.as_ref(), now)
+            .await?)
+    }
+
+    /// Ends every session signed in as this session's principal, this one
+    /// included, and signs this visitor out ([`sign_out`](Self::sign_out)):
+    /// "sign out everywhere". Returns how many sessions were ended in the
+    /// store (this one among them when it was stored).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Store`] when the session could not be read, or the
+    /// store failed to end the sessions (or cannot: it keeps no index);
+    /// this session is then not signed out either.
+    pub async fn sign_out_everywhere(&self) -> Result<u64, SessionError> {
+        let principal = self.principal().await?;
+        let ended = match principal {
+            Some(principal) => {
+                let now = self.inner.clock.now_millis();
+                self.inner
+                    .store
+                    .end_sessions_of(&principal, None, now)
+                    .await?
+            }
+            None => 0,
+        };
+        self.sign_out().await?;
+        Ok(ended)
     }
 
     /// The id of the stored session this request belongs to, if any: `None`
@@ -264,8 +404,23 @@ impl Session {
                     match self.inner.store.load(id, now).await? {
                         None => Known::Unknown,
                         Some(record) if record.retired => Known::Retired,
+                        // Past its absolute lifetime: expired however
+                        // active, and never written to again.
+                        Some(record)
+                            if self.inner.cookie.absolute_ttl.is_some_and(|absolute| {
+                                record.created_at_millis.is_some_and(|created| {
+                                    created.saturating_add(millis(absolute)) <= now
+                                })
+                            }) =>
+                        {
+                            Known::Unknown
+                        }
                         Some(record) => {
                             state.data = record.data;
+                            state.principal = record.principal;
+                            // A record from before creation times were
+                            // kept starts its lifetime now.
+                            state.created_at = Some(record.created_at_millis.unwrap_or(now));
                             Known::Live {
                                 expires_at_millis: record.expires_at_millis,
                             }
@@ -297,7 +452,7 @@ impl Session {
             (Known::Live { .. }, Some(id)) if state.current.is_none() => Some(id.clone()),
             _ => None,
         };
-        if live_sent.is_none() && state.current.is_none() && state.data.is_empty() {
+        if live_sent.is_none() && state.current.is_none() && state.is_empty() {
             return None;
         }
         match (&live_sent, &state.current, state.cycle) {
@@ -355,7 +510,12 @@ impl Session {
         };
         let now = self.inner.clock.now_millis();
         let ttl = self.inner.cookie.ttl;
-        let expires_at = now.saturating_add(millis(ttl));
+        let created_at = *state.created_at.get_or_insert(now);
+        let mut expires_at = now.saturating_add(millis(ttl));
+        if let Some(absolute) = self.inner.cookie.absolute_ttl {
+            // Never kept past its absolute lifetime, however active.
+            expires_at = expires_at.min(created_at.saturating_add(millis(absolute)));
+        }
         if !state.modified {
             // Sliding expiry: rewrite a live session once a tenth of its
             // lifetime has passed since it was last written, not on every
@@ -365,7 +525,7 @@ impl Session {
                 && expires_at.saturating_sub(expires_at_millis) >= millis(ttl) / 10
                 && let Some(id) = &self.inner.sent
             {
-                let record = SessionRecord::new(state.data.clone(), expires_at);
+                let record = state.record(expires_at);
                 match self
                     .inner
                     .store
@@ -402,8 +562,9 @@ impl Session {
                 append(headers, self.inner.cookie.remove());
             }
             state.current = None;
+            state.created_at = None;
             state.known = Some(Known::Unknown);
-        } else if live_sent.is_none() && state.current.is_none() && state.data.is_empty() {
+        } else if live_sent.is_none() && state.current.is_none() && state.is_empty() {
             // Nothing to keep for a visitor without a session.
         } else {
             // A live session keeps its id unless it is rotated; anything else
@@ -433,7 +594,7 @@ impl Session {
                     .await?;
             }
             if outcome == SaveOutcome::Written {
-                let record = SessionRecord::new(state.data.clone(), expires_at);
+                let record = state.record(expires_at);
                 outcome = self
                     .inner
                     .store
@@ -480,8 +641,24 @@ fn retired_meanwhile(state: &mut State) {
         "the session was retired by another request while this one ran; its changes were not saved"
     );
     state.data.clear();
+    state.principal = None;
+    state.created_at = None;
     state.current = None;
     state.known = Some(Known::Retired);
+}
+
+impl State {
+    /// Nothing worth storing: no values, nobody signed in.
+    fn is_empty(&self) -> bool {
+        self.data.is_empty() && self.principal.is_none()
+    }
+
+    /// The live record to store, expiring at `expires_at`.
+    fn record(&self, expires_at: u64) -> SessionRecord {
+        SessionRecord::new(self.data.clone(), expires_at)
+            .with_principal(self.principal.clone())
+            .with_created_at(self.created_at)
+    }
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -621,6 +798,7 @@ mod tests {
             Arc::new(CookieSettings {
                 name: "autumn_session".into(),
                 ttl: Duration::from_secs(60),
+                absolute_ttl: None,
                 same_site: SameSite::Lax,
                 secure: false,
             }),

@@ -13,6 +13,11 @@ use super::store::SessionStore;
 /// The default session lifetime: 14 days since the visitor was last seen.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(14 * 24 * 60 * 60);
 
+/// How long a session may live at most, from its creation or last sign-in,
+/// by default (`[session] absolute_ttl_secs`): 30 days, so a stolen cookie
+/// of a visitor who keeps coming back does not work forever.
+pub const DEFAULT_ABSOLUTE_TTL: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
 /// The default configured name of the session cookie (`[session]
 /// cookie_name`), before the `__Host-` prefix a `Secure` cookie gets.
 pub const DEFAULT_COOKIE_NAME: &str = "autumn_session";
@@ -65,7 +70,7 @@ impl std::fmt::Debug for SessionLayer {
 impl SessionLayer {
     /// Sessions kept in `store`, with the defaults of `[session]`: cookie
     /// `__Host-autumn_session`, `Secure`, `HttpOnly`, `SameSite=Lax`,
-    /// `Path=/`, no `Domain`, 14 days sliding.
+    /// `Path=/`, no `Domain`, 14 days sliding, 30 days at most.
     pub fn new(store: Arc<dyn SessionStore>) -> Self {
         let mut layer = Self {
             settings: Settings {
@@ -74,6 +79,7 @@ impl SessionLayer {
                 cookie: Arc::new(CookieSettings {
                     name: String::new(),
                     ttl: DEFAULT_TTL,
+                    absolute_ttl: Some(DEFAULT_ABSOLUTE_TTL),
                     same_site: SameSite::Lax,
                     secure: true,
                 }),
@@ -107,6 +113,27 @@ impl SessionLayer {
     #[must_use]
     pub fn with_ttl(mut self, ttl: Duration) -> Self {
         Arc::make_mut(&mut self.settings.cookie).ttl = ttl;
+        self
+    }
+
+    /// How long a session may live at most, from its creation or its last
+    /// [`sign_in`](super::Session::sign_in), however active the visitor
+    /// (`[session] absolute_ttl_secs`); `None` for no limit. By default
+    /// [`DEFAULT_ABSOLUTE_TTL`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use autumn_core::session::{MemorySessionStore, SessionLayer};
+    ///
+    /// let layer = SessionLayer::new(Arc::new(MemorySessionStore::new(10_000)))
+    ///     .with_ttl(Duration::from_secs(30 * 60))
+    ///     .with_absolute_ttl(Some(Duration::from_secs(12 * 60 * 60)));
+    /// # let _ = layer;
+    /// ```
+    #[must_use]
+    pub fn with_absolute_ttl(mut self, absolute_ttl: Option<Duration>) -> Self {
+        Arc::make_mut(&mut self.settings.cookie).absolute_ttl = absolute_ttl;
         self
     }
 

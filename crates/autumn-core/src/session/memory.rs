@@ -142,6 +142,32 @@ impl SessionStore for MemorySessionStore {
         Box::pin(std::future::ready(deleted))
     }
 
+    /// Looks through every record under the lock: the store is bounded and
+    /// in memory, so no separate index is kept.
+    fn end_sessions_of<'a>(
+        &'a self,
+        principal: &'a str,
+        except: Option<&'a SessionId>,
+        now_millis: u64,
+    ) -> SessionFuture<'a, u64> {
+        let kept = except.map(SessionId::storage_key);
+        let ended = self.records().map(|mut records| {
+            let mut ended = 0;
+            for (key, record) in records.iter_mut() {
+                if !record.retired
+                    && record.expires_at_millis > now_millis
+                    && record.principal.as_deref() == Some(principal)
+                    && kept.as_ref() != Some(key)
+                {
+                    *record = SessionRecord::retired(record.expires_at_millis);
+                    ended += 1;
+                }
+            }
+            ended
+        });
+        Box::pin(std::future::ready(ended))
+    }
+
     fn len(&self) -> Option<u64> {
         self.records().ok().map(|records| records.len() as u64)
     }

@@ -28,7 +28,10 @@ pub use database::DbSessionStore;
 pub use future::ResponseFuture;
 pub use handle::{Session, SessionError, SessionRejection};
 pub use id::SessionId;
-pub use layer::{DEFAULT_COOKIE_NAME, DEFAULT_SECURE_COOKIE_NAME, DEFAULT_TTL, SessionLayer};
+pub use layer::{
+    DEFAULT_ABSOLUTE_TTL, DEFAULT_COOKIE_NAME, DEFAULT_SECURE_COOKIE_NAME, DEFAULT_TTL,
+    SessionLayer,
+};
 pub use memory::MemorySessionStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisSessionStore;

@@ -26,6 +26,40 @@ return 1
 static SAVE_UNLESS_RETIRED_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(SAVE_UNLESS_RETIRED));
 
+/// Adds a session to its principal's set: KEYS the set; ARGV the session's
+/// storage key and its time to live in milliseconds. The set lives as long
+/// as its longest-lived member may.
+const INDEX: &str = r"
+redis.call('SADD', KEYS[1], ARGV[1])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+";
+
+static INDEX_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(INDEX));
+
+/// Retires one session of a principal, keeping its time to live: KEYS the
+/// session's key; ARGV the principal and now (app clock, milliseconds).
+/// Returns 1 when it retired the session, 0 when there was nothing live of
+/// that principal under the key (expired, retired, or signed in as someone
+/// else): a stale member of the set.
+const RETIRE_OF: &str = r#"
+local stored = redis.call('GET', KEYS[1])
+if not stored then return 0 end
+local ok, record = pcall(cjson.decode, stored)
+if not ok or type(record) ~= 'table' or record.retired == true
+  or record.principal ~= ARGV[1] or tonumber(record.exp) <= tonumber(ARGV[2]) then
+  return 0
+end
+local retired = '{"data":{},"exp":' .. string.format('%.0f', record.exp)
+  .. ',"retired":true,"v":1}'
+redis.call('SET', KEYS[1], retired, 'KEEPTTL')
+return 1
+"#;
+
+static RETIRE_OF_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RETIRE_OF));
+
 /// Sessions in Redis, shared by every replica of an app.
 ///
 /// Each session is one Redis string, `{key_prefix}:{storage_key}` (the
@@ -71,7 +105,7 @@ impl RedisSessionStore {
     /// not connect.
     #[must_use]
     pub fn new(connection: RedisConnection, key_prefix: &str) -> Self {
-        connection.load_on_connect(&[SAVE_UNLESS_RETIRED]);
+        connection.load_on_connect(&[SAVE_UNLESS_RETIRED, INDEX, RETIRE_OF]);
         Self {
             connection,
             prefix: key_prefix.to_owned(),
@@ -86,6 +120,39 @@ impl RedisSessionStore {
     /// The Redis key `id`'s record lives under.
     fn redis_key(&self, id: &SessionId) -> String {
         format!("{}:{}", self.prefix, id.storage_key())
+    }
+
+    /// The Redis key of `principal`'s set of sessions: a hash of the
+    /// principal, so any string is a valid key.
+    fn principal_key(&self, principal: &str) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(principal.as_bytes());
+        format!("{}:principal:{}", self.prefix, hex::encode(digest))
+    }
+
+    /// Puts a signed-in record's session in its principal's set, before the
+    /// record is written: a session that exists is always in the set (a
+    /// member whose record never came is pruned by the next
+    /// `end_sessions_of`).
+    async fn index(
+        &self,
+        id: &SessionId,
+        record: &SessionRecord,
+        ttl: u64,
+    ) -> Result<(), SessionStoreError> {
+        let Some(principal) = record.principal.as_deref().filter(|_| !record.retired) else {
+            return Ok(());
+        };
+        let mut invocation = INDEX_SCRIPT.key(self.principal_key(principal));
+        invocation.arg(id.storage_key()).arg(ttl);
+        let invocation = &invocation;
+        self.connection
+            .run(|mut connection| async move {
+                invocation.invoke_async::<i64>(&mut connection).await
+            })
+            .await
+            .map_err(|error| self.error("index", &error))?;
+        Ok(())
     }
 
     /// A Redis failure during `operation`, naming the Redis.
@@ -148,6 +215,7 @@ impl SessionStore for RedisSessionStore {
             // At least 1 ms: PX refuses 0, and a record already expired is
             // never loaded anyway (load checks the app clock).
             let ttl = record.expires_at_millis.saturating_sub(now_millis).max(1);
+            self.index(id, record, ttl).await?;
             self.connection
                 .run(|mut connection| async move {
                     redis::cmd("SET")
@@ -173,6 +241,7 @@ impl SessionStore for RedisSessionStore {
             let mut invocation = SAVE_UNLESS_RETIRED_SCRIPT.key(self.redis_key(id));
             // At least 1 ms, as for `save`.
             let ttl = record.expires_at_millis.saturating_sub(now_millis).max(1);
+            self.index(id, record, ttl).await?;
             invocation.arg(record.encode()).arg(ttl);
             let invocation = &invocation;
             let written: i64 = self
@@ -200,6 +269,65 @@ impl SessionStore for RedisSessionStore {
                 })
                 .await
                 .map_err(|error| self.error("delete", &error))
+        })
+    }
+
+    /// Reads the principal's set, then retires each member with one script
+    /// on the member's own key, and drops from the set the members that
+    /// were ended or held nothing live of the principal. Every command
+    /// touches one key, so this runs on Redis Cluster too.
+    fn end_sessions_of<'a>(
+        &'a self,
+        principal: &'a str,
+        except: Option<&'a SessionId>,
+        now_millis: u64,
+    ) -> SessionFuture<'a, u64> {
+        Box::pin(async move {
+            let set = &self.principal_key(principal);
+            let members: Vec<String> = self
+                .connection
+                .run(|mut connection| async move {
+                    redis::cmd("SMEMBERS")
+                        .arg(set)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await
+                .map_err(|error| self.error("end", &error))?;
+            let kept = except.map(SessionId::storage_key);
+            let mut ended = 0;
+            let mut gone = Vec::new();
+            for member in members {
+                if kept.as_ref() == Some(&member) {
+                    continue;
+                }
+                let mut invocation = RETIRE_OF_SCRIPT.key(format!("{}:{member}", self.prefix));
+                invocation.arg(principal).arg(now_millis);
+                let invocation = &invocation;
+                let retired: i64 =
+                    self.connection
+                        .run(|mut connection| async move {
+                            invocation.invoke_async(&mut connection).await
+                        })
+                        .await
+                        .map_err(|error| self.error("end", &error))?;
+                ended += u64::from(retired == 1);
+                gone.push(member);
+            }
+            if !gone.is_empty() {
+                let gone = &gone;
+                self.connection
+                    .run(|mut connection| async move {
+                        redis::cmd("SREM")
+                            .arg(set)
+                            .arg(gone)
+                            .query_async::<()>(&mut connection)
+                            .await
+                    })
+                    .await
+                    .map_err(|error| self.error("end", &error))?;
+            }
+            Ok(ended)
         })
     }
 }

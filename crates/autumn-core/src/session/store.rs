@@ -105,6 +105,45 @@ pub trait SessionStore: Send + Sync + 'static {
         Box::pin(async { Ok(0) })
     }
 
+    /// Retires every live session signed in as `principal` (a
+    /// [`SessionRecord::principal`]), except the one under `except`;
+    /// returns how many were retired.
+    ///
+    /// Retired, not deleted: a request of an ended session that is still
+    /// running saves through
+    /// [`save_unless_retired`](Self::save_unless_retired) and so cannot
+    /// bring it back. Its next request finds the id retired and is served
+    /// as a guest.
+    ///
+    /// A store finds a principal's sessions through an index it keeps from
+    /// the records it saves (the memory store by looking through its
+    /// records, Redis in a set per principal, the database in an indexed
+    /// `principal` column). A session a concurrent request is signing in
+    /// (a record not written yet) may be missed; a session written after
+    /// this call returns is not affected.
+    ///
+    /// The default implementation fails: a store that keeps no index cannot
+    /// end anyone's sessions, and saying so is safer than reporting that
+    /// none were left (a password change would then leave them signed in).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionStoreError`] when the store fails or keeps no index; some
+    /// sessions may have been retired by then.
+    fn end_sessions_of<'a>(
+        &'a self,
+        principal: &'a str,
+        except: Option<&'a SessionId>,
+        now_millis: u64,
+    ) -> SessionFuture<'a, u64> {
+        let _ = (principal, except, now_millis);
+        Box::pin(async {
+            Err(SessionStoreError::new(
+                "this session store keeps no index of sessions by principal, so it cannot end them",
+            ))
+        })
+    }
+
     /// How many records the store holds, for the metrics, when it can tell
     /// cheaply.
     fn len(&self) -> Option<u64> {
@@ -150,6 +189,17 @@ pub struct SessionRecord {
     ///
     /// [`save_unless_retired`]: SessionStore::save_unless_retired
     pub retired: bool,
+    /// Who the session is signed in as ([`Session::sign_in`]), if anyone:
+    /// what stores index sessions by, to end them all
+    /// ([`SessionStore::end_sessions_of`]).
+    ///
+    /// [`Session::sign_in`]: super::Session::sign_in
+    pub principal: Option<String>,
+    /// When the session's absolute lifetime started, in milliseconds since
+    /// the Unix epoch on the app clock: its creation, or its last sign-in.
+    /// `None` in a record written before this was kept; the session layer
+    /// then starts the lifetime when it next loads the record.
+    pub created_at_millis: Option<u64>,
 }
 
 impl SessionRecord {
@@ -160,7 +210,23 @@ impl SessionRecord {
             data,
             expires_at_millis,
             retired: false,
+            principal: None,
+            created_at_millis: None,
         }
+    }
+
+    /// The record signed in as `principal`.
+    #[must_use]
+    pub fn with_principal(mut self, principal: Option<String>) -> Self {
+        self.principal = principal;
+        self
+    }
+
+    /// The record whose absolute lifetime started at `created_at_millis`.
+    #[must_use]
+    pub fn with_created_at(mut self, created_at_millis: Option<u64>) -> Self {
+        self.created_at_millis = created_at_millis;
+        self
     }
 
     /// The marker left under an id that was rotated away or logged out.
@@ -170,10 +236,18 @@ impl SessionRecord {
             data: Map::new(),
             expires_at_millis,
             retired: true,
+            principal: None,
+            created_at_millis: None,
         }
     }
 
     /// The record as stored: a small JSON document.
+    ///
+    /// The principal and the creation time are optional fields of the same
+    /// version 1 document, not a version 2: a reader that does not know
+    /// them ignores them, so replicas of the previous build keep reading
+    /// the sessions this one writes during a rolling deploy, and records
+    /// written before the fields existed read as having neither.
     ///
     /// ```
     /// use autumn_core::session::SessionRecord;
@@ -186,12 +260,20 @@ impl SessionRecord {
     /// ```
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        let document = serde_json::json!({
+        let mut document = serde_json::json!({
             "v": 1,
             "data": self.data,
             "exp": self.expires_at_millis,
             "retired": self.retired,
         });
+        if let Some(object) = document.as_object_mut() {
+            if let Some(principal) = &self.principal {
+                object.insert("principal".into(), principal.clone().into());
+            }
+            if let Some(created) = self.created_at_millis {
+                object.insert("created".into(), created.into());
+            }
+        }
         // A `Value` built from strings, numbers and maps always serializes.
         serde_json::to_vec(&document).unwrap_or_default()
     }
@@ -209,6 +291,10 @@ impl SessionRecord {
             exp: u64,
             #[serde(default)]
             retired: bool,
+            #[serde(default)]
+            principal: Option<String>,
+            #[serde(default)]
+            created: Option<u64>,
         }
         let stored: Stored = serde_json::from_slice(bytes).map_err(|error| {
             SessionStoreError::new(format!("unreadable session record: {error}"))
@@ -223,6 +309,8 @@ impl SessionRecord {
             data: stored.data,
             expires_at_millis: stored.exp,
             retired: stored.retired,
+            principal: stored.principal,
+            created_at_millis: stored.created,
         })
     }
 }

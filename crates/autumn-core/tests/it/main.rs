@@ -8,4 +8,5 @@ mod support;
 mod api_token_stores;
 mod commit_jobs;
 mod db_pgbouncer;
+mod session_sign_in;
 mod session_stores;

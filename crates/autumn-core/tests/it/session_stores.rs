@@ -537,6 +537,123 @@ mod checks {
             assert_eq!(names.len(), 200);
         }
     }
+
+    /// A live record signed in as `principal`, created at 1 000.
+    fn signed_in(principal: &str, value: Value, expires_at: u64) -> SessionRecord {
+        SessionRecord::new(data(value), expires_at)
+            .with_principal(Some(principal.to_owned()))
+            .with_created_at(Some(1_000))
+    }
+
+    pub(super) async fn principal_and_creation_round_trip(subject: Subject) {
+        let store = &subject.store;
+        let id = SessionId::generate();
+        let record = signed_in("user:7", json!({"cart": [1]}), 61_000);
+        store.save(&id, &record, 1_000).await.expect("save");
+        let loaded = store.load(&id, 2_000).await.expect("load").expect("live");
+        assert_eq!(loaded.principal.as_deref(), Some("user:7"));
+        assert_eq!(loaded.created_at_millis, Some(1_000));
+        assert_eq!(loaded, record);
+    }
+
+    pub(super) async fn end_sessions_of(subject: Subject) {
+        let store = &subject.store;
+        let now = 2_000;
+        let [kept, other, third, bobs, expired, guest] =
+            std::array::from_fn(|_| SessionId::generate());
+        for (id, record) in [
+            (&kept, signed_in("alice", json!({"n": 1}), 60_000)),
+            (&other, signed_in("alice", json!({"n": 2}), 60_000)),
+            (&third, signed_in("alice", json!({"n": 3}), 60_000)),
+            (&bobs, signed_in("bob", json!({"n": 4}), 60_000)),
+            (&expired, signed_in("alice", json!({"n": 5}), 1_500)),
+            (&guest, SessionRecord::new(data(json!({"n": 6})), 60_000)),
+        ] {
+            store.save(id, &record, 1_000).await.expect("save");
+        }
+        assert_eq!(
+            store
+                .end_sessions_of("alice", Some(&kept), now)
+                .await
+                .expect("end"),
+            2,
+            "alice's two other live sessions"
+        );
+        for ended in [&other, &third] {
+            let record = store.load(ended, now).await.expect("load").expect("kept");
+            assert!(record.retired, "ended means retired");
+            assert!(record.data.is_empty(), "and forgotten: {record:?}");
+            assert_eq!(
+                store
+                    .save_unless_retired(ended, &signed_in("alice", json!({"n": 9}), 60_000), now)
+                    .await
+                    .expect("save"),
+                SaveOutcome::Retired,
+                "a request still running cannot revive an ended session"
+            );
+        }
+        for (live, n) in [(&kept, 1), (&bobs, 4), (&guest, 6)] {
+            let record = store.load(live, now).await.expect("load").expect("live");
+            assert!(!record.retired, "session {n} is left alone");
+            assert_eq!(record.data, data(json!({"n": n})));
+        }
+        assert_eq!(
+            store
+                .end_sessions_of("alice", Some(&kept), now)
+                .await
+                .expect("end"),
+            0,
+            "nothing left to end"
+        );
+        assert_eq!(
+            store
+                .end_sessions_of("alice", None, now)
+                .await
+                .expect("end"),
+            1,
+            "everywhere: the kept one too"
+        );
+        assert!(
+            store
+                .load(&kept, now)
+                .await
+                .expect("load")
+                .is_some_and(|record| record.retired)
+        );
+        assert_eq!(
+            store
+                .end_sessions_of("nobody", None, now)
+                .await
+                .expect("end"),
+            0
+        );
+    }
+
+    pub(super) async fn a_retired_or_rotated_session_leaves_the_index(subject: Subject) {
+        let store = &subject.store;
+        let now = 2_000;
+        let (signed_out, rotated_to) = (SessionId::generate(), SessionId::generate());
+        let record = signed_in("carol", json!({}), 60_000);
+        store.save(&signed_out, &record, 1_000).await.expect("save");
+        // A sign-out: the retired marker replaces the record.
+        store
+            .save(&signed_out, &SessionRecord::retired(60_000), now)
+            .await
+            .expect("retire");
+        let saved = store
+            .save_unless_retired(&rotated_to, &record, now)
+            .await
+            .expect("save");
+        assert_eq!(saved, SaveOutcome::Written);
+        assert_eq!(
+            store
+                .end_sessions_of("carol", None, now)
+                .await
+                .expect("end"),
+            1,
+            "only the live session counts"
+        );
+    }
 }
 
 /// One test per check for a backend, each on a store of its own.
@@ -594,6 +711,21 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn concurrent_saves_all_load_back() {
                 checks::concurrent_saves_all_load_back(super::$backend()).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn principal_and_creation_round_trip() {
+                checks::principal_and_creation_round_trip(super::$backend()).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ending_a_principals_sessions_retires_all_but_the_kept_one() {
+                checks::end_sessions_of(super::$backend()).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_retired_or_rotated_session_leaves_the_index() {
+                checks::a_retired_or_rotated_session_leaves_the_index(super::$backend()).await;
             }
         }
     };
@@ -695,6 +827,27 @@ async fn the_default_conditional_save_refuses_a_save_after_the_retirement() {
         SaveOutcome::Retired
     );
     assert_eq!(store.load(&id, 3_000).await.expect("load"), Some(retired));
+}
+
+#[tokio::test]
+async fn a_store_without_a_principal_index_refuses_to_end_sessions() {
+    // The wrapper forwards only the required methods, as a store written
+    // before the index existed does.
+    let store = WithoutConditionalSave(MemorySessionStore::new(10));
+    let error = store
+        .end_sessions_of("alice", None, 1_000)
+        .await
+        .expect_err("no index: an error, not a silent zero");
+    assert!(error.to_string().contains("index"), "{error}");
+}
+
+#[test]
+fn a_record_from_before_principals_decodes_without_principal_or_creation() {
+    let record = SessionRecord::decode(br#"{"data":{"a":1},"exp":5000,"retired":false,"v":1}"#)
+        .expect("a version 1 record");
+    assert_eq!(record, SessionRecord::new(data(json!({"a": 1})), 5_000));
+    assert_eq!(record.principal, None);
+    assert_eq!(record.created_at_millis, None);
 }
 
 async fn pttl(url: &str, key: &str) -> i64 {

@@ -4,7 +4,7 @@ use std::time::Duration;
 use tower::Layer;
 
 use super::policy::{
-    IdempotencyPolicy, KeyRequirement, MIN_TTL, PolicyError, RecordErrors, Resolved,
+    AnonymousKeys, IdempotencyPolicy, KeyRequirement, MIN_TTL, PolicyError, RecordErrors, Resolved,
 };
 use super::service::{Idempotency, ReplayMode, Settings};
 use crate::metrics::IdempotencyMetrics;
@@ -215,7 +215,7 @@ impl IdempotencyLayer {
     /// The same layer under `policy`: what it sets replaces this layer's
     /// settings (TTLs, whether a key is required, what the fingerprint
     /// covers, the in-flight wait, the docs link, the expiry header, which
-    /// errors are recorded); what it
+    /// errors are recorded, whether anonymous keys are served); what it
     /// leaves unset is kept. Apply the app-wide policy first, then each
     /// route's `over` it.
     ///
@@ -264,6 +264,9 @@ impl IdempotencyLayer {
             }
             if let Some(record_errors) = policy.record_errors {
                 resolved.record_server_errors = record_errors == RecordErrors::Server;
+            }
+            if let Some(anonymous_keys) = policy.anonymous_keys {
+                resolved.refuse_anonymous_keys = anonymous_keys == AnonymousKeys::Refuse;
             }
         }))
     }

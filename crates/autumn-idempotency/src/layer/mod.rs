@@ -20,7 +20,10 @@
 //!
 //! Requests without the header, and safe methods, pass through untouched,
 //! unless the [`IdempotencyPolicy`] requires a key: then a mutating request
-//! without one gets 400 `idempotency_key_missing`. The policy also sets the
+//! without one gets 400 `idempotency_key_missing`. With
+//! [`AnonymousKeys::Refuse`], a mutating request that carries a key but no
+//! caller identity (an empty [`IdempotencyScope`](crate::IdempotencyScope))
+//! gets 403 `idempotency_key_needs_caller`. The policy also sets the
 //! TTLs and what the fingerprint covers (see [`crate::fingerprint`]).
 //!
 //! # Example
@@ -64,7 +67,8 @@ pub use layer::{
     IdempotencyLayer,
 };
 pub use policy::{
-    FingerprintPolicy, IdempotencyPolicy, KeyRequirement, MIN_TTL, PolicyError, RecordErrors,
+    AnonymousKeys, FingerprintPolicy, IdempotencyPolicy, KeyRequirement, MIN_TTL, PolicyError,
+    RecordErrors,
 };
 pub(crate) use service::new_owner;
 pub use service::{Idempotency, ReplayMode};

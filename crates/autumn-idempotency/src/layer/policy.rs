@@ -70,6 +70,33 @@ pub enum RecordErrors {
     Server,
 }
 
+/// Whether a keyed request from a caller with no identity is served.
+///
+/// A caller is identified by its [scope](crate::IdempotencyScope): a
+/// session, a tenant, a principal or an `Authorization` header. A request
+/// with none of them is anonymous, and its `Idempotency-Key` is then the
+/// only thing that keeps its recorded response (its `Set-Cookie` included)
+/// from another anonymous client that sends the same key and body.
+///
+/// ```
+/// use autumn_idempotency::layer::{AnonymousKeys, IdempotencyPolicy};
+///
+/// let policy = IdempotencyPolicy::new().with_anonymous_keys(AnonymousKeys::Refuse);
+/// assert_eq!(policy.anonymous_keys, Some(AnonymousKeys::Refuse));
+/// assert_eq!(AnonymousKeys::default(), AnonymousKeys::Allow);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AnonymousKeys {
+    /// An anonymous caller's key is honoured like any other (the default).
+    #[default]
+    Allow,
+    /// A mutating request that carries a key but no caller identity gets
+    /// 403 `idempotency_key_needs_caller`, and the handler does not run. A
+    /// request without a key is untouched.
+    Refuse,
+}
+
 /// How the idempotency layer treats one route, or every route of an app.
 ///
 /// Every field left `None` keeps what the level above says: a route's policy
@@ -116,6 +143,8 @@ pub struct IdempotencyPolicy {
     pub expiry_header: Option<bool>,
     /// Which error responses are recorded like a success.
     pub record_errors: Option<RecordErrors>,
+    /// Whether a keyed request with no caller identity is served.
+    pub anonymous_keys: Option<AnonymousKeys>,
 }
 
 /// Why an [`IdempotencyPolicy`] was refused.
@@ -258,6 +287,24 @@ impl IdempotencyPolicy {
         self
     }
 
+    /// Whether a keyed request with no caller identity is served: with
+    /// [`AnonymousKeys::Refuse`], it gets 403 `idempotency_key_needs_caller`
+    /// instead of running the handler.
+    ///
+    /// ```
+    /// use autumn_idempotency::layer::{AnonymousKeys, IdempotencyPolicy};
+    ///
+    /// let app = IdempotencyPolicy::new().with_anonymous_keys(AnonymousKeys::Refuse);
+    /// let route = IdempotencyPolicy::new().with_anonymous_keys(AnonymousKeys::Allow);
+    /// assert_eq!(route.over(&app).anonymous_keys, Some(AnonymousKeys::Allow));
+    /// assert_eq!(IdempotencyPolicy::new().over(&app).anonymous_keys, Some(AnonymousKeys::Refuse));
+    /// ```
+    #[must_use]
+    pub fn with_anonymous_keys(mut self, anonymous_keys: AnonymousKeys) -> Self {
+        self.anonymous_keys = Some(anonymous_keys);
+        self
+    }
+
     /// This policy, with what it leaves unset taken from `base`.
     #[must_use]
     pub fn over(self, base: &Self) -> Self {
@@ -270,6 +317,7 @@ impl IdempotencyPolicy {
             docs_url: self.docs_url.or_else(|| base.docs_url.clone()),
             expiry_header: self.expiry_header.or(base.expiry_header),
             record_errors: self.record_errors.or(base.record_errors),
+            anonymous_keys: self.anonymous_keys.or(base.anonymous_keys),
         }
     }
 
@@ -356,6 +404,8 @@ pub(crate) struct Resolved {
     pub(crate) explain_mismatch: bool,
     /// Record a 5xx the handler answered, as a success is.
     pub(crate) record_server_errors: bool,
+    /// Refuse a keyed request with no caller identity.
+    pub(crate) refuse_anonymous_keys: bool,
 }
 
 #[cfg(test)]
@@ -380,6 +430,14 @@ mod tests {
             .with_record_errors(RecordErrors::None)
             .over(&recording);
         assert_eq!(opted_out.record_errors, Some(RecordErrors::None));
+        assert_eq!(route.anonymous_keys, None);
+        let refusing =
+            IdempotencyPolicy::new().over(&app.clone().with_anonymous_keys(AnonymousKeys::Refuse));
+        assert_eq!(refusing.anonymous_keys, Some(AnonymousKeys::Refuse));
+        let allowing = IdempotencyPolicy::new()
+            .with_anonymous_keys(AnonymousKeys::Allow)
+            .over(&refusing);
+        assert_eq!(allowing.anonymous_keys, Some(AnonymousKeys::Allow));
         assert_eq!(route.key, Some(KeyRequirement::Required));
         assert_eq!(route.ttl, Some(Duration::from_secs(60)));
         assert_eq!(route.in_flight_wait, Some(Duration::from_secs(2)));

@@ -1,7 +1,8 @@
 //! The [`Idempotency`] service: what happens to a request, step by step.
 //!
 //! Safe methods, requests without a key (400 when the policy requires one),
-//! a malformed key and requests nested inside another idempotency layer are
+//! a malformed key, a key from a caller with no identity where the policy
+//! refuses those (403) and requests nested inside another idempotency layer are
 //! decided in `call()`, without boxing. A mutating request with a key then goes:
 //!
 //! ```text
@@ -68,7 +69,7 @@ use crate::problem::IdempotencyRejection;
 use crate::record::IdempotencyRecord;
 use crate::replay::replay_response;
 use crate::rescope::ScopeAfterRun;
-use crate::scope::{IdempotencyScope, OpaqueCaller};
+use crate::scope::{OpaqueCaller, is_anonymous, request_scope};
 use crate::sealing::RecordSealing;
 use crate::store::IdempotencyStore;
 use crate::store::{Claim, StoreError, StoreErrorKind, StoreOperation};
@@ -195,6 +196,14 @@ where
             return ResponseFuture::pass_through(self.inner.call(request), mark);
         }
         let key = match parse_key_value(request.headers()) {
+            // Refused before the body is read or the store asked: nothing
+            // but the key would keep this caller's record from another's.
+            Ok(Some(_))
+                if self.settings.policy.refuse_anonymous_keys
+                    && is_anonymous(request.extensions(), request.headers()) =>
+            {
+                return ResponseFuture::ready(IdempotencyRejection::KeyNeedsCaller.into_response());
+            }
             Ok(Some(key)) => key,
             Ok(None) if self.settings.policy.require_key => {
                 return ResponseFuture::ready(missing_key(&self.settings));
@@ -258,17 +267,12 @@ where
             .headers
             .get(header::CONTENT_TYPE)
             .map_or(&[][..], HeaderValue::as_bytes);
-        let scope = match parts.extensions.get::<IdempotencyScope>() {
-            Some(scope) => std::borrow::Cow::Borrowed(scope),
-            None => std::borrow::Cow::Owned(fallback_scope(&parts.headers)),
-        };
+        let scope = request_scope(&parts.extensions, &parts.headers);
         let storage_key = storage_key(method, path, scope.as_bytes(), key_str(&key));
-        // The raw values, for whoever turns on `trace`; every other line
-        // names the key by its digest.
+        // Digests only, at every level: the raw key is an anonymous caller's
+        // only secret, and the storage key evicts a record.
         tracing::trace!(
-            idempotency.key = %key_str(&key),
             idempotency.key_hash = %LogDigest(key.as_bytes()),
-            storage_key = %storage_key,
             storage_key_hash = %LogDigest(storage_key.as_bytes()),
             "idempotency key and its storage key"
         );
@@ -418,15 +422,6 @@ pub(crate) fn new_owner() -> String {
     owner.push_str(&PROCESS);
     owner.push_str(std::str::from_utf8(&hex).unwrap_or_default());
     owner
-}
-
-/// Without a scope from the app, callers are told apart by their raw
-/// `Authorization` header alone.
-fn fallback_scope(headers: &http::HeaderMap) -> IdempotencyScope {
-    match headers.get(header::AUTHORIZATION) {
-        Some(value) => IdempotencyScope::default().with_part("authorization", value.as_bytes()),
-        None => IdempotencyScope::default(),
-    }
 }
 
 fn store_failure(settings: &Settings, error: &StoreError) -> Response {

@@ -6,6 +6,7 @@
 mod support;
 
 mod admin;
+mod anonymous_keys;
 mod db_pgbouncer;
 mod db_replicas;
 mod db_store;

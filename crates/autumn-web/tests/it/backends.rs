@@ -119,11 +119,12 @@ mod redis {
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        // The idempotency store's five scripts loaded twice, by the startup
+        // The idempotency store's six scripts loaded twice, by the startup
         // check's own connection and then by the store the app serves with,
-        // and the session store's conditional save once, all before it
-        // listened: the first request does not pay for connecting.
-        assert_eq!(script_loads(&server.url()).await, 11);
+        // and the session store's three (the conditional save, the
+        // principal index and ending a principal's sessions) once, all
+        // before it listened: the first request does not pay for connecting.
+        assert_eq!(script_loads(&server.url()).await, 15);
         app.abort();
     }
 

@@ -85,7 +85,9 @@ fn shutdown_waits_for_a_detached_run_which_records_its_response() {
     eventually(
         "the run is detached once the client is gone",
         Duration::from_secs(5),
-        || detached_runs() == 1,
+        // The process-wide count: other tests of this binary may hold
+        // detached runs of their own servers meanwhile.
+        || detached_runs() >= 1,
     );
 
     // Shutdown: the server stops accepting but waits for the run.
@@ -110,7 +112,6 @@ fn shutdown_waits_for_a_detached_run_which_records_its_response() {
         .join()
         .expect("the server thread does not panic")
         .expect("the server stops cleanly");
-    assert_eq!(detached_runs(), 0);
 
     // The retry, against the same store: the recorded response, not a 409, and no second run.
     let router = app(store).into_router().expect("router");

@@ -6,6 +6,7 @@
 mod support;
 
 mod actuator;
+mod anonymous_keys;
 mod api_tokens;
 mod app_idempotency;
 mod app_state;

@@ -518,6 +518,7 @@ fn session_layer(
             // `SessionConfig::effective_cookie_name`, as the scope layer reads it.
             .with_cookie_name(sessions.cookie_name.as_str())
             .with_ttl(sessions.ttl())
+            .with_absolute_ttl(sessions.absolute_ttl())
             .with_same_site(sessions.same_site)
             .with_secure(sessions.is_secure())
             .with_clock(clock.clone()),

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use autumn_idempotency::DetachedRuns;
 
-use super::proxies::Network;
 use super::slots::Slot;
+use crate::trusted_proxies::Network;
 use tokio::sync::watch;
 
 tokio::task_local! {
@@ -58,7 +58,7 @@ impl ConnectionContext {
     /// The client of a request with `headers` on this connection: the
     /// socket's address, or what trusted proxies say.
     pub(crate) fn client(&self, headers: &http::HeaderMap) -> std::net::IpAddr {
-        super::proxies::client_of(self.slot.peer(), headers, &self.trusted)
+        crate::trusted_proxies::client_of(self.slot.peer(), headers, &self.trusted)
     }
 
     /// A receiver of the server's stop signal (`true` once it stops).

@@ -19,7 +19,6 @@ pub(crate) mod context;
 mod http1;
 mod http2;
 mod preface;
-pub(crate) mod proxies;
 pub(crate) mod redirect;
 pub(crate) mod slots;
 pub(crate) mod tls;
@@ -207,7 +206,7 @@ struct Limits {
     max_concurrent_streams: u32,
     h2_keep_alive: Option<Duration>,
     /// `[server] trusted_proxies`, parsed.
-    trusted: Arc<[proxies::Network]>,
+    trusted: Arc<[crate::trusted_proxies::Network]>,
     /// `[server.timeouts] min_body_rate`, bytes per second; 0: none.
     min_body_rate: u64,
 }

@@ -121,7 +121,7 @@ pub(crate) enum Refusal {
 pub(crate) struct Registry {
     started: Instant,
     per_client_cap: usize,
-    trusted: Vec<super::proxies::Network>,
+    trusted: Vec<crate::trusted_proxies::Network>,
     inner: Mutex<Inner>,
 }
 
@@ -133,7 +133,10 @@ struct Inner {
 }
 
 impl Registry {
-    pub(crate) fn new(per_client_cap: usize, trusted: Vec<super::proxies::Network>) -> Arc<Self> {
+    pub(crate) fn new(
+        per_client_cap: usize,
+        trusted: Vec<crate::trusted_proxies::Network>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             started: Instant::now(),
             per_client_cap,
@@ -249,7 +252,7 @@ mod tests {
 
     #[test]
     fn a_trusted_proxy_is_not_capped() {
-        let proxy = super::super::proxies::Network::parse("10.0.0.0/24").expect("a network");
+        let proxy = crate::trusted_proxies::Network::parse("10.0.0.0/24").expect("a network");
         let registry = Registry::new(1, vec![proxy]);
         let held: Vec<_> = (0..5)
             .map(|_| registry.enter(ip(9)).expect("admitted"))

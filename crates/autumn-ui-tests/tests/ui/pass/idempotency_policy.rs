@@ -8,12 +8,18 @@ use autumn_web::prelude::*;
     in_flight_wait_ms = 2000,
     idempotency_ignore = ["/client_ts", "/meta/trace_id"],
     record_errors = "server",
+    anonymous_keys = "refuse",
 )]
 async fn pay() -> &'static str {
     "paid"
 }
 
-#[put("/orders/{id}", idempotency = "optional", idempotency_only = ["/qty"])]
+#[put(
+    "/orders/{id}",
+    idempotency = "optional",
+    idempotency_only = ["/qty"],
+    anonymous_keys = "allow"
+)]
 async fn replace_order() -> &'static str {
     "replaced"
 }
@@ -39,5 +45,14 @@ fn main() {
         Some(autumn_web::idempotency::RecordErrors::Server)
     );
     assert_eq!(routes[1].policy.record_errors, None);
+    assert_eq!(
+        pay.policy.anonymous_keys,
+        Some(autumn_web::idempotency::AnonymousKeys::Refuse)
+    );
+    assert_eq!(
+        routes[1].policy.anonymous_keys,
+        Some(autumn_web::idempotency::AnonymousKeys::Allow)
+    );
+    assert_eq!(routes[2].policy.anonymous_keys, None);
     assert_eq!(routes[2].idempotency, autumn_web::RouteIdempotency::Off);
 }

@@ -1,0 +1,2 @@
+DROP INDEX autumn_sessions_principal;
+ALTER TABLE autumn_sessions DROP COLUMN principal;
