@@ -1,5 +1,5 @@
-//! Who is signed in, kept in the server-side session under [`USER_ID`].
-//! (One-time messages for the next page are the framework's
+//! Who is signed in: the session's principal ([`Session::sign_in`]), the
+//! user's id. (One-time messages for the next page are the framework's
 //! [`Flash`](autumn_web::forms::Flash), in the same session.)
 
 use autumn_web::AutumnError;
@@ -11,14 +11,11 @@ use uuid::Uuid;
 
 use crate::users::{User, Users};
 
-/// The session key holding the signed-in user's id.
-pub(crate) const USER_ID: &str = "user_id";
-
-/// Signs `user` in: a new session id first, so that an id the browser had
-/// before (possibly planted by someone else) is not the signed-in one.
+/// Signs `user` in: the session gets a new id (an id the browser had
+/// before, possibly planted by someone else, is not the signed-in one) and
+/// joins the user's sessions, which a password change ends.
 pub(crate) async fn sign_in(session: &Session, user: Uuid) -> Result<(), AutumnError> {
-    session.cycle_id().await?;
-    session.insert(USER_ID, user).await?;
+    session.sign_in(user.to_string()).await?;
     Ok(())
 }
 
@@ -40,7 +37,12 @@ impl<S: Send + Sync> FromRequestParts<S> for Viewer {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let session = session(parts)?;
-        let Some(id) = session.get::<Uuid>(USER_ID).await? else {
+        // A principal that is not a user id is nobody this app signed in.
+        let Some(id) = session
+            .principal()
+            .await?
+            .and_then(|principal| Uuid::parse_str(&principal).ok())
+        else {
             return Ok(Self { user: None });
         };
         let users = Users::from_request_parts(parts, state).await?;

@@ -166,6 +166,7 @@ const INSERT: &str = "INSERT INTO users (id, email, name, password_hash) VALUES 
 const FIND: &str = "SELECT id, email, name FROM users WHERE id = ?";
 const FIND_BY_EMAIL: &str = "SELECT id, email, name, password_hash FROM users WHERE email = ?";
 const RENAME: &str = "UPDATE users SET name = ? WHERE id = ?";
+const SET_PASSWORD: &str = "UPDATE users SET password_hash = ? WHERE id = ?";
 const RECORD_LOGIN: &str = "INSERT INTO logins (user_id) VALUES (?)";
 // One picture per user: a new upload replaces the old one.
 const STORE_AVATAR: &str = "INSERT INTO avatars (user_id, content_type, bytes) VALUES (?, ?, ?) \
@@ -334,6 +335,24 @@ impl Users {
         with_db!(&self.pool, |db, sql| {
             diesel::sql_query(sql(RENAME))
                 .bind::<Text, _>(name)
+                .bind::<Text, _>(&user)
+                .execute(&mut *db)
+                .await?
+        });
+        Ok(())
+    }
+
+    /// Replaces `user`'s password hash with `password_hash`, a PHC string
+    /// from [`password::hash`](crate::password::hash).
+    ///
+    /// # Errors
+    ///
+    /// When the database fails.
+    pub async fn set_password(&self, user: Uuid, password_hash: &str) -> Result<(), AutumnError> {
+        let user = user.to_string();
+        with_db!(&self.pool, |db, sql| {
+            diesel::sql_query(sql(SET_PASSWORD))
+                .bind::<Text, _>(password_hash)
                 .bind::<Text, _>(&user)
                 .execute(&mut *db)
                 .await?

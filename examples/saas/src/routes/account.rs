@@ -78,7 +78,11 @@ fn account_page(
                 }
                 button type="submit" { "Save profile" }
             }
-            p { a href="/logout" { "Log out" } }
+            p {
+                a #change-password href="/account/password" { "Change password" }
+                " · "
+                a href="/logout" { "Log out" }
+            }
         },
     )
 }

@@ -332,10 +332,10 @@ pub(crate) async fn logout_form(
     .into_response()
 }
 
-/// `POST /logout`: forgets the session (its id is retired and the cookie
-/// removed) and answers 303 to the home page.
+/// `POST /logout`: signs out (the session's values are dropped, its id is
+/// retired and the cookie removed) and answers 303 to the home page.
 #[post("/logout")]
 pub(crate) async fn logout(session: Session) -> AutumnResult<Redirect> {
-    session.flush().await?;
+    session.sign_out().await?;
     Ok(Redirect::to("/"))
 }

@@ -1,10 +1,11 @@
 //! The pages: the shared layout, the home page and the user lists. Signing
 //! up, in and out is in [`auth`], the account page and its profile form in
-//! [`account`].
+//! [`account`], changing the password in [`password`].
 
 pub(crate) mod account;
 pub(crate) mod auth;
 pub(crate) mod invoices;
+pub(crate) mod password;
 
 use autumn_web::Route;
 use autumn_web::prelude::*;
@@ -29,6 +30,8 @@ pub(crate) fn all() -> Vec<Route> {
         account::account,
         account::save_profile,
         account::avatar,
+        password::password_form,
+        password::change_password,
         users_page,
         users_json,
         stats_json,

@@ -1159,3 +1159,70 @@ async fn a_token_copied_into_another_browser_is_refused() {
 
 /// A 1x1 PNG (the same as in `tests/saas.rs`).
 const PNG: &[u8] = b"\x89\x50\x4e\x47\x0d\x0a\x1a\x0a\x00\x00\x00\x0d\x49\x48\x44\x52\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\x0d\x49\x44\x41\x54\x78\xda\x63\x64\x60\xf8\x5f\x0f\x00\x02\x87\x01\x80\xeb\x47\xba\x92\x00\x00\x00\x00\x49\x45\x4e\x44\xae\x42\x60\x82";
+
+/// A password change signs the user's other browsers out: two browsers
+/// signed in as the same user; the first changes the password; the
+/// second's next page load is sent to the login form, while the first stays
+/// signed in (under a new session id) and the new password works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_change_signs_the_other_browsers_out() {
+    let _one = ONE_BROWSER.lock().await;
+    let server = Server::start();
+    let who = Signup {
+        email: "two-browsers@example.com",
+        name: "Two Browsers",
+    };
+    server.create_user(&who).await;
+    let account = server.url("/account");
+    let first = Browser::start(Options::default()).await;
+    let second = Browser::start(Options::default()).await;
+    for browser in [&first, &second] {
+        browser.open_login(&server.url("/login"), &who).await;
+        browser.click(&browser.login_button().await).await;
+        browser.wait_for_path("/account").await;
+        browser.assert_signed_in(&account, &who).await;
+    }
+
+    first
+        .find("#change-password")
+        .await
+        .click()
+        .await
+        .expect("follow the link");
+    first.wait_for_path("/account/password").await;
+    for (name, value) in [
+        ("current_password", PASSWORD),
+        ("new_password", "a brand new passphrase"),
+    ] {
+        first
+            .find(&format!(
+                "form[action='/account/password'] input[name={name}]"
+            ))
+            .await
+            .send_keys(value)
+            .await
+            .expect("type into field");
+    }
+    first
+        .click(&first.find("form[action='/account/password'] button").await)
+        .await;
+    let text = first.wait_for_text("Your password was changed").await;
+    // The second browser's, and the one the sign-up made outside them.
+    assert!(text.contains("2 other sessions were signed out"), "{text}");
+    assert_eq!(first.path().await, "/account");
+
+    second.client.goto(&account).await.expect("GET /account");
+    assert_eq!(
+        second.wait_for_path("/login").await,
+        "/login",
+        "the other browser is signed out"
+    );
+    first.assert_signed_in(&account, &who).await;
+
+    // The old password no longer signs anyone in; the new one does.
+    second.open_login(&server.url("/login"), &who).await;
+    second.click(&second.login_button().await).await;
+    second.wait_for_text("do not match an account").await;
+    first.close().await;
+    second.close().await;
+}
