@@ -3,10 +3,13 @@
 //!
 //! `cargo xtask bench` starts `plain-axum` (and its mimalloc and featured
 //! twins) and `autumn-orders` as their own release processes and drives
-//! them with an outside load generator; see `docs/performance.md`.
+//! them with an outside load generator; see `docs/performance.md`. Each
+//! plain twin also serves HTTPS and HTTP/2 when given a certificate, for
+//! the rows that measure Autumn's own HTTPS.
 
 pub mod featured;
 pub mod plain;
+mod tls;
 
 use std::sync::{Arc, Mutex, PoisonError};
 

@@ -6,7 +6,9 @@
 //! featured twin (`crate::featured`) serves the same [`routes`] with
 //! middleware around them.
 //!
-//! Listens on 127.0.0.1 at the port in `PORT`.
+//! Listens on 127.0.0.1 at the port in `PORT`; over HTTPS (HTTP/2 or
+//! HTTP/1.1 by ALPN) when `TLS_CERT_FILE` and `TLS_KEY_FILE` are set, on
+//! the same TLS and HTTP stack as Autumn's (see `crate::tls`).
 
 use crate::{NewOrder, Orders, form_page};
 
@@ -46,18 +48,29 @@ pub async fn main() -> std::io::Result<()> {
     serve(routes()).await
 }
 
-/// Serves `app` on 127.0.0.1 at the port in `PORT`, as `axum::serve` does,
-/// until SIGTERM or Ctrl-C.
+/// Serves `app` on 127.0.0.1 at the port in `PORT`, as `axum::serve` does
+/// (or over HTTPS, with `TLS_CERT_FILE` and `TLS_KEY_FILE`), until SIGTERM
+/// or Ctrl-C.
 ///
 /// # Errors
 ///
-/// `PORT` unset or not a port, or the port cannot be bound.
+/// `PORT` unset or not a port, the port cannot be bound, or only one of
+/// the TLS files is set, or they cannot be used.
 pub async fn serve(app: Router) -> std::io::Result<()> {
     let port: u16 = std::env::var("PORT")
         .ok()
         .and_then(|port| port.parse().ok())
         .ok_or_else(|| std::io::Error::other("set PORT to the port to listen on"))?;
+    let tls = crate::tls::TlsFiles::from_env()?
+        .map(|files| files.acceptor())
+        .transpose()?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    if let Some(acceptor) = tls {
+        return crate::tls::serve(listener, app, acceptor, async {
+            let _ = shutdown().await;
+        })
+        .await;
+    }
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = shutdown().await;
