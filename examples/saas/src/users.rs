@@ -343,7 +343,7 @@ impl Users {
     }
 
     /// Replaces `user`'s password hash with `password_hash`, a PHC string
-    /// from [`password::hash`](crate::password::hash).
+    /// from `password::hash`.
     ///
     /// # Errors
     ///

@@ -4,6 +4,11 @@
 //! row's median, its spread, and its ratio to the plain-axum row it is
 //! measured against (the median of the per-round ratios, so slow drift of
 //! a noisy machine cancels out).
+//!
+//! `cargo xtask bench tls` runs the TLS suite instead: the layer-off POST
+//! over HTTPS (HTTP/1.1 from wrk) and over HTTP/2 (chosen by ALPN, from
+//! h2load), Autumn serving TLS itself and the plain-axum twin on the same
+//! TLS and HTTP stack (`bench/src/tls.rs`), each pair in the same rounds.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -11,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use super::cert::SelfSigned;
+use super::h2load;
 use super::server::{CpuSplit, Server, cpu_of};
 use super::wrk::{self, Keys, Load, Outcome};
 use crate::http::Connection;
@@ -45,9 +52,21 @@ impl Default for Settings {
 impl Settings {
     /// `wrk -t2 -c32 -d10s, 3 rounds; server on core 0, wrk on core 1`.
     pub(super) fn describe(&self, server: Option<usize>, load: Option<usize>) -> String {
+        self.describe_load("wrk", "wrk", server, load)
+    }
+
+    /// The same with other load generators: `tools` as they run (`wrk and
+    /// h2load -m1`), `names` as they are called (`wrk and h2load`).
+    fn describe_load(
+        &self,
+        tools: &str,
+        names: &str,
+        server: Option<usize>,
+        load: Option<usize>,
+    ) -> String {
         let core = |core: Option<usize>| core.map_or("any".to_owned(), |c| c.to_string());
         format!(
-            "wrk -t{} -c{} -d{}s, {} rounds; server on core {}, wrk on core {}",
+            "{tools} -t{} -c{} -d{}s, {} rounds; server on core {}, {names} on core {}",
             self.threads,
             self.connections,
             self.seconds,
@@ -78,6 +97,36 @@ impl Settings {
     }
 }
 
+/// Which rows a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Suite {
+    /// `cargo xtask bench`: every row over plain HTTP/1.1.
+    Http,
+    /// `cargo xtask bench tls`: the rows over HTTPS and HTTP/2.
+    Tls,
+}
+
+/// How a row's requests travel, and so which load generator sends them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    /// HTTP/1.1 over TCP, from wrk.
+    Http,
+    /// HTTP/1.1 over TLS, from wrk, which offers no protocol by ALPN: both
+    /// servers then answer in HTTP/1.1.
+    Https,
+    /// HTTP/2 over TLS, `h2` by ALPN, from h2load.
+    H2,
+}
+
+impl Transport {
+    fn suite(self) -> Suite {
+        match self {
+            Self::Http => Suite::Http,
+            Self::Https | Self::H2 => Suite::Tls,
+        }
+    }
+}
+
 /// Which server a row loads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
@@ -97,6 +146,12 @@ enum Target {
     /// what the request metrics cost.
     AutumnLeanUncounted,
     AutumnRedis,
+    /// The plain twin serving HTTPS (HTTP/2 or HTTP/1.1 by ALPN) with the
+    /// run's certificate.
+    PlainTls,
+    /// Autumn, as `AutumnMemory`, serving HTTPS itself (`[server.tls]`)
+    /// with the same certificate.
+    AutumnTls,
 }
 
 /// What turns off each of Autumn's optional per-request features: the
@@ -123,6 +178,7 @@ struct Row {
     name: &'static str,
     target: Target,
     path: &'static str,
+    transport: Transport,
     post: bool,
     keys: Keys,
     /// Whether each request carries [`RETURNING_VISITOR`]'s cookie.
@@ -141,6 +197,7 @@ const ROWS: &[Row] = &[
         name: "plain axum, POST, one fixed key",
         target: Target::Plain,
         path: "/orders",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Fixed,
         returning: false,
@@ -151,6 +208,7 @@ const ROWS: &[Row] = &[
         name: "plain axum, POST, unique keys",
         target: Target::Plain,
         path: "/orders",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Unique,
         returning: false,
@@ -161,6 +219,7 @@ const ROWS: &[Row] = &[
         name: "plain axum, GET form page",
         target: Target::Plain,
         path: "/orders/new",
+        transport: Transport::Http,
         post: false,
         keys: Keys::None,
         returning: false,
@@ -171,6 +230,7 @@ const ROWS: &[Row] = &[
         name: "plain axum on mimalloc, POST, one fixed key",
         target: Target::PlainMimalloc,
         path: "/orders",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Fixed,
         returning: false,
@@ -181,6 +241,7 @@ const ROWS: &[Row] = &[
         name: "plain axum on mimalloc, POST, unique keys",
         target: Target::PlainMimalloc,
         path: "/orders",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Unique,
         returning: false,
@@ -191,6 +252,7 @@ const ROWS: &[Row] = &[
         name: "Autumn, layer off, one fixed key",
         target: Target::AutumnMemory,
         path: "/orders-off",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Fixed,
         returning: false,
@@ -201,6 +263,7 @@ const ROWS: &[Row] = &[
         name: "Autumn, layer off, unique keys",
         target: Target::AutumnMemory,
         path: "/orders-off",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Unique,
         returning: false,
@@ -211,6 +274,7 @@ const ROWS: &[Row] = &[
         name: "axum + the same middleware, POST",
         target: Target::PlainFeatured,
         path: "/orders-off",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Fixed,
         returning: false,
@@ -221,6 +285,7 @@ const ROWS: &[Row] = &[
         name: "Autumn, optional features off, layer off",
         target: Target::AutumnLean,
         path: "/orders-off",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Fixed,
         returning: false,
@@ -231,6 +296,7 @@ const ROWS: &[Row] = &[
         name: "Autumn, optional features and actuator off, layer off",
         target: Target::AutumnLeanUncounted,
         path: "/orders-off",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Fixed,
         returning: false,
@@ -241,6 +307,7 @@ const ROWS: &[Row] = &[
         name: "Autumn, memory store, replay",
         target: Target::AutumnMemory,
         path: "/orders",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Fixed,
         returning: false,
@@ -251,6 +318,7 @@ const ROWS: &[Row] = &[
         name: "Autumn, memory store, replay, sealed cookie",
         target: Target::AutumnMemory,
         path: "/orders-signed",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Fixed,
         returning: false,
@@ -261,6 +329,7 @@ const ROWS: &[Row] = &[
         name: "Autumn, memory store, first-time",
         target: Target::AutumnMemory,
         path: "/orders",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Unique,
         returning: false,
@@ -271,6 +340,7 @@ const ROWS: &[Row] = &[
         name: "Autumn, GET form page, token minted",
         target: Target::AutumnMemory,
         path: "/orders/new",
+        transport: Transport::Http,
         post: false,
         keys: Keys::None,
         returning: false,
@@ -281,6 +351,7 @@ const ROWS: &[Row] = &[
         name: "Autumn, GET form page, no token",
         target: Target::AutumnMemory,
         path: "/orders/blank",
+        transport: Transport::Http,
         post: false,
         keys: Keys::None,
         returning: false,
@@ -291,6 +362,7 @@ const ROWS: &[Row] = &[
         name: "Autumn, GET form page, minted, cookie sent",
         target: Target::AutumnMemory,
         path: "/orders/new",
+        transport: Transport::Http,
         post: false,
         keys: Keys::None,
         returning: true,
@@ -301,6 +373,7 @@ const ROWS: &[Row] = &[
         name: "Autumn, GET form page, no token, cookie sent",
         target: Target::AutumnMemory,
         path: "/orders/blank",
+        transport: Transport::Http,
         post: false,
         keys: Keys::None,
         returning: true,
@@ -311,6 +384,7 @@ const ROWS: &[Row] = &[
         name: "Autumn, Redis store, replay",
         target: Target::AutumnRedis,
         path: "/orders",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Fixed,
         returning: false,
@@ -321,11 +395,59 @@ const ROWS: &[Row] = &[
         name: "Autumn, Redis store, first-time",
         target: Target::AutumnRedis,
         path: "/orders",
+        transport: Transport::Http,
         post: true,
         keys: Keys::Unique,
         returning: false,
         baseline: Some(1),
         same_allocator: Some(4),
+    },
+    // The TLS suite (`cargo xtask bench tls`): the layer-off POST of the
+    // rows above, served over HTTPS by both servers from one certificate
+    // made for the run, each pair measured back to back.
+    Row {
+        name: "plain axum, HTTPS, POST, one fixed key",
+        target: Target::PlainTls,
+        path: "/orders",
+        transport: Transport::Https,
+        post: true,
+        keys: Keys::Fixed,
+        returning: false,
+        baseline: None,
+        same_allocator: None,
+    },
+    Row {
+        name: "Autumn, HTTPS, layer off, one fixed key",
+        target: Target::AutumnTls,
+        path: "/orders-off",
+        transport: Transport::Https,
+        post: true,
+        keys: Keys::Fixed,
+        returning: false,
+        baseline: Some(19),
+        same_allocator: None,
+    },
+    Row {
+        name: "plain axum, HTTP/2, POST, one fixed key",
+        target: Target::PlainTls,
+        path: "/orders",
+        transport: Transport::H2,
+        post: true,
+        keys: Keys::Fixed,
+        returning: false,
+        baseline: None,
+        same_allocator: None,
+    },
+    Row {
+        name: "Autumn, HTTP/2, layer off, one fixed key",
+        target: Target::AutumnTls,
+        path: "/orders-off",
+        transport: Transport::H2,
+        post: true,
+        keys: Keys::Fixed,
+        returning: false,
+        baseline: Some(21),
+        same_allocator: None,
     },
 ];
 
@@ -339,103 +461,59 @@ struct Sample {
     redis_core_share: Option<f64>,
 }
 
-pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
-    super::require_tools()?;
+pub(crate) fn run(root: &Path, settings: &Settings, suite: Suite) -> Result<(), String> {
+    super::require_tools(suite == Suite::Tls)?;
     let bin = build(root)?;
     let (server_core, load_core) = super::pinned_cores();
     let run_id = super::run_id("b");
-    let common = |backend: &str| {
-        let mut env = super::autumn_env(&run_id, backend, settings);
-        env.push(("AUTUMN_IDEMPOTENCY__REDIS__URL", REDIS_URL.to_owned()));
-        env
+    // Made before the servers are started, so removed after they stopped.
+    let cert = match suite {
+        Suite::Http => None,
+        Suite::Tls => Some(SelfSigned::make(root, &run_id)?),
     };
-    let plain = Server::start("plain axum", &bin.join("plain-axum"), &[], server_core)?;
-    let plain_mimalloc = Server::start(
-        "plain axum on mimalloc",
-        &bin.join("plain-axum-mimalloc"),
-        &[],
-        server_core,
-    )?;
-    let featured = Server::start(
-        "axum + the same middleware",
-        &bin.join("plain-axum-featured"),
-        &[],
-        server_core,
-    )?;
-    let memory = Server::start(
-        "Autumn, memory",
-        &bin.join("autumn-orders"),
-        &common("memory"),
-        server_core,
-    )?;
-    let lean = Server::start(
-        "Autumn, optional features off",
-        &bin.join("autumn-orders"),
-        &[
-            common("memory"),
-            LEAN.map(|(key, value)| (key, value.to_owned())).to_vec(),
-        ]
-        .concat(),
-        server_core,
-    )?;
-    let uncounted = Server::start(
-        "Autumn, optional features and actuator off",
-        &bin.join("autumn-orders"),
-        &[
-            common("memory"),
-            LEAN.map(|(key, value)| (key, value.to_owned())).to_vec(),
-            vec![("AUTUMN_ACTUATOR__ENABLED", "false".to_owned())],
-        ]
-        .concat(),
-        server_core,
-    )?;
-    let redis_pid = redis_pid();
-    let redis = match redis_pid {
-        Some(_) => Some(Server::start(
-            "Autumn, Redis",
-            &bin.join("autumn-orders"),
-            &common("redis"),
-            server_core,
-        )?),
-        None => {
-            println!(
-                "    Redis at 127.0.0.1:6379 does not answer: its rows are skipped (start it with `cargo xtask services`)"
-            );
-            None
-        }
+    let servers = match &cert {
+        None => http_servers(&bin, &run_id, settings, server_core)?,
+        Some(cert) => tls_servers(&bin, &run_id, settings, server_core, cert)?,
     };
-    let server_of = |target: Target| match target {
-        Target::Plain => Some(&plain),
-        Target::PlainMimalloc => Some(&plain_mimalloc),
-        Target::PlainFeatured => Some(&featured),
-        Target::AutumnMemory => Some(&memory),
-        Target::AutumnLean => Some(&lean),
-        Target::AutumnLeanUncounted => Some(&uncounted),
-        Target::AutumnRedis => redis.as_ref(),
+    let redis_pid = servers
+        .iter()
+        .any(|(target, _)| *target == Target::AutumnRedis)
+        .then(redis_pid)
+        .flatten();
+    let server_of = |target: Target| {
+        servers
+            .iter()
+            .find(|(t, _)| *t == target)
+            .map(|(_, server)| server)
     };
     let fixed_key = format!("{run_id}-fixed");
-    for server in [
-        Some(&plain),
-        Some(&plain_mimalloc),
-        Some(&featured),
-        Some(&memory),
-        Some(&lean),
-        Some(&uncounted),
-        redis.as_ref(),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    // The TLS servers are not primed: their rows are all layer off.
+    for (_, server) in servers.iter().filter(|(target, _)| !target.is_tls()) {
         prime(server.addr, &fixed_key)?;
     }
-    println!("==> {}", settings.describe(server_core, load_core));
+    println!(
+        "==> {}",
+        match suite {
+            Suite::Http => settings.describe(server_core, load_core),
+            Suite::Tls => settings.describe_load(
+                "wrk and h2load -m1",
+                "wrk and h2load",
+                server_core,
+                load_core,
+            ),
+        }
+    );
     let script = std::env::temp_dir().join(format!("autumn-bench-{run_id}.lua"));
+    let body = std::env::temp_dir().join(format!("autumn-bench-{run_id}.json"));
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); ROWS.len()];
     // Round 0 is a short warm-up, not counted: each server's code paths and
     // allocator settle before the measured rounds.
     for round in 0..=settings.rounds {
         let seconds = if round == 0 { 2 } else { settings.seconds };
         for (index, row) in ROWS.iter().enumerate() {
+            if row.transport.suite() != suite {
+                continue;
+            }
             let Some(server) = server_of(row.target) else {
                 continue;
             };
@@ -453,7 +531,12 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
                 _ => None,
             };
             server.clear_log()?;
-            let outcome = wrk::run(&load, &script, &fixed_key)?;
+            let measured = match row.transport {
+                Transport::Http | Transport::Https => {
+                    Measured::Wrk(wrk::run(&load, &script, &fixed_key)?)
+                }
+                Transport::H2 => Measured::H2(h2load::run(&load, &body, &fixed_key)?),
+            };
             if round == 0 {
                 continue;
             }
@@ -464,11 +547,14 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
                 }
                 _ => None,
             };
-            if let Some(refusal) = outcome.refusal(&format!("{} (round {round})", row.name), || {
-                server.trouble()
-            }) {
+            if let Some(refusal) = measured
+                .refusal(&format!("{} (round {round})", row.name), || {
+                    server.trouble()
+                })
+            {
                 return Err(refusal);
             }
+            let outcome = measured.outcome();
             let per = u32::try_from(outcome.requests.max(1)).unwrap_or(u32::MAX);
             println!(
                 "    round {round}: {:<45} {:>9.0} req/s",
@@ -485,8 +571,161 @@ pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
         }
     }
     let _ = std::fs::remove_file(&script);
+    let _ = std::fs::remove_file(&body);
     print!("{}", report(&samples));
     Ok(())
+}
+
+impl Target {
+    fn is_tls(self) -> bool {
+        matches!(self, Self::PlainTls | Self::AutumnTls)
+    }
+}
+
+/// What one load generator reported.
+enum Measured {
+    Wrk(Outcome),
+    H2(h2load::Report),
+}
+
+impl Measured {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Self::Wrk(outcome) => *outcome,
+            Self::H2(report) => report.outcome(),
+        }
+    }
+
+    fn refusal(&self, what: &str, trouble: impl FnOnce() -> String) -> Option<String> {
+        match self {
+            Self::Wrk(outcome) => outcome.refusal(what, trouble),
+            Self::H2(report) => report.refusal(what, trouble),
+        }
+    }
+}
+
+/// The environment of an autumn-orders run of this bench: `backend` for
+/// the keys, and the Redis the Redis rows use.
+fn autumn_env(run_id: &str, backend: &str, settings: &Settings) -> Vec<(&'static str, String)> {
+    let mut env = super::autumn_env(run_id, backend, settings);
+    env.push(("AUTUMN_IDEMPOTENCY__REDIS__URL", REDIS_URL.to_owned()));
+    env
+}
+
+/// The servers of the plain-HTTP rows: the three plain twins and Autumn
+/// three times (as it is, optional features off, and the actuator off
+/// too), and on Redis when Redis answers.
+fn http_servers(
+    bin: &Path,
+    run_id: &str,
+    settings: &Settings,
+    core: Option<usize>,
+) -> Result<Vec<(Target, Server)>, String> {
+    let common = |backend: &str| autumn_env(run_id, backend, settings);
+    let lean = || LEAN.map(|(key, value)| (key, value.to_owned())).to_vec();
+    let mut servers = vec![
+        (
+            Target::Plain,
+            Server::start("plain axum", &bin.join("plain-axum"), &[], core)?,
+        ),
+        (
+            Target::PlainMimalloc,
+            Server::start(
+                "plain axum on mimalloc",
+                &bin.join("plain-axum-mimalloc"),
+                &[],
+                core,
+            )?,
+        ),
+        (
+            Target::PlainFeatured,
+            Server::start(
+                "axum + the same middleware",
+                &bin.join("plain-axum-featured"),
+                &[],
+                core,
+            )?,
+        ),
+        (
+            Target::AutumnMemory,
+            Server::start(
+                "Autumn, memory",
+                &bin.join("autumn-orders"),
+                &common("memory"),
+                core,
+            )?,
+        ),
+        (
+            Target::AutumnLean,
+            Server::start(
+                "Autumn, optional features off",
+                &bin.join("autumn-orders"),
+                &[common("memory"), lean()].concat(),
+                core,
+            )?,
+        ),
+        (
+            Target::AutumnLeanUncounted,
+            Server::start(
+                "Autumn, optional features and actuator off",
+                &bin.join("autumn-orders"),
+                &[
+                    common("memory"),
+                    lean(),
+                    vec![("AUTUMN_ACTUATOR__ENABLED", "false".to_owned())],
+                ]
+                .concat(),
+                core,
+            )?,
+        ),
+    ];
+    if redis_pid().is_some() {
+        servers.push((
+            Target::AutumnRedis,
+            Server::start(
+                "Autumn, Redis",
+                &bin.join("autumn-orders"),
+                &common("redis"),
+                core,
+            )?,
+        ));
+    } else {
+        println!(
+            "    Redis at 127.0.0.1:6379 does not answer: its rows are skipped (start it with `cargo xtask services`)"
+        );
+    }
+    Ok(servers)
+}
+
+/// The servers of the TLS rows, both on `cert`: the plain twin on the
+/// system allocator, and Autumn as on its memory rows (its defaults).
+fn tls_servers(
+    bin: &Path,
+    run_id: &str,
+    settings: &Settings,
+    core: Option<usize>,
+    cert: &SelfSigned,
+) -> Result<Vec<(Target, Server)>, String> {
+    Ok(vec![
+        (
+            Target::PlainTls,
+            Server::start(
+                "plain axum, HTTPS",
+                &bin.join("plain-axum"),
+                &cert.plain_env(),
+                core,
+            )?,
+        ),
+        (
+            Target::AutumnTls,
+            Server::start(
+                "Autumn, HTTPS",
+                &bin.join("autumn-orders"),
+                &[autumn_env(run_id, "memory", settings), cert.autumn_env()].concat(),
+                core,
+            )?,
+        ),
+    ])
 }
 
 fn load_for<'a>(
@@ -497,8 +736,12 @@ fn load_for<'a>(
     run_id: String,
     seconds: u32,
 ) -> Load<'a> {
+    let scheme = match row.transport {
+        Transport::Http => "http",
+        Transport::Https | Transport::H2 => "https",
+    };
     Load {
-        url: format!("http://{addr}{}", row.path),
+        url: format!("{scheme}://{addr}{}", row.path),
         post_json: row.post.then_some(ORDER),
         keys: row.keys,
         cookie: row.returning.then_some(RETURNING_VISITOR),
@@ -621,6 +864,16 @@ fn report(samples: &[Vec<Sample>]) -> String {
         }
     }
     out.push_str(&comparisons(samples));
+    if ROWS
+        .iter()
+        .zip(samples)
+        .any(|(row, rounds)| row.transport != Transport::Http && !rounds.is_empty())
+    {
+        let _ = writeln!(
+            out,
+            "HTTPS: HTTP/1.1 over TLS from wrk; HTTP/2: over TLS, h2 by ALPN, from h2load, one stream at a time per connection; both servers on tokio-rustls (ring) with the run's self-signed P-256 certificate"
+        );
+    }
     let _ = writeln!(
         out,
         "ratio: to plain axum as a new axum app runs (system allocator); ratio*: to plain axum on mimalloc, the allocator Autumn apps get"
@@ -791,6 +1044,72 @@ mod tests {
     }
 
     #[test]
+    fn the_tls_rows_are_served_over_tls_and_loaded_as_their_tools_can() {
+        for row in ROWS {
+            assert_eq!(
+                row.target.is_tls(),
+                row.transport.suite() == Suite::Tls,
+                "{}",
+                row.name
+            );
+            if row.transport == Transport::H2 {
+                // h2load sends the same headers on every request.
+                assert_ne!(row.keys, Keys::Unique, "{}", row.name);
+            }
+        }
+        let tls = |transport| {
+            ROWS.iter()
+                .filter(|row| row.transport == transport && row.baseline.is_some())
+                .count()
+        };
+        assert_eq!((tls(Transport::Https), tls(Transport::H2)), (1, 1));
+    }
+
+    #[test]
+    fn a_tls_load_goes_to_https() {
+        let settings = Settings::default();
+        let addr = SocketAddr::from(([127, 0, 0, 1], 4443));
+        let url = |name: &str| {
+            let row = ROWS.iter().find(|row| row.name == name).expect("a row");
+            load_for(row, addr, &settings, None, "r".into(), 1).url
+        };
+        assert_eq!(
+            url("Autumn, HTTP/2, layer off, one fixed key"),
+            "https://127.0.0.1:4443/orders-off"
+        );
+        assert_eq!(
+            url("plain axum, HTTPS, POST, one fixed key"),
+            "https://127.0.0.1:4443/orders"
+        );
+        assert_eq!(
+            url("Autumn, layer off, one fixed key"),
+            "http://127.0.0.1:4443/orders-off"
+        );
+    }
+
+    #[test]
+    fn the_report_says_how_the_tls_rows_were_loaded_only_when_they_were() {
+        let index = |name: &str| {
+            ROWS.iter()
+                .position(|row| row.name == name)
+                .expect("a row of that name")
+        };
+        let mut samples = vec![Vec::new(); ROWS.len()];
+        samples[0] = vec![sample(100_000.0, 3, 5)];
+        assert!(!report(&samples).contains("h2load"));
+        let mut samples = vec![Vec::new(); ROWS.len()];
+        samples[index("plain axum, HTTP/2, POST, one fixed key")] = vec![sample(50_000.0, 3, 5)];
+        samples[index("Autumn, HTTP/2, layer off, one fixed key")] = vec![sample(40_000.0, 4, 5)];
+        let report = report(&samples);
+        assert!(report.contains("h2load"), "{report}");
+        let line = report
+            .lines()
+            .find(|line| line.starts_with("Autumn, HTTP/2"))
+            .expect("the row is reported");
+        assert!(line.contains("0.800"), "{line}");
+    }
+
+    #[test]
     fn every_comparison_names_two_rows() {
         for (row, base, _) in COMPARED {
             for name in [row, base] {
@@ -834,8 +1153,16 @@ mod tests {
     fn every_ratio_points_at_a_plain_axum_row() {
         for row in ROWS {
             if let Some(base) = row.baseline {
-                assert_eq!(ROWS[base].target, Target::Plain, "{}", row.name);
+                let plain = if row.target.is_tls() {
+                    Target::PlainTls
+                } else {
+                    Target::Plain
+                };
+                assert_eq!(ROWS[base].target, plain, "{}", row.name);
                 assert_eq!(ROWS[base].post, row.post, "{}", row.name);
+                // Measured over the same protocol, with the same load.
+                assert_eq!(ROWS[base].transport, row.transport, "{}", row.name);
+                assert_eq!(ROWS[base].keys, row.keys, "{}", row.name);
             }
             if let Some(base) = row.same_allocator {
                 assert_eq!(ROWS[base].target, Target::PlainMimalloc, "{}", row.name);

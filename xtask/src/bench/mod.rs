@@ -1,10 +1,14 @@
 //! `cargo xtask bench`: the end-to-end benchmark (see `e2e.rs`);
-//! `cargo xtask bench sizing`, the same setup once per store, for the
+//! `cargo xtask bench tls`, its HTTPS and HTTP/2 rows (the same, served
+//! over TLS with a certificate made for the run, see `cert.rs`, HTTP/2
+//! loaded by h2load, see `h2load.rs`); `cargo xtask bench sizing`, the same setup once per store, for the
 //! sizing guide (see `sizing.rs`); and `cargo xtask bench micro`, the
 //! in-process one under `crates/autumn-web/benches/idempotency` (per-key
 //! memory, store round trips, sessions).
 
+mod cert;
 mod e2e;
+mod h2load;
 mod server;
 mod sizing;
 mod wrk;
@@ -19,7 +23,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         Some("micro") => micro(root)?,
         Some("sizing") => sizing::run(root, &e2e::Settings::parse(&args[1..])?)?,
-        _ => e2e::run(root, &e2e::Settings::parse(args)?)?,
+        Some("tls") => e2e::run(root, &e2e::Settings::parse(&args[1..])?, e2e::Suite::Tls)?,
+        _ => e2e::run(root, &e2e::Settings::parse(args)?, e2e::Suite::Http)?,
     }
     println!("==> bench done in {:.1}s", started.elapsed().as_secs_f64());
     Ok(())
@@ -42,10 +47,17 @@ fn micro(root: &Path) -> Result<(), String> {
     crate::cargo(root, &args, &[])
 }
 
-/// wrk is installed from Debian's packages when missing.
-fn require_tools() -> Result<(), String> {
+/// wrk is installed from Debian's packages when missing; with `tls`, also
+/// h2load (the HTTP/2 load generator) and openssl (for the certificate).
+fn require_tools(tls: bool) -> Result<(), String> {
     if !on_path("wrk") {
         crate::services::install(&["wrk"], "wrk (the load generator)")?;
+    }
+    if tls && !on_path("h2load") {
+        crate::services::install(&["nghttp2-client"], "h2load (the HTTP/2 load generator)")?;
+    }
+    if tls && !on_path("openssl") {
+        crate::services::install(&["openssl"], "openssl (for the bench's certificate)")?;
     }
     Ok(())
 }

@@ -99,7 +99,7 @@ struct Sample {
 }
 
 pub(crate) fn run(root: &Path, settings: &Settings) -> Result<(), String> {
-    super::require_tools()?;
+    super::require_tools(false)?;
     let bin = e2e::build(root)?.join("autumn-orders");
     let (server_core, load_core) = super::pinned_cores();
     let run_id = super::run_id("s");
