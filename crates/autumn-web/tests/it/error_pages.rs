@@ -14,6 +14,8 @@ use autumn_web::config::AutumnConfig;
 use autumn_web::error_pages::{ErrorInfo, ErrorPageRenderer};
 use autumn_web::idempotency::IdempotencyStore;
 use autumn_web::prelude::*;
+use autumn_web::reexports::axum::body::Body;
+use autumn_web::reexports::axum::response::Response;
 use autumn_web::test::{TestApp, TestClient, TestResponse};
 use axum::extract::DefaultBodyLimit;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -455,7 +457,7 @@ async fn serve(toml: &str) -> Server {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(
         autumn_web::app()
-            .routes(routes![hello, panics])
+            .routes(routes![hello, panics, bare_head])
             .idempotent()
             .with_config(config)
             .serve(listener, async move {
@@ -622,4 +624,98 @@ async fn a_keyed_panic_is_not_recorded_so_a_retry_runs() {
         .await;
     assert_eq!(retry.status(), 200);
     assert_eq!(retry.text(), "second try");
+}
+
+/// hyper's own bare 400 head, byte for byte: what the socket under hyper
+/// used to rewrite wherever it saw it.
+const BARE_400: &[u8] = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\ndate: Mon, 01 Jan 2024 00:00:00 GMT\r\n\r\n";
+
+/// Lets `/bare-head` send its second chunk.
+static SECOND_CHUNK: Notify = Notify::const_new();
+
+/// A body of two chunks, the second exactly [`BARE_400`], sent once the
+/// test has read the first: so it reaches the socket as a write of its own.
+#[get("/bare-head")]
+async fn bare_head() -> Response {
+    let chunks = futures_util::stream::unfold(0_u8, |step| async move {
+        match step {
+            0 => Some((
+                Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"first|")),
+                1,
+            )),
+            1 => {
+                SECOND_CHUNK.notified().await;
+                Some((Ok(bytes::Bytes::from_static(BARE_400)), 2))
+            }
+            _ => None,
+        }
+    });
+    Response::builder()
+        .header("content-type", "application/octet-stream")
+        .header(
+            "content-length",
+            (b"first|".len() + BARE_400.len()).to_string(),
+        )
+        .body(Body::from_stream(chunks))
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_body_chunk_equal_to_hypers_bare_head_passes_through_untouched() {
+    let server = serve("").await;
+    let mut stream = TcpStream::connect(server.address).await.expect("connect");
+    stream
+        .write_all(b"GET /bare-head HTTP/1.1\r\nhost: test\r\n\r\n")
+        .await
+        .expect("write");
+    // The head and the first chunk, before the second is let go.
+    let mut received = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !received.ends_with(b"first|") {
+            let mut chunk = [0_u8; 4096];
+            let n = stream.read(&mut chunk).await.expect("read");
+            assert!(
+                n > 0,
+                "closed after {:?}",
+                String::from_utf8_lossy(&received)
+            );
+            received.extend_from_slice(&chunk[..n]);
+        }
+    })
+    .await
+    .expect("the first chunk within 10 s");
+    SECOND_CHUNK.notify_one();
+    let text = String::from_utf8_lossy(&received).into_owned();
+    let (head, first) = text.split_once("\r\n\r\n").expect("a head");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(first, "first|");
+    let mut rest = vec![0_u8; BARE_400.len()];
+    tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut rest))
+        .await
+        .expect("the second chunk within 10 s")
+        .expect("read");
+    assert_eq!(
+        rest,
+        BARE_400,
+        "the app's bytes as it wrote them: {:?}",
+        String::from_utf8_lossy(&rest)
+    );
+
+    // The connection is still in step: the next request is answered...
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nhost: test\r\n\r\n")
+        .await
+        .expect("write");
+    let (head, body) = read_response(&mut stream).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "hi");
+    // ...and hyper's own refusal on it still gets its problem document.
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nbad header line\r\n\r\n")
+        .await
+        .expect("write");
+    let (head, body) = read_response(&mut stream).await;
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    let json: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(json["code"], "bad_request", "{json}");
 }

@@ -23,7 +23,7 @@ use super::slots::Slot;
 use super::tls::ServerTls;
 use super::{Limits, http1, http2, preface};
 use crate::app::middleware::AppService;
-use crate::error_pages::connection::ParseErrorBodies;
+use crate::error_pages::connection::{AppWrites, ParseErrorBodies, TrackResponse};
 
 /// Serves one accepted connection until it closes; on `stopped`, lets a
 /// request in progress finish and closes the connection.
@@ -97,11 +97,13 @@ async fn serve_h1<T>(
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // hyper's own 400/414/431 get a problem document too; the socket
+    // learns from the service when a write can be hyper's alone.
+    let writes = Arc::new(AppWrites::default());
     let served = http1::builder(limits, Arc::clone(&slot))
         .serve_connection(
-            // hyper's own 400/414/431 get a problem document too.
-            TokioIo::new(ParseErrorBodies::new(io)),
-            ConnectionService::for_http1(app, slot, limits),
+            TokioIo::new(ParseErrorBodies::new(io, Arc::clone(&writes))),
+            ConnectionService::for_http1(app, slot, limits, writes),
         )
         .with_upgrades();
     let mut served = pin!(served);
@@ -184,6 +186,9 @@ pub(super) struct ConnectionService {
     slot: Option<Arc<Slot>>,
     /// `min_body_rate` and its grace, when a body must keep a pace.
     body_rate: Option<(u64, Duration)>,
+    /// What the app has under way, for the socket's parse-error bodies
+    /// (HTTP/1).
+    writes: Option<Arc<AppWrites>>,
 }
 
 impl ConnectionService {
@@ -193,14 +198,21 @@ impl ConnectionService {
             activity: None,
             slot: None,
             body_rate: None,
+            writes: None,
         }
     }
 
     /// An HTTP/1 connection's: each request marks `slot` busy.
-    fn for_http1(app: AppService, slot: Arc<Slot>, limits: &Limits) -> Self {
+    fn for_http1(
+        app: AppService,
+        slot: Arc<Slot>,
+        limits: &Limits,
+        writes: Arc<AppWrites>,
+    ) -> Self {
         Self {
             slot: Some(slot),
             body_rate: body_rate(limits),
+            writes: Some(writes),
             ..Self::new(app)
         }
     }
@@ -222,12 +234,16 @@ fn body_rate(limits: &Limits) -> Option<(u64, Duration)> {
 impl hyper::service::Service<http::Request<Incoming>> for ConnectionService {
     type Response = axum::response::Response;
     type Error = Infallible;
-    /// The boxed future the app's one box returns anyway.
-    type Future = <AppService as tower::Service<axum::extract::Request>>::Future;
+    /// The boxed future the app's one box returns anyway, its response
+    /// counted for the socket (HTTP/1).
+    type Future = TrackResponse<<AppService as tower::Service<axum::extract::Request>>::Future>;
 
     fn call(&self, request: http::Request<Incoming>) -> Self::Future {
         if let Some(slot) = &self.slot {
             slot.busy();
+        }
+        if let Some(writes) = &self.writes {
+            writes.start();
         }
         let request = match self.body_rate {
             Some((rate, grace)) => {
@@ -237,7 +253,7 @@ impl hyper::service::Service<http::Request<Incoming>> for ConnectionService {
             None => request.map(Body::new),
         };
         let future = self.call_in_place(request);
-        match &self.activity {
+        let future = match &self.activity {
             None => future,
             Some(activity) => {
                 let open = activity.enter();
@@ -247,7 +263,8 @@ impl hyper::service::Service<http::Request<Incoming>> for ConnectionService {
                     response
                 })
             }
-        }
+        };
+        TrackResponse::new(future, self.writes.clone())
     }
 }
 
