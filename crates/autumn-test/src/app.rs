@@ -68,7 +68,8 @@ impl TestApp {
     }
 
     /// Uses this configuration (its profile is kept unless it is the default
-    /// `dev`, which becomes `test`).
+    /// `dev`, which becomes `test`). Without it, the configuration given to
+    /// the builder with `AppBuilder::with_config` is used, else the default.
     pub fn with_config(mut self, config: AutumnConfig) -> Self {
         self.config = Some(config);
         self
@@ -119,7 +120,12 @@ impl TestApp {
     ///
     /// [`LaunchError`] when the configuration or routes are invalid.
     pub fn try_build(self) -> Result<TestClient, LaunchError> {
-        let mut config = self.config.unwrap_or_default();
+        // The builder's own configuration counts too: an app assembled
+        // with `AppBuilder::with_config` is tested with it.
+        let mut config = self
+            .config
+            .or_else(|| self.builder.given_config().cloned())
+            .unwrap_or_default();
         if config.profile == Profile::default() {
             config.profile = Profile::new("test");
         }

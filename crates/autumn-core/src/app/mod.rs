@@ -178,6 +178,22 @@ impl AppBuilder {
         self
     }
 
+    /// The configuration given with [`with_config`](Self::with_config), if
+    /// any (none means `autumn.toml` and the environment are read at
+    /// launch).
+    ///
+    /// ```
+    /// use autumn_web::config::AutumnConfig;
+    ///
+    /// let app = autumn_web::app();
+    /// assert!(app.given_config().is_none());
+    /// let app = app.with_config(AutumnConfig::default());
+    /// assert!(app.given_config().is_some());
+    /// ```
+    pub fn given_config(&self) -> Option<&AutumnConfig> {
+        self.config.as_ref()
+    }
+
     /// Uses this store for idempotency keys instead of the one
     /// `[idempotency] backend` names.
     pub fn with_idempotency_store(mut self, store: Arc<dyn IdempotencyStore>) -> Self {

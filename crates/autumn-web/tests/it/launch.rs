@@ -325,3 +325,23 @@ fn a_production_launch_warns_about_each_unsafe_setting() {
         logs.text()
     );
 }
+
+#[tokio::test]
+async fn a_test_app_from_a_builder_keeps_the_builders_configuration() {
+    let off = AutumnConfig::from_toml_str("[actuator]\nenabled = false\n").expect("config");
+    let client = TestApp::from_builder(autumn_web::app().with_config(off.clone())).build();
+    client
+        .get("/actuator/health")
+        .send()
+        .await
+        .assert_status(404);
+    // One given to the test app wins over the builder's.
+    let client = TestApp::from_builder(autumn_web::app().with_config(off))
+        .with_config(AutumnConfig::default())
+        .build();
+    client
+        .get("/actuator/health")
+        .send()
+        .await
+        .assert_status(200);
+}

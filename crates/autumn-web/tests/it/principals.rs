@@ -188,3 +188,84 @@ async fn a_refused_or_uncheckable_token_runs_nothing() {
         .assert_status(201);
     assert_eq!(transfers("carol", "gift"), 1);
 }
+
+#[derive(serde::Deserialize)]
+struct Gift {
+    reference: String,
+}
+
+/// A form behind the app's own sign-in (no Autumn session): the submit
+/// token's binding is the request's scope, which names the principal.
+#[get("/gifts/new")]
+async fn new_gift(
+    token: autumn_web::security::SubmitToken,
+    field: autumn_web::security::SubmitFormField,
+) -> Markup {
+    html! { form method="POST" action="/gifts" { (autumn_web::security::submit_token_field(&token, &field)) } }
+}
+
+#[post("/gifts")]
+async fn give(principal: Principal, Form(gift): Form<Gift>) -> String {
+    let mut transfers = TRANSFERS.lock().expect("transfers");
+    let count = transfers
+        .entry(format!("{}/{}", principal.id(), gift.reference))
+        .or_default();
+    *count += 1;
+    format!("gift {} #{count} from {}", gift.reference, principal.id())
+}
+
+#[tokio::test]
+async fn a_form_posted_again_with_a_refreshed_token_replays_and_another_principal_gets_none_of_it()
+{
+    let client = TestApp::from_builder(
+        autumn_web::app()
+            .routes(routes![new_gift, give])
+            .with_config(
+                autumn_web::config::AutumnConfig::from_toml_str("[session]\nenabled = false\n")
+                    .expect("config"),
+            )
+            .scope_by(Jwts {
+                key: DecodingKey::from_secret(SECRET),
+                issuer_down: Arc::default(),
+            }),
+    )
+    .build();
+    let page = client.get("/gifts/new").send().await.text();
+    let submit_token = page
+        .split("value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the form has a token")
+        .to_owned();
+    let post = |bearer: String| {
+        let client = &client;
+        let submit_token = submit_token.clone();
+        async move {
+            client
+                .post("/gifts")
+                .header("authorization", &format!("Bearer {bearer}"))
+                .form(&[
+                    ("_submit_token", submit_token.as_str()),
+                    ("reference", "vase"),
+                ])
+                .send()
+                .await
+        }
+    };
+    let first = post(token("dora", 600, 900)).await;
+    first.assert_status(200);
+    // The access token was refreshed before the browser posted again.
+    let again = post(token("dora", 0, 900)).await;
+    again
+        .assert_status(200)
+        .assert_header("x-submit-token-replayed", "true");
+    assert_eq!(again.text(), first.text());
+    assert_eq!(transfers("dora", "vase"), 1);
+
+    // Another principal posting the same token gets none of dora's answer.
+    let other = post(token("erin", 0, 900)).await;
+    assert_eq!(other.status(), 409, "{}", other.text());
+    assert_eq!(code(&other), "submit_token_other_session");
+    assert!(!other.text().contains("dora"));
+    assert_eq!(transfers("erin", "vase"), 0);
+}
