@@ -183,9 +183,9 @@ impl AppBuilder {
     /// launch).
     ///
     /// ```
-    /// use autumn_web::config::AutumnConfig;
+    /// use autumn_core::config::AutumnConfig;
     ///
-    /// let app = autumn_web::app();
+    /// let app = autumn_core::app();
     /// assert!(app.given_config().is_none());
     /// let app = app.with_config(AutumnConfig::default());
     /// assert!(app.given_config().is_some());
