@@ -30,6 +30,8 @@ pub(crate) struct AppMetrics {
     pub(crate) store_timings: Vec<Arc<StoreTimings>>,
     /// The app's database pool, whose usage is reported.
     pub(crate) pool: Option<Pool>,
+    /// What the `[rate_limit]` rules decided, when any is enforced.
+    pub(crate) rate_limits: Option<Arc<crate::rate_limit::RateLimitMetrics>>,
     /// Whether anything reads the request metrics and the store timings
     /// (`[actuator] enabled`): when not, nothing counts them.
     pub(crate) off: bool,
@@ -395,6 +397,9 @@ fn prometheus(metrics: &AppMetrics) -> String {
         &metrics.store_timings(),
         metrics.pool.as_ref(),
     );
+    if let Some(rate_limits) = &metrics.rate_limits {
+        rate_limits.prometheus(&mut out);
+    }
     out
 }
 
@@ -421,6 +426,11 @@ fn metrics_routes(metrics: AppMetrics) -> Router {
                     "http": metrics::http_json(&json_metrics.http),
                     "stores": metrics::stores_json(&json_metrics.store_timings()),
                 });
+                if let (Some(rate_limits), Some(fields)) =
+                    (&json_metrics.rate_limits, report.as_object_mut())
+                {
+                    fields.insert("rate_limits".to_owned(), rate_limits.json());
+                }
                 if let (Some(usage), Some(fields)) = (
                     json_metrics.pool.as_ref().and_then(metrics::pool_usage),
                     report.as_object_mut(),

@@ -42,6 +42,14 @@ pub const PRINCIPAL_UNAVAILABLE: ProblemCode = ProblemCode::new("principal_unava
 /// 401: a handler takes a `Principal` and the request named nobody.
 pub const PRINCIPAL_MISSING: ProblemCode = ProblemCode::new("principal_missing");
 
+// ---- rate limits (`[rate_limit]`) ----
+
+/// 429, `Retry-After`: the client made more requests than a rule allows.
+pub const RATE_LIMITED: ProblemCode = ProblemCode::new("rate_limited");
+/// 503, `Retry-After: 1`: a rule's count could not be read (its store is
+/// unreachable or full), and the rule refuses what it cannot count.
+pub const RATE_LIMIT_UNAVAILABLE: ProblemCode = ProblemCode::new("rate_limit_unavailable");
+
 // ---- the cross-origin check ----
 
 /// 403: a request that changes something came from a page of another

@@ -23,6 +23,7 @@ pub mod jobs;
 mod key_admin;
 mod pool;
 pub mod principal;
+pub mod rate_limit;
 #[cfg(feature = "database")]
 pub mod repository;
 mod route;

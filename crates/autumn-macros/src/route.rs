@@ -14,6 +14,7 @@ use crate::route_policy::{PolicyArgs, parse_policy_arg};
 
 mod kw {
     syn::custom_keyword!(idempotent);
+    syn::custom_keyword!(rate_limit);
 }
 
 /// The HTTP method a route attribute registers its handler for.
@@ -56,6 +57,8 @@ impl Method {
 struct RouteArgs {
     path: LitStr,
     idempotent: Option<LitBool>,
+    /// `rate_limit = "login"`: the `[rate_limit.rules]` rule the route names.
+    rate_limit: Option<LitStr>,
     policy: PolicyArgs,
 }
 
@@ -78,6 +81,7 @@ fn parse_args(method: Method, input: ParseStream<'_>) -> syn::Result<RouteArgs> 
     check_path(&path)?;
 
     let mut idempotent: Option<LitBool> = None;
+    let mut rate_limit: Option<LitStr> = None;
     let mut policy = PolicyArgs::default();
     while !input.is_empty() {
         input.parse::<Token![,]>()?;
@@ -95,6 +99,30 @@ fn parse_args(method: Method, input: ParseStream<'_>) -> syn::Result<RouteArgs> 
                 return Err(input.error("expected `true` or `false`"));
             }
             idempotent = Some(input.parse()?);
+        } else if lookahead.peek(kw::rate_limit) {
+            let keyword: kw::rate_limit = input.parse()?;
+            if rate_limit.is_some() {
+                return Err(syn::Error::new(keyword.span, "`rate_limit` given twice"));
+            }
+            input.parse::<Token![=]>()?;
+            let name: LitStr = input.parse().map_err(|_| {
+                input.error(
+                    "expected the name of a [rate_limit.rules] rule, like rate_limit = \"login\"",
+                )
+            })?;
+            let value = name.value();
+            if value.is_empty()
+                || value.len() > 64
+                || !value
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-'))
+            {
+                return Err(syn::Error::new(
+                    name.span(),
+                    "a rule's name is 1 to 64 letters, digits, `_` or `-`",
+                ));
+            }
+            rate_limit = Some(name);
         } else if !parse_policy_arg(input, &mut policy)? {
             return Err(lookahead.error());
         }
@@ -110,6 +138,7 @@ fn parse_args(method: Method, input: ParseStream<'_>) -> syn::Result<RouteArgs> 
     Ok(RouteArgs {
         path,
         idempotent,
+        rate_limit,
         policy,
     })
 }
@@ -183,6 +212,10 @@ pub(crate) fn expand(
     let idempotent =
         args.idempotent.is_none_or(|lit| lit.value) && args.policy.off_span().is_none();
     let with_policy = args.policy.expand();
+    let with_rate_limit = args
+        .rate_limit
+        .as_ref()
+        .map(|name| quote!(.with_rate_limit(#name)));
     let constant = syn::Ident::new(method.constant(), Span::call_site());
 
     Ok(quote! {
@@ -203,6 +236,7 @@ pub(crate) fn expand(
                     #idempotent,
                 )
                 #with_policy
+                #with_rate_limit
             }
         }
     })

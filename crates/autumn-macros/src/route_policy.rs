@@ -27,7 +27,7 @@ use crate::exports::{
 };
 
 /// The accepted argument names, for the error on an unknown one.
-pub(crate) const EXPECTED: &str = "expected one of `idempotent`, `idempotency`, `idempotency_ttl`, `idempotency_in_flight_ttl`, `in_flight_wait_ms`, `idempotency_fingerprint`, `idempotency_ignore`, `idempotency_only`, `record_errors`, `anonymous_keys`";
+pub(crate) const EXPECTED: &str = "expected one of `idempotent`, `rate_limit`, `idempotency`, `idempotency_ttl`, `idempotency_in_flight_ttl`, `in_flight_wait_ms`, `idempotency_fingerprint`, `idempotency_ignore`, `idempotency_only`, `record_errors`, `anonymous_keys`";
 
 /// Whether the route needs a key, as `idempotency = "..."` says.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -147,6 +147,14 @@ pub mod redis {
 
 pub mod security;
 
+/// Rate limits (`[rate_limit.rules]`): the
+/// [`RateLimitRejection`](rate_limit::RateLimitRejection) a refused request
+/// is answered with, and the function type `AppBuilder::rate_limit_key`
+/// takes.
+pub mod rate_limit {
+    pub use autumn_core::rate_limit::*;
+}
+
 /// The client's address: [`ClientIp`](client_ip::ClientIp), through
 /// `[server] trusted_proxies`.
 pub mod client_ip {

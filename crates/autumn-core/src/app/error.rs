@@ -127,6 +127,15 @@ pub enum LaunchError {
         /// What is wrong with it.
         message: String,
     },
+    /// A `[rate_limit.rules]` rule that cannot be built: its `by` names a
+    /// function the app did not register, say.
+    #[error("invalid {key}: {message}")]
+    RateLimitRule {
+        /// The config key, e.g. `rate_limit.rules.login.by`.
+        key: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// Two routes answer the same method and path.
     #[error("two routes answer {method} {path} (`{first}` and `{second}`); remove or rename one")]
     DuplicateRoute {

@@ -58,6 +58,9 @@ pub struct AppBuilder {
     pub(crate) tenant_resolver: Option<Arc<dyn crate::tenancy::TenantResolver>>,
     pub(crate) error_pages: crate::error_pages::ErrorPagesLayer,
     pub(crate) states: crate::state::States,
+    /// `rate_limit_key`'s functions, by name.
+    pub(crate) rate_limit_keys:
+        std::collections::HashMap<String, crate::rate_limit::RateLimitKeyFn>,
     #[cfg(feature = "database")]
     pub(crate) commit_hooks: Option<crate::jobs::CommitHooks>,
 }
@@ -102,6 +105,33 @@ impl AppBuilder {
     /// Nests a plain axum router under `path`; opaque like [`merge`](Self::merge).
     pub fn nest(mut self, path: impl Into<String>, router: Router) -> Self {
         self.raw.push(RawRouter::Nest(path.into(), router));
+        self
+    }
+
+    /// Names a way to tell clients apart for `[rate_limit.rules]`: a rule
+    /// with `by = "key:NAME"` counts each request as the client `key`
+    /// returns for it, and by the client's address when it returns `None`.
+    /// Runs before the route's guards, on the request's head only.
+    ///
+    /// ```
+    /// // [rate_limit.rules.per_account]
+    /// // limit = 100
+    /// // by = "key:account"
+    /// let app = autumn_core::app().rate_limit_key("account", |parts| {
+    ///     parts
+    ///         .headers
+    ///         .get("x-account-id")
+    ///         .and_then(|value| value.to_str().ok())
+    ///         .map(str::to_owned)
+    /// });
+    /// # drop(app);
+    /// ```
+    pub fn rate_limit_key(
+        mut self,
+        name: impl Into<String>,
+        key: impl Fn(&http::request::Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.rate_limit_keys.insert(name.into(), Arc::new(key));
         self
     }
 

@@ -27,6 +27,7 @@ const SECTIONS: &[&str] = &[
     "static",
     "compression",
     "cors",
+    "rate_limit",
 ];
 
 /// One environment variable that sets a configuration key.

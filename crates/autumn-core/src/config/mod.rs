@@ -48,6 +48,7 @@ use std::path::{Path, PathBuf};
 mod env;
 mod error;
 mod load;
+mod rate_limit;
 mod sections;
 mod settings;
 mod validate;
@@ -66,6 +67,9 @@ pub use sections::{
     SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig, StaticConfig, SubmitTokenConfig,
     TenancyConfig, TenantStrategy, TimeoutsConfig,
 };
+
+pub(crate) use rate_limit::is_rule_name;
+pub use rate_limit::{OnStoreError, RateLimitBy, RateLimitConfig, RateLimitRule};
 
 use load::Layers;
 
@@ -100,6 +104,8 @@ pub struct AutumnConfig {
     pub compression: CompressionConfig,
     /// `[cors]`: cross-origin resource sharing.
     pub cors: CorsConfig,
+    /// `[rate_limit]`: how many requests a client may make, by rule.
+    pub rate_limit: RateLimitConfig,
     /// The profile this configuration was loaded for (`AUTUMN_PROFILE`, default `dev`).
     #[serde(skip)]
     pub profile: Profile,

@@ -1,14 +1,16 @@
 //! [`AutumnConfig::effective_settings`] and password redaction.
 
+use std::borrow::Cow;
 use std::fmt::Display;
 
 use toml::Value;
 
 use super::{
-    ActuatorConfig, AutumnConfig, CompressionConfig, CorsConfig, CrossOriginConfig, DatabaseConfig,
-    HeadersConfig, Http2Config, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, MemoryConfig,
-    RedisConfig, SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig, Setting, Source,
-    StaticConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+    ActuatorConfig, AutumnConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
+    DatabaseConfig, HeadersConfig, Http2Config, IdempotencyAdminConfig, IdempotencyConfig,
+    LogConfig, MemoryConfig, OnStoreError, RateLimitConfig, RateLimitRule, RedisConfig,
+    SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig, Setting, Source, StaticConfig,
+    SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -35,6 +37,7 @@ impl AutumnConfig {
             static_files,
             compression,
             cors,
+            rate_limit,
             profile: _,
             provenance,
             files: _,
@@ -335,11 +338,45 @@ impl AutumnConfig {
         out.strings("cors.allowed_headers", allowed_headers);
         out.plain("cors.max_age_secs", max_age_secs);
 
+        let RateLimitConfig {
+            enabled,
+            backend,
+            max_clients,
+            rules,
+        } = rate_limit;
+        out.plain("rate_limit.enabled", enabled);
+        out.optional_string("rate_limit.backend", backend.map(Backend::as_str));
+        out.plain("rate_limit.max_clients", max_clients);
+        for (name, rule) in rules {
+            let RateLimitRule {
+                limit,
+                window_secs,
+                burst,
+                by,
+                routes,
+                on_store_error,
+            } = rule;
+            let key = |leaf: &str| format!("rate_limit.rules.{name}.{leaf}");
+            out.plain(key("limit"), limit);
+            out.plain(key("window_secs"), window_secs);
+            out.optional(key("burst"), *burst);
+            out.string(key("by"), &by.as_config());
+            out.strings(key("routes"), routes);
+            out.optional_string(
+                key("on_store_error"),
+                on_store_error.map(OnStoreError::as_str),
+            );
+        }
+
         out.0
             .into_iter()
             .map(|(key, value)| Setting {
-                source: provenance.0.get(key).cloned().unwrap_or(Source::Default),
-                key: key.to_owned(),
+                source: provenance
+                    .0
+                    .get(key.as_ref())
+                    .cloned()
+                    .unwrap_or(Source::Default),
+                key: key.into_owned(),
                 value,
             })
             .collect()
@@ -348,35 +385,35 @@ impl AutumnConfig {
 
 /// `(key, rendered value)` pairs in order.
 #[derive(Default)]
-struct Leaves(Vec<(&'static str, String)>);
+struct Leaves(Vec<(Cow<'static, str>, String)>);
 
 impl Leaves {
-    fn plain(&mut self, key: &'static str, value: impl Display) {
-        self.0.push((key, value.to_string()));
+    fn plain(&mut self, key: impl Into<Cow<'static, str>>, value: impl Display) {
+        self.0.push((key.into(), value.to_string()));
     }
 
-    fn string(&mut self, key: &'static str, value: &str) {
-        self.0.push((key, literal(value)));
+    fn string(&mut self, key: impl Into<Cow<'static, str>>, value: &str) {
+        self.0.push((key.into(), literal(value)));
     }
 
-    fn optional(&mut self, key: &'static str, value: Option<impl Display>) {
+    fn optional(&mut self, key: impl Into<Cow<'static, str>>, value: Option<impl Display>) {
         self.0.push((
-            key,
+            key.into(),
             value.map_or_else(|| UNSET.to_owned(), |value| value.to_string()),
         ));
     }
 
-    fn optional_string(&mut self, key: &'static str, value: Option<&str>) {
+    fn optional_string(&mut self, key: impl Into<Cow<'static, str>>, value: Option<&str>) {
         self.0
-            .push((key, value.map_or_else(|| UNSET.to_owned(), literal)));
+            .push((key.into(), value.map_or_else(|| UNSET.to_owned(), literal)));
     }
 
-    fn strings(&mut self, key: &'static str, values: &[String]) {
+    fn strings(&mut self, key: impl Into<Cow<'static, str>>, values: &[String]) {
         let array = values
             .iter()
             .map(|value| Value::String(redact(value)))
             .collect();
-        self.0.push((key, Value::Array(array).to_string()));
+        self.0.push((key.into(), Value::Array(array).to_string()));
     }
 }
 

@@ -227,6 +227,7 @@ impl AutumnConfig {
         self.check_tenancy()?;
         self.check_actuator()?;
         self.check_middleware()?;
+        self.check_rate_limit()?;
         self.cors_origins().map(drop)?;
         self.trusted_origins().map(drop)
     }
@@ -319,6 +320,55 @@ impl AutumnConfig {
                 key,
                 "is set, but idempotency.redis.url does not use TLS: use a rediss:// (or rediss+cluster://) URL, or remove the TLS files",
             ));
+        }
+        Ok(())
+    }
+
+    /// `[rate_limit]` rules that cannot count: a zero rate, a name a header
+    /// cannot carry, a route pattern that matches nothing the app can mount.
+    fn check_rate_limit(&self) -> Result<(), ConfigError> {
+        let rate_limit = &self.rate_limit;
+        let invalid = |key: String, message: String| ConfigError::InvalidValue {
+            origin: self.source(&key),
+            key,
+            message,
+        };
+        if rate_limit.backend == Some(super::Backend::Database) {
+            return Err(invalid(
+                "rate_limit.backend".to_owned(),
+                "must be \"memory\" or \"redis\": counts change on every request, which a SQL table is no place for".to_owned(),
+            ));
+        }
+        if rate_limit.max_clients == 0 {
+            return Err(invalid(
+                "rate_limit.max_clients".to_owned(),
+                "must be at least 1: with no room, every limited request would count as a store error".to_owned(),
+            ));
+        }
+        for (name, rule) in &rate_limit.rules {
+            let key = |leaf: &str| format!("rate_limit.rules.{name}.{leaf}");
+            if !super::is_rule_name(name) {
+                return Err(invalid(
+                    format!("rate_limit.rules.{name}"),
+                    "a rule's name is 1 to 64 letters, digits, `_` or `-`: it is sent in the RateLimit-Policy header".to_owned(),
+                ));
+            }
+            let checks = [
+                ("limit", rule.limit >= 1, "must be at least 1"),
+                ("window_secs", rule.window_secs >= 1, "must be at least 1"),
+                (
+                    "burst",
+                    rule.burst.is_none_or(|burst| burst >= 1),
+                    "must be at least 1 when set",
+                ),
+            ];
+            if let Some((leaf, _, message)) = checks.into_iter().find(|(_, ok, _)| !ok) {
+                return Err(invalid(key(leaf), message.to_owned()));
+            }
+            for pattern in &rule.routes {
+                crate::rate_limit::RoutePattern::parse(pattern)
+                    .map_err(|message| invalid(key("routes"), message))?;
+            }
         }
         Ok(())
     }

@@ -101,6 +101,9 @@ pub struct Route {
     /// The route's own idempotency policy: what it leaves unset comes from
     /// `[idempotency]`.
     pub policy: IdempotencyPolicy,
+    /// The `[rate_limit.rules]` rule the route names itself (a macro's
+    /// `rate_limit = "login"`), besides those whose `routes` cover it.
+    pub rate_limit: Option<Cow<'static, str>>,
     /// Added with [`Route::layer`], innermost first.
     layers: Vec<RouteLayer>,
 }
@@ -114,6 +117,7 @@ impl std::fmt::Debug for Route {
             .field("name", &self.name)
             .field("idempotency", &self.idempotency)
             .field("policy", &self.policy)
+            .field("rate_limit", &self.rate_limit)
             .field("layers", &self.layers.len())
             .finish()
     }
@@ -135,8 +139,27 @@ impl Route {
             endpoint: Endpoint::Boxed(handler),
             idempotency: RouteIdempotency::Opaque,
             policy: IdempotencyPolicy::new(),
+            rate_limit: None,
             layers: Vec::new(),
         }
+    }
+
+    /// The same route under the `[rate_limit.rules]` rule `name` (besides
+    /// any rule whose `routes` cover it); the app refuses to start when no
+    /// rule has that name.
+    ///
+    /// ```
+    /// use autumn_core::Route;
+    /// use axum::routing::post;
+    /// use http::Method;
+    ///
+    /// let route = Route::new(Method::POST, "/login", post(|| async { "in" })).with_rate_limit("login");
+    /// assert_eq!(route.rate_limit.as_deref(), Some("login"));
+    /// ```
+    #[must_use]
+    pub fn with_rate_limit(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.rate_limit = Some(name.into());
+        self
     }
 
     /// The same route under its own idempotency policy: a required key, its
@@ -273,6 +296,7 @@ impl Route {
             name: Cow::Borrowed(name),
             layers: Vec::new(),
             policy: IdempotencyPolicy::new(),
+            rate_limit: None,
             idempotency: if idempotent {
                 RouteIdempotency::Managed
             } else {

@@ -14,6 +14,7 @@ use tower::Layer;
 use tower::layer::util::Identity;
 use tower::util::{Either, option_layer};
 
+use crate::rate_limit::RateLimitLayer;
 use crate::telemetry::metrics::RouteLabelLayer;
 
 /// The database pool handlers extract.
@@ -58,12 +59,14 @@ impl SharedLayers {
 }
 
 /// What the app puts on a route it mounts, outermost first: the route's
-/// label for the request metrics, the [`SharedLayers`], the idempotency
-/// layer, the opaque route's replay guard, then the replay guard in front
-/// of the handler (or of the route's own layers).
+/// label for the request metrics, its rate limits (so a refused request
+/// costs the guards nothing), the [`SharedLayers`], the idempotency layer,
+/// the opaque route's replay guard, then the replay guard in front of the
+/// handler (or of the route's own layers).
 #[derive(Clone)]
 pub(crate) struct RouteStack {
     pub(crate) label: RouteLabelLayer,
+    pub(crate) rate_limit: Option<RateLimitLayer>,
     pub(crate) shared: SharedLayers,
     pub(crate) idempotency: Option<IdempotencyLayer>,
     pub(crate) opaque_guard: Option<ReplayGuardLayer>,
@@ -73,6 +76,7 @@ pub(crate) struct RouteStack {
 /// Everything above [`RouteStack::inner_guard`], outermost first.
 pub(crate) type Outer = (
     RouteLabelLayer,
+    Either<RateLimitLayer, Identity>,
     Shared,
     Either<IdempotencyLayer, Identity>,
     Either<ReplayGuardLayer, Identity>,
@@ -84,6 +88,7 @@ impl RouteStack {
     pub(crate) fn outer(&self) -> Outer {
         (
             self.label.clone(),
+            option_layer(self.rate_limit.clone()),
             self.shared.layers(),
             option_layer(self.idempotency.clone()),
             option_layer(self.opaque_guard.clone()),

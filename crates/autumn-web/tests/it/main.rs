@@ -31,6 +31,7 @@ mod middleware_config;
 mod nested_forms;
 mod observability;
 mod principals;
+mod rate_limits;
 mod recording;
 mod redis_tls;
 mod repositories;

@@ -87,6 +87,15 @@ impl AppBuilder {
         )?;
 
         metrics.pool.clone_from(&stores.database);
+        let limiter = stores::rate_limiter(&config, &self.rate_limit_keys, &clock, &mut startup)?;
+        metrics.rate_limits = limiter.as_ref().map(|limiter| limiter.metrics());
+        if let Some(limiter) = &limiter {
+            tracing::info!(
+                rules = config.rate_limit.rules.len(),
+                backend = limiter.backend(),
+                "rate limits enforced"
+            );
+        }
 
         // Phase 2: routes.
         let routes = routes::collect(self.routes, self.scoped)?;
@@ -103,6 +112,7 @@ impl AppBuilder {
             self.raw,
             stores.idempotency.as_ref(),
             &shared,
+            limiter.as_ref(),
             &metrics.http,
         )?;
 

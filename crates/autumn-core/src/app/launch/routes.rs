@@ -13,6 +13,7 @@ use tower::util::option_layer;
 use super::super::RawRouter;
 use super::super::error::LaunchError;
 use crate::config::AutumnConfig;
+use crate::rate_limit::Limiter;
 use crate::route::{Route, RouteIdempotency, RouteStack, SharedLayers};
 use crate::telemetry::metrics::{HttpMetrics, RouteLabelLayer};
 
@@ -41,11 +42,21 @@ pub(super) fn mount(
     raw: Vec<RawRouter>,
     idempotency: Option<&IdempotencyLayer>,
     shared: &SharedLayers,
+    limiter: Option<&Arc<Limiter>>,
     http: &Arc<HttpMetrics>,
 ) -> Result<Router, LaunchError> {
     let mut router = Router::new();
     for route in routes {
         let path = route.path.clone();
+        let rate_limit = match limiter {
+            Some(limiter) => limiter
+                .for_route(&route.method, &path, route.rate_limit.as_deref())
+                .map_err(|message| LaunchError::InvalidSetting {
+                    key: "rate_limit.rules",
+                    message,
+                })?,
+            None => None,
+        };
         // A macro route is replayed directly only while nothing runs
         // between the guard and its handler: with route-local layers (an
         // auth check, say) a direct replay would answer around them, so
@@ -81,6 +92,7 @@ pub(super) fn mount(
         // boxes the route once more, and each box is cloned per request.
         let stack = RouteStack {
             label: RouteLabelLayer::fixed(http.route(&path)),
+            rate_limit,
             shared: shared.clone(),
             idempotency: guard,
             opaque_guard,
@@ -102,6 +114,7 @@ pub(super) fn mount(
                 idempotency.map(|layer| layer.clone().with_replay_mode(ReplayMode::FailClosed));
             raw.layer((
                 RouteLabelLayer::matched(Arc::clone(http)),
+                option_layer(limiter.and_then(|limiter| limiter.for_router())),
                 shared.layers(),
                 option_layer(guard),
             ))

@@ -403,6 +403,53 @@ fn build_store(
     }
 }
 
+/// The app's `[rate_limit]` rules with their counts' backend, when any
+/// rule is enforced: Redis shares the connection of the app's other Redis
+/// stores, under `{idempotency.redis.key_prefix}:rl`.
+pub(super) fn rate_limiter(
+    config: &AutumnConfig,
+    functions: &std::collections::HashMap<String, crate::rate_limit::RateLimitKeyFn>,
+    clock: &SharedClock,
+    startup: &mut Startup,
+) -> Result<Option<Arc<crate::rate_limit::Limiter>>, LaunchError> {
+    use crate::rate_limit::{Buckets, Limiter, MemoryBuckets};
+    let settings = &config.rate_limit;
+    if !settings.enabled || settings.rules.is_empty() {
+        return Ok(None);
+    }
+    let buckets: Arc<dyn Buckets> = match settings.effective_backend(config.idempotency.backend) {
+        Backend::Redis => {
+            let redis = &config.idempotency.redis;
+            let Some(url) = &redis.url else {
+                return Err(LaunchError::InvalidSetting {
+                    key: "idempotency.redis.url",
+                    message: "rate_limit.backend is \"redis\", which counts on the Redis [idempotency.redis] names: set its url".to_owned(),
+                });
+            };
+            #[cfg(feature = "redis")]
+            {
+                let connection = redis_connection(config, url, startup)?;
+                Arc::new(crate::rate_limit::RedisBuckets::new(
+                    connection,
+                    &format!("{}:rl", redis.key_prefix),
+                    clock.clone(),
+                ))
+            }
+            #[cfg(not(feature = "redis"))]
+            {
+                let _ = (url, startup);
+                return Err(LaunchError::BackendUnavailable {
+                    backend: "redis".to_owned(),
+                });
+            }
+        }
+        _ => Arc::new(MemoryBuckets::new(settings.max_clients, clock.clone())),
+    };
+    Limiter::new(settings, functions, buckets, clock.clone())
+        .map(|limiter| Some(Arc::new(limiter)))
+        .map_err(|(key, message)| LaunchError::RateLimitRule { key, message })
+}
+
 /// The `backend` label of a store's timings: the configured backend, or
 /// `custom` for a store given in code.
 fn backend_label(backend: Backend, given: bool) -> &'static str {

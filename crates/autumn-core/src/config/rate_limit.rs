@@ -1,0 +1,211 @@
+//! `[rate_limit]`: how many requests a client may make, by rule.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+
+use super::sections::Backend;
+
+/// `[rate_limit]`: named rules, each a rate (`limit` requests per
+/// `window_secs`, `burst` of them at once) for the routes it names, counted
+/// per client (`by`).
+///
+/// ```
+/// use autumn_core::config::{AutumnConfig, RateLimitBy};
+///
+/// let config = AutumnConfig::from_toml_str(
+///     r#"
+///     [rate_limit.rules.login]
+///     limit = 10
+///     window_secs = 60
+///     routes = ["POST /login"]
+///     "#,
+/// )
+/// .unwrap();
+/// let rule = &config.rate_limit.rules["login"];
+/// assert_eq!((rule.limit, rule.by.clone()), (10, RateLimitBy::ClientIp));
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RateLimitConfig {
+    /// Whether the rules are enforced at all.
+    pub enabled: bool,
+    /// Where the counts are kept: `"memory"` (this process) or `"redis"` (on
+    /// `[idempotency.redis]`, shared by every replica). Unset: Redis when
+    /// `idempotency.backend` is Redis, else memory.
+    pub backend: Option<Backend>,
+    /// Most clients the memory backend counts at once; clients whose count
+    /// ran out are forgotten first. Past it, a new client is treated as the
+    /// rule's `on_store_error` says.
+    pub max_clients: usize,
+    /// The rules, by name (`[rate_limit.rules.login]`). The name is what a
+    /// route macro's `rate_limit = "login"` refers to, what the
+    /// `RateLimit-Policy` header calls the rule, and a metrics label.
+    pub rules: BTreeMap<String, RateLimitRule>,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            backend: None,
+            max_clients: 100_000,
+            rules: BTreeMap::new(),
+        }
+    }
+}
+
+impl RateLimitConfig {
+    /// Where counts are kept: `backend` if set, else Redis when
+    /// `idempotency` is on Redis, else this process's memory.
+    #[must_use]
+    pub fn effective_backend(&self, idempotency: Backend) -> Backend {
+        self.backend.unwrap_or(match idempotency {
+            Backend::Redis => Backend::Redis,
+            _ => Backend::Memory,
+        })
+    }
+}
+
+/// One rule of `[rate_limit.rules]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RateLimitRule {
+    /// Requests a client may make per window.
+    pub limit: u32,
+    /// The window, in seconds (60 unless set).
+    #[serde(default = "default_window_secs")]
+    pub window_secs: u64,
+    /// Requests that may come at once; unset: `limit` (a client that was
+    /// quiet for a window may spend it all at once).
+    #[serde(default)]
+    pub burst: Option<u32>,
+    /// Who counts as one client (`"client_ip"` unless set).
+    #[serde(default)]
+    pub by: RateLimitBy,
+    /// The routes the rule covers, as the app writes them: `"POST /login"`,
+    /// `"/orders/{id}"` (every method), `"/api/*"` (`/api` and everything
+    /// under it). Empty: only the routes that name the rule
+    /// (`rate_limit = "login"`).
+    #[serde(default)]
+    pub routes: Vec<String>,
+    /// What a request gets when its count cannot be read (Redis down, the
+    /// memory backend full). Unset: a GET, HEAD or OPTIONS goes on, any
+    /// other method is refused with 503.
+    #[serde(default)]
+    pub on_store_error: Option<OnStoreError>,
+}
+
+fn default_window_secs() -> u64 {
+    60
+}
+
+/// Who counts as one client under a rule.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum RateLimitBy {
+    /// `"client_ip"`: the client's address, as `ClientIp` reads it (behind
+    /// `[server] trusted_proxies`, the address they name). IPv6 clients
+    /// count by their /64 network, which one subscriber usually holds whole.
+    #[default]
+    ClientIp,
+    /// `"session"`: the signed-in or guest session the cookie names, when
+    /// the store knows it; the client's address otherwise, so a forged
+    /// cookie gets no count of its own.
+    Session,
+    /// `"tenant"`: the resolved tenant; the client's address without one.
+    Tenant,
+    /// `"principal"`: the API principal (`RequireApiToken`, or
+    /// `AppBuilder::scope_by`); the client's address without one.
+    Principal,
+    /// `"global"`: one count for everyone.
+    Global,
+    /// `"key:NAME"`: what the function the app registered as NAME with
+    /// `AppBuilder::rate_limit_key` returns; the client's address when it
+    /// returns nothing.
+    Key(String),
+}
+
+impl RateLimitBy {
+    /// How the value is written in configuration.
+    #[must_use]
+    pub fn as_config(&self) -> String {
+        match self {
+            Self::ClientIp => "client_ip".to_owned(),
+            Self::Session => "session".to_owned(),
+            Self::Tenant => "tenant".to_owned(),
+            Self::Principal => "principal".to_owned(),
+            Self::Global => "global".to_owned(),
+            Self::Key(name) => format!("key:{name}"),
+        }
+    }
+}
+
+impl fmt::Display for RateLimitBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.as_config())
+    }
+}
+
+impl TryFrom<String> for RateLimitBy {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Ok(match value.as_str() {
+            "client_ip" => Self::ClientIp,
+            "session" => Self::Session,
+            "tenant" => Self::Tenant,
+            "principal" => Self::Principal,
+            "global" => Self::Global,
+            other => match other.strip_prefix("key:") {
+                Some(name) if !name.is_empty() => Self::Key(name.to_owned()),
+                _ => {
+                    return Err(format!(
+                        "`{value}` is not a client: expected one of `client_ip`, `session`, `tenant`, `principal`, `global`, `key:NAME`"
+                    ));
+                }
+            },
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for RateLimitBy {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(deserializer)?;
+        Self::try_from(value).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a rule does with a request whose count cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum OnStoreError {
+    /// `"open"`: the request goes on, uncounted.
+    Open,
+    /// `"closed"`: 503 `rate_limit_unavailable`, with `Retry-After`.
+    Closed,
+}
+
+impl OnStoreError {
+    /// How the value is written in configuration.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Closed => "closed",
+        }
+    }
+}
+
+/// Whether `name` can name a rule: it appears in a header's quoted string
+/// and in a metrics label, so letters, digits, `_` and `-` only.
+pub(crate) fn is_rule_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-'))
+}

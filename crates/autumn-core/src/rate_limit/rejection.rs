@@ -1,0 +1,129 @@
+//! [`RateLimitRejection`]: a request a rule did not let through, and the
+//! `RateLimit` header fields every answer of a limited route carries.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use autumn_base::problem::{ProblemCode, ProblemDetails};
+use http::{HeaderName, HeaderValue, StatusCode};
+
+use super::gcra::Decision;
+use super::rule::Rule;
+use crate::codes;
+
+/// `RateLimit-Policy`: the rule's quota and window (IETF httpapi draft).
+pub(crate) static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`: what is left of the rule's quota, and in how many seconds
+/// it is whole again.
+pub(crate) static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// Why a rate-limited route refused a request; the handler did not run and
+/// nothing was counted against any other rule after it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum RateLimitRejection {
+    /// 429 `rate_limited`, with `Retry-After`: the client used up what the
+    /// rule allows for now.
+    #[error(
+        "too many requests: rule `{rule}` allows {limit} per {window_secs} s; retry in {retry_after_secs} s"
+    )]
+    Limited {
+        /// The rule's name.
+        rule: Arc<str>,
+        /// Requests per window.
+        limit: u32,
+        /// The window, in seconds.
+        window_secs: u64,
+        /// Seconds until one more request is allowed.
+        retry_after_secs: u32,
+    },
+    /// 503 `rate_limit_unavailable`, `Retry-After: 1`: the rule's count
+    /// could not be read, and the rule refuses what it cannot count.
+    #[error(
+        "the rate limit of rule `{rule}` could not be checked, so nothing was done; retry shortly"
+    )]
+    Unavailable {
+        /// The rule's name.
+        rule: Arc<str>,
+        /// Why, for the log only.
+        #[source]
+        reason: super::buckets::BucketError,
+    },
+}
+
+impl RateLimitRejection {
+    pub(crate) fn limited(rule: &Rule, decision: Decision) -> Self {
+        Self::Limited {
+            rule: Arc::clone(&rule.name),
+            limit: rule.rate.limit,
+            window_secs: rule.rate.window_secs,
+            retry_after_secs: seconds(decision.retry_after_ms).max(1),
+        }
+    }
+
+    /// The rule that refused.
+    #[must_use]
+    pub fn rule(&self) -> &str {
+        match self {
+            Self::Limited { rule, .. } | Self::Unavailable { rule, .. } => rule,
+        }
+    }
+}
+
+impl ProblemDetails for RateLimitRejection {
+    fn problem_status(&self) -> StatusCode {
+        match self {
+            Self::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn problem_code(&self) -> Option<ProblemCode> {
+        Some(match self {
+            Self::Limited { .. } => codes::RATE_LIMITED,
+            Self::Unavailable { .. } => codes::RATE_LIMIT_UNAVAILABLE,
+        })
+    }
+
+    fn problem_detail(&self) -> Cow<'_, str> {
+        // The Display, without the store's error (which can name hosts).
+        Cow::Owned(self.to_string())
+    }
+
+    fn problem_retry_after(&self) -> Option<u32> {
+        Some(match self {
+            Self::Limited {
+                retry_after_secs, ..
+            } => *retry_after_secs,
+            Self::Unavailable { .. } => 1,
+        })
+    }
+
+    fn problem_members(&self) -> Vec<(&'static str, serde_json::Value)> {
+        vec![("rule", serde_json::Value::from(self.rule()))]
+    }
+}
+
+autumn_base::problem_into_response!(RateLimitRejection);
+
+/// `"name";r=REMAINING;t=SECONDS`, the rule's `RateLimit` item after
+/// `decision`.
+pub(crate) fn ratelimit_item(rule: &Rule, decision: &Decision) -> Option<HeaderValue> {
+    let reset = if decision.allowed {
+        decision.reset_ms
+    } else {
+        decision.retry_after_ms
+    };
+    HeaderValue::try_from(format!(
+        "\"{}\";r={};t={}",
+        rule.name,
+        decision.remaining,
+        seconds(reset)
+    ))
+    .ok()
+}
+
+/// Whole seconds, rounded up: a client that waits that long is not early.
+fn seconds(millis: u64) -> u32 {
+    u32::try_from(millis.div_ceil(1000)).unwrap_or(u32::MAX)
+}
