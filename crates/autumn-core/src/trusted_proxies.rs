@@ -32,6 +32,12 @@ impl Network {
         (prefix <= bits).then_some(Self { base, prefix })
     }
 
+    /// Whether it is every address of its family (`0.0.0.0/0`, `::/0`):
+    /// trusting it lets any client name its own address.
+    pub(crate) fn is_everything(&self) -> bool {
+        self.prefix == 0
+    }
+
     /// Whether `address` is in it (an IPv4-mapped IPv6 address counts as
     /// its IPv4 address).
     pub(crate) fn contains(&self, address: IpAddr) -> bool {
@@ -155,6 +161,10 @@ mod tests {
                 .expect("all")
                 .contains(ip("8.8.8.8"))
         );
+        assert!(Network::parse("0.0.0.0/0").expect("all").is_everything());
+        assert!(Network::parse("::/0").expect("all v6").is_everything());
+        assert!(!Network::parse("0.0.0.0/1").expect("half").is_everything());
+        assert!(!Network::parse("10.0.0.1").expect("one").is_everything());
         assert_eq!(Network::parse("10.0.0.0/33"), None);
         assert_eq!(Network::parse("proxy.internal"), None);
     }

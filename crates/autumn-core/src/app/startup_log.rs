@@ -103,6 +103,21 @@ pub(crate) fn unsafe_in_production(config: &AutumnConfig) -> Vec<String> {
             "idempotency.admin.token is set and actuator.port is not: key administration is served on the app's public port; set actuator.port to serve it apart".to_owned(),
         );
     }
+    let everyone: Vec<&str> = config
+        .server
+        .trusted_proxies
+        .iter()
+        .filter(|entry| {
+            crate::trusted_proxies::Network::parse(entry).is_some_and(|net| net.is_everything())
+        })
+        .map(String::as_str)
+        .collect();
+    if !everyone.is_empty() {
+        warnings.push(format!(
+            "server.trusted_proxies trusts every address ({}): any client can choose the address the app sees (ClientIp) by sending Forwarded or X-Forwarded-For, and none is held to server.max_connections_per_client; list only your proxies' addresses or networks",
+            everyone.join(", ")
+        ));
+    }
     if config.session.enabled && !config.session.is_secure() {
         warnings.push(
             "session.secure = false: session cookies are sent over plain HTTP; remove it unless every client reaches the app over a private network".to_owned(),
@@ -165,7 +180,7 @@ mod tests {
 
     #[test]
     fn each_unsafe_setting_is_named_once_without_its_password() {
-        let all = "[database]\nurl = \"postgres://app:pw@db.internal/app\"\n[idempotency.redis]\nurl = \"redis://:pw@cache.internal:6379\"\n[idempotency.admin]\ntoken = \"0123456789abcdef\"\n[session]\nsecure = false\n[security.headers]\nhsts = false\n[actuator]\nmetrics_on_app_port = true\n";
+        let all = "[database]\nurl = \"postgres://app:pw@db.internal/app\"\n[idempotency.redis]\nurl = \"redis://:pw@cache.internal:6379\"\n[idempotency.admin]\ntoken = \"0123456789abcdef\"\n[session]\nsecure = false\n[security.headers]\nhsts = false\n[actuator]\nmetrics_on_app_port = true\n[server]\ntrusted_proxies = [\"10.0.0.0/8\", \"0.0.0.0/0\", \"::/0\"]\n";
         let found = warnings(all);
         for key in [
             "database.url",
@@ -174,6 +189,7 @@ mod tests {
             "idempotency.admin.token",
             "session.secure",
             "security.headers.hsts",
+            "server.trusted_proxies",
         ] {
             assert_eq!(
                 found.iter().filter(|w| w.starts_with(key)).count(),
@@ -181,8 +197,36 @@ mod tests {
                 "{key}: {found:#?}"
             );
         }
-        assert_eq!(found.len(), 6, "{found:#?}");
+        assert_eq!(found.len(), 7, "{found:#?}");
         assert!(found.iter().all(|w| !w.contains(":pw@")), "{found:#?}");
+    }
+
+    #[test]
+    fn trusted_proxies_warn_only_for_a_network_of_every_address() {
+        let proxies = |list: &str| warnings(&format!("[server]\ntrusted_proxies = [{list}]\n"));
+        assert_eq!(
+            proxies(r#""10.0.0.0/8", "fd00::/8", "192.0.2.7", "0.0.0.0/1""#),
+            Vec::<String>::new()
+        );
+        for everything in [
+            r#""0.0.0.0/0""#,
+            r#""::/0""#,
+            r#""10.0.0.0/8", "10.1.2.3/0""#,
+        ] {
+            let found = proxies(everything);
+            assert_eq!(found.len(), 1, "{everything}: {found:#?}");
+            assert!(
+                found[0].starts_with("server.trusted_proxies trusts every address ("),
+                "{found:#?}"
+            );
+            assert!(
+                !found[0].contains("10.0.0.0/8"),
+                "only the culprit: {found:#?}"
+            );
+        }
+        let both = proxies(r#""0.0.0.0/0", "::/0""#);
+        assert_eq!(both.len(), 1, "one line for the key: {both:#?}");
+        assert!(both[0].contains("(0.0.0.0/0, ::/0)"), "{both:#?}");
     }
 
     #[test]
