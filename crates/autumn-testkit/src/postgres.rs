@@ -197,14 +197,14 @@ async fn drop_stale(client: &tokio_postgres::Client, what: Stale) {
 pub struct PrivatePostgres {
     dir: tempfile::TempDir,
     port: u16,
+    /// Where `initdb` and `pg_ctl` are ([`server_bin`]).
+    bin: std::path::PathBuf,
     /// The CA that signed the server's certificate, with TLS (kept for its
     /// certificate file).
     ca: Option<TestCa>,
 }
 
 impl PrivatePostgres {
-    const BIN: &'static str = "/usr/lib/postgresql/15/bin";
-
     /// Creates a cluster and starts it (about a second).
     pub fn start() -> Self {
         Self::start_with(None)
@@ -220,6 +220,7 @@ impl PrivatePostgres {
     }
 
     fn start_with(tls: Option<(&[&str], bool)>) -> Self {
+        let bin = server_bin();
         let dir = tempfile::Builder::new()
             .prefix("autumn-pg-")
             .tempdir()
@@ -233,6 +234,7 @@ impl PrivatePostgres {
         let mut server = Self {
             dir,
             port,
+            bin,
             ca: None,
         };
         run(server
@@ -354,14 +356,10 @@ impl PrivatePostgres {
 
     /// `program` from the PostgreSQL binaries, as the `postgres` user.
     fn as_postgres(&self, program: &str) -> std::process::Command {
-        let program = format!("{}/{program}", Self::BIN);
-        assert!(
-            std::path::Path::new(&program).exists(),
-            "{program} is missing: install PostgreSQL 15 (apt-get install postgresql-15)"
-        );
+        let program = self.bin.join(program);
         if running_as_root() {
             let mut command = std::process::Command::new("runuser");
-            command.args(["-u", "postgres", "--", &program]);
+            command.args(["-u", "postgres", "--"]).arg(program);
             command
         } else {
             std::process::Command::new(program)
@@ -378,6 +376,58 @@ impl Drop for PrivatePostgres {
             .arg("stop")
             .output();
     }
+}
+
+/// The installed PostgreSQL's server programs: the newest
+/// `/usr/lib/postgresql/{version}/bin` (Debian's layout, several versions
+/// side by side) that has `initdb` and `pg_ctl`, else `pg_config --bindir`
+/// when those are there (Homebrew, most other layouts).
+///
+/// # Panics
+///
+/// When neither has them, saying how to install PostgreSQL.
+fn server_bin() -> std::path::PathBuf {
+    let pg_config = std::process::Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().into());
+    server_bin_in(std::path::Path::new("/usr/lib/postgresql"), pg_config).unwrap_or_else(|| {
+        panic!(
+            "no PostgreSQL server programs (initdb and pg_ctl) under /usr/lib/postgresql/*/bin \
+             or in `pg_config --bindir`: install PostgreSQL (Debian/Ubuntu: \
+             apt-get install postgresql; Fedora: dnf install postgresql-server; \
+             macOS: brew install postgresql@17)"
+        )
+    })
+}
+
+/// [`server_bin`] with Debian's versions under `versions` and `pg_config`'s
+/// answer given.
+fn server_bin_in(
+    versions: &std::path::Path,
+    pg_config: Option<std::path::PathBuf>,
+) -> Option<std::path::PathBuf> {
+    let serves = |bin: &std::path::Path| ["initdb", "pg_ctl"].iter().all(|p| bin.join(p).is_file());
+    let newest = std::fs::read_dir(versions)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            // "9.6" below "15": compared as numbers, part by part.
+            let version: Vec<u32> = entry
+                .file_name()
+                .to_str()?
+                .split('.')
+                .map(|part| part.parse().ok())
+                .collect::<Option<_>>()?;
+            let bin = entry.path().join("bin");
+            serves(&bin).then_some((version, bin))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, bin)| bin);
+    newest.or_else(|| pg_config.filter(|bin| serves(bin)))
 }
 
 fn running_as_root() -> bool {
@@ -653,5 +703,50 @@ impl Drop for PgBouncer {
     fn drop(&mut self) {
         drop(self.lifeline.take());
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// A `bin` directory under `root` holding `programs`.
+    fn bin(root: &Path, dir: &str, programs: &[&str]) -> std::path::PathBuf {
+        let bin = root.join(dir).join("bin");
+        std::fs::create_dir_all(&bin).expect("bin dir");
+        for program in programs {
+            std::fs::write(bin.join(program), "").expect("program");
+        }
+        bin
+    }
+
+    #[test]
+    fn the_newest_version_with_a_server_is_chosen() {
+        let root = tempfile::tempdir().expect("temp dir");
+        bin(root.path(), "9.6", &["initdb", "pg_ctl"]);
+        let fifteen = bin(root.path(), "15", &["initdb", "pg_ctl", "postgres"]);
+        // Client programs only (a newer libpq's package): no server.
+        bin(root.path(), "17", &["pg_ctl", "psql"]);
+        bin(root.path(), "not-a-version", &["initdb", "pg_ctl"]);
+        let elsewhere = bin(root.path(), "brew", &["initdb", "pg_ctl"]);
+        assert_eq!(
+            server_bin_in(root.path(), Some(elsewhere)),
+            Some(fifteen),
+            "15 over 9.6 and over 17 without initdb, before pg_config's"
+        );
+    }
+
+    #[test]
+    fn without_a_debian_server_pg_config_bindir_is_used_if_it_has_one() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let versions = root.path().join("usr-lib-postgresql");
+        bin(&versions, "16", &["psql"]);
+        let brew = bin(root.path(), "brew", &["initdb", "pg_ctl"]);
+        assert_eq!(server_bin_in(&versions, Some(brew.clone())), Some(brew));
+        let client_only = bin(root.path(), "client", &["psql", "pg_ctl"]);
+        assert_eq!(server_bin_in(&versions, Some(client_only)), None);
+        assert_eq!(server_bin_in(&root.path().join("absent"), None), None);
     }
 }
