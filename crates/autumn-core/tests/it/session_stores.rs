@@ -35,8 +35,9 @@ enum Kept {
     Memory,
     /// Keys under `prefix:` in the Redis at `url`.
     Redis { url: String, prefix: String },
-    /// Keys under `prefix:` in the one Redis `connection` reaches (over
-    /// TLS, which the plain listing connection does not speak).
+    /// Keys under `prefix:` in the Redis, or on every master of the
+    /// cluster, that `connection` reaches (over TLS, which the plain
+    /// listing connection does not speak).
     Connection {
         connection: RedisConnection,
         prefix: String,
@@ -197,6 +198,23 @@ fn valkey_tls() -> Subject {
         store: Arc::new(RedisSessionStore::new(connection.clone(), &prefix)),
         kept: Kept::Connection { connection, prefix },
         _server: Some(Box::new((server, ca))),
+    }
+}
+
+/// The Redis session store on a six-node Valkey cluster whose nodes accept
+/// TLS only (their cluster bus too), shared by this binary's tests.
+fn valkey_tls_cluster() -> Subject {
+    use autumn_base::redis::RedisTls;
+    let cluster = redis_support::cluster::shared_valkey_tls_cluster();
+    let tls = RedisTls::new().with_ca_file(cluster.ca_file().expect("a TLS cluster's CA"));
+    let connection =
+        RedisConnection::with_tls(&cluster.url(), &tls).expect("a rediss+cluster:// URL");
+    assert!(connection.is_cluster() && connection.is_tls());
+    let prefix = redis_support::unique_prefix();
+    Subject {
+        store: Arc::new(RedisSessionStore::new(connection.clone(), &prefix)),
+        kept: Kept::Connection { connection, prefix },
+        _server: None,
     }
 }
 
@@ -738,6 +756,7 @@ conformance!(redis_tls);
 conformance!(valkey);
 conformance!(valkey_cluster);
 conformance!(valkey_tls);
+conformance!(valkey_tls_cluster);
 conformance!(postgres);
 conformance!(postgres_via_pgbouncer);
 conformance!(sqlite);
