@@ -170,7 +170,9 @@ async fn a_record_sealed_with_a_key_rotated_away_is_refused_never_run_again() {
 
     // A replica that never had the old key cannot open the record.
     let stranger = signed_in(&replica(&storage, &with_key(KEY_B)), key).await;
-    stranger.assert_status(409);
+    stranger
+        .assert_status(409)
+        .assert_header("content-type", "application/problem+json");
     let problem: serde_json::Value = stranger.json();
     assert_eq!(problem["code"], "idempotency_record_unreadable");
     assert!(
