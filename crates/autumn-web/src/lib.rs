@@ -29,7 +29,8 @@
 //! [running several replicas](docs::cloud_native),
 //! [submit tokens](docs::submit_tokens), [forms](docs::forms),
 //! [cross-origin requests](docs::security), [tenancy](docs::tenancy),
-//! [API tokens](docs::api_tokens), [error responses and pages](docs::errors).
+//! [API tokens](docs::api_tokens), [rate limits](docs::rate_limits),
+//! [error responses and pages](docs::errors).
 
 pub use autumn_core::state::State;
 pub use autumn_core::{
@@ -269,6 +270,8 @@ pub mod docs {
     pub mod security {}
     #[doc = include_str!("../../../docs/api-tokens.md")]
     pub mod api_tokens {}
+    #[doc = include_str!("../../../docs/rate-limits.md")]
+    pub mod rate_limits {}
     #[doc = include_str!("../../../docs/tenancy.md")]
     pub mod tenancy {}
     #[doc = include_str!("../../../docs/errors.md")]

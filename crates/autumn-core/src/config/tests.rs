@@ -754,7 +754,7 @@ fn unknown_top_level_section() {
         one_line(&load_err(&dir, &[])),
         format!(
             "unknown key `servr` in {} (expected one of: server, log, actuator, database, \
-             idempotency, security, session, tenancy, static, compression, cors)",
+             idempotency, security, session, tenancy, static, compression, cors, rate_limit)",
             file(&dir, "autumn.toml").display()
         )
     );
@@ -1143,12 +1143,24 @@ fn effective_settings_cover_every_key() {
         allowed_methods = ["GET"]
         allowed_headers = ["x-a"]
         max_age_secs = 5
+        [rate_limit]
+        enabled = false
+        backend = "redis"
+        max_clients = 7
+        [rate_limit.rules.login]
+        limit = 5
+        window_secs = 30
+        burst = 2
+        by = "session"
+        routes = ["POST /login"]
+        on_store_error = "open"
     "#;
     let dir = dir_with(&[("autumn.toml", full)]);
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    assert_eq!(settings.len(), 99);
+    // Every key, and each of the rule's six.
+    assert_eq!(settings.len(), 99 + 3 + 6);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
@@ -1220,8 +1232,16 @@ fn example_file_matches_defaults_and_lists_every_key() {
     let mut section = String::new();
     let mut keys = Vec::new();
     for line in text.lines().map(str::trim) {
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+        // A commented-out table is an example entry of a map with none by
+        // default (`# [rate_limit.rules.login]`): its keys are no defaults.
+        if let Some(name) = line
+            .trim_start_matches(['#', ' '])
+            .strip_prefix('[')
+            .and_then(|l| l.strip_suffix(']'))
+        {
             section = name.to_owned();
+        } else if section.starts_with("rate_limit.rules.") {
+            continue;
         } else if let Some((key, _)) = line.trim_start_matches(['#', ' ']).split_once(" = ")
             && !key.is_empty()
             && key
