@@ -26,6 +26,9 @@ pub enum ErrorKind {
     Conflict,
     /// 422: the request is well-formed but its content is invalid.
     Unprocessable,
+    /// 429: the client sent more requests than a rate limit allows; retry
+    /// after `Retry-After`.
+    TooManyRequests,
     /// 503: a dependency is unavailable; retry later.
     Unavailable,
     /// 500: a bug or an unexpected failure. Its message is logged, never sent.
@@ -42,6 +45,7 @@ impl ErrorKind {
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::Conflict => StatusCode::CONFLICT,
             Self::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -56,7 +60,9 @@ impl ErrorKind {
 /// a sentence that is safe to send. Any `std::error::Error` converts into an
 /// internal error with `?`; a [`SessionError`](crate::session::SessionError)
 /// from a session store that cannot be reached converts into a 503
-/// `session_store_unavailable` with `Retry-After: 1` instead.
+/// `session_store_unavailable` with `Retry-After: 1` instead, and a
+/// [`RateLimitRejection`](crate::rate_limit::RateLimitRejection) into its
+/// own 429 or 503 with its `Retry-After`.
 ///
 /// ```
 /// use autumn_core::{AutumnError, AutumnResult};
@@ -225,6 +231,25 @@ where
             error.public_detail = Some(session.public_detail().to_owned());
             error.retry_after = Some(1);
             error.kind = ErrorKind::Unavailable;
+        }
+        // A rate limit a handler counted answers as the route's own would.
+        let refused = error
+            .source
+            .as_deref()
+            .and_then(|source| source.downcast_ref::<crate::rate_limit::RateLimitRejection>());
+        if let Some(refused) = refused {
+            let status = refused.problem_status();
+            error.kind = match status {
+                StatusCode::TOO_MANY_REQUESTS => ErrorKind::TooManyRequests,
+                StatusCode::SERVICE_UNAVAILABLE => ErrorKind::Unavailable,
+                _ => ErrorKind::Internal,
+            };
+            error.code = refused.problem_code();
+            if !status.is_server_error() || error.kind == ErrorKind::Unavailable {
+                error.public_detail = Some(refused.problem_detail().into_owned());
+            }
+            error.message = refused.to_string();
+            error.retry_after = refused.problem_retry_after();
         }
         error
     }

@@ -60,13 +60,53 @@ impl TestClient {
     /// A client of the server at `base` (`http://127.0.0.1:PORT`): each
     /// request goes over a real socket (HTTP/1.1, connections kept alive).
     pub(crate) fn over_http(base: &str) -> Self {
+        Self::over_http_from(base, None)
+    }
+
+    /// A client of the server listening at `base`, connecting from `local`
+    /// when given.
+    fn over_http_from(base: &str, local: Option<std::net::IpAddr>) -> Self {
+        let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        connector.set_local_address(local);
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build_http();
+                .build(connector);
         Self::with_transport(Transport::Http {
             base: base.trim_end_matches('/').to_owned(),
             client: Box::new(client),
         })
+    }
+
+    /// A client of a server already listening at `base`
+    /// (`http://127.0.0.1:3000`): one the test started with
+    /// `AppBuilder::serve`, say. Cookies are kept as with any client.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let client = autumn_test::TestClient::for_server("http://127.0.0.1:3000");
+    /// client.get("/").send().await.assert_ok();
+    /// # }
+    /// ```
+    pub fn for_server(base: &str) -> Self {
+        Self::over_http(base)
+    }
+
+    /// A new client of the same server that connects from `address`, as a
+    /// client on another machine would: for what is counted per client
+    /// address (rate limits, `max_connections_per_client`). On Linux every
+    /// address of `127.0.0.0/8` is this machine, so `127.0.0.2` is a second
+    /// client without any setup. It starts with no cookies.
+    ///
+    /// # Panics
+    ///
+    /// For a client of an in-process app, which has no sockets to bind.
+    pub fn from_address(&self, address: std::net::IpAddr) -> Self {
+        match &self.transport {
+            Transport::Http { base, .. } => Self::over_http_from(base, Some(address)),
+            Transport::InProcess(_) => panic!(
+                "an in-process app has no client addresses: serve the app on a socket and use TestClient::for_server"
+            ),
+        }
     }
 
     fn with_transport(transport: Transport) -> Self {

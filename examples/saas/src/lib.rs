@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use autumn_web::AppBuilder;
-use autumn_web::config::{AutumnConfig, Backend};
+use autumn_web::config::{AutumnConfig, Backend, RateLimitRule};
 
 pub use routes::account::{MAX_AVATAR_BYTES, MAX_NAME_CHARS};
 pub use routes::auth::{LoginForm, MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS, SignupForm};
@@ -53,6 +53,10 @@ pub const GUARD_VAR: &str = "SAAS_DOUBLE_SUBMIT_GUARD";
 /// How long a duplicate post waits for the first one when the configuration
 /// does not say (see [`configure`]).
 pub const DEFAULT_IN_FLIGHT_WAIT_MS: u64 = 5000;
+
+/// The rule `POST /login` counts attempts under per email address, so that
+/// one account is not guessed at from many addresses.
+pub const LOGIN_ACCOUNT_RULE: &str = "login_account";
 
 /// The database `main` uses when `[database] url` is unset: a SQLite file in
 /// the working directory.
@@ -156,6 +160,14 @@ pub fn app_with_gate(with_guard: bool, gate: SignupGate) -> AppBuilder {
 fn app_with_site(site: Site) -> AppBuilder {
     autumn_web::app()
         .routes(routes::all())
+        // Sign-in and sign-up are where guessing and account floods
+        // happen; `[rate_limit.rules.NAME]` in autumn.toml replaces each.
+        // 20 attempts a minute from one address, then one every 3 s.
+        .rate_limit_rule("login", RateLimitRule::new(20, 60))
+        // 10 attempts at one account every 15 minutes, whatever the address.
+        .rate_limit_rule(LOGIN_ACCOUNT_RULE, RateLimitRule::new(10, 900))
+        // 20 accounts an hour from one address.
+        .rate_limit_rule("signup", RateLimitRule::new(20, 3600))
         .with_error_pages(html_errors::SitePages(site.clone()))
         .layer(axum::Extension(site))
         .layer(axum::Extension(users::UsersTable::default()))

@@ -58,6 +58,9 @@ pub struct AppBuilder {
     pub(crate) tenant_resolver: Option<Arc<dyn crate::tenancy::TenantResolver>>,
     pub(crate) error_pages: crate::error_pages::ErrorPagesLayer,
     pub(crate) states: crate::state::States,
+    /// `rate_limit_rule`'s rules, by name: defaults the configuration's own
+    /// rules of the same name replace.
+    pub(crate) rate_limit_rules: std::collections::BTreeMap<String, crate::config::RateLimitRule>,
     /// `rate_limit_key`'s functions, by name.
     pub(crate) rate_limit_keys:
         std::collections::HashMap<String, crate::rate_limit::RateLimitKeyFn>,
@@ -105,6 +108,28 @@ impl AppBuilder {
     /// Nests a plain axum router under `path`; opaque like [`merge`](Self::merge).
     pub fn nest(mut self, path: impl Into<String>, router: Router) -> Self {
         self.raw.push(RawRouter::Nest(path.into(), router));
+        self
+    }
+
+    /// Defines the rate-limit rule `name` in code, as a default:
+    /// `[rate_limit.rules.NAME]` in the configuration replaces it whole, so
+    /// operators can tune a limit without a release. A route names it with
+    /// `rate_limit = "NAME"`, a handler counts it with
+    /// [`RateLimits::check`](crate::rate_limit::RateLimits::check).
+    ///
+    /// ```
+    /// use autumn_core::config::RateLimitRule;
+    ///
+    /// // 20 sign-in attempts a minute from one address.
+    /// let app = autumn_core::app().rate_limit_rule("login", RateLimitRule::new(20, 60));
+    /// # drop(app);
+    /// ```
+    pub fn rate_limit_rule(
+        mut self,
+        name: impl Into<String>,
+        rule: crate::config::RateLimitRule,
+    ) -> Self {
+        self.rate_limit_rules.insert(name.into(), rule);
         self
     }
 

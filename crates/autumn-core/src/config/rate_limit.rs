@@ -99,6 +99,67 @@ pub struct RateLimitRule {
     pub on_store_error: Option<OnStoreError>,
 }
 
+impl RateLimitRule {
+    /// `limit` requests per `window_secs` (all of them at once, if need
+    /// be), by client address, on the routes that name the rule; the
+    /// `with_*` methods change the rest. For an app that adds a rule in
+    /// code rather than in `autumn.toml`.
+    ///
+    /// ```
+    /// use autumn_core::config::{AutumnConfig, RateLimitBy, RateLimitRule};
+    ///
+    /// let mut config = AutumnConfig::default();
+    /// config.rate_limit.rules.insert(
+    ///     "login".to_owned(),
+    ///     RateLimitRule::new(20, 60).with_routes(["POST /login"]),
+    /// );
+    /// config
+    ///     .rate_limit
+    ///     .rules
+    ///     .insert("login_account".to_owned(), RateLimitRule::new(10, 900).by(RateLimitBy::Global));
+    /// assert!(config.validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn new(limit: u32, window_secs: u64) -> Self {
+        Self {
+            limit,
+            window_secs,
+            burst: None,
+            by: RateLimitBy::ClientIp,
+            routes: Vec::new(),
+            on_store_error: None,
+        }
+    }
+
+    /// The same rule, letting `burst` requests come at once.
+    #[must_use]
+    pub fn with_burst(mut self, burst: u32) -> Self {
+        self.burst = Some(burst);
+        self
+    }
+
+    /// The same rule, counting clients as `by` says.
+    #[must_use]
+    pub fn by(mut self, by: RateLimitBy) -> Self {
+        self.by = by;
+        self
+    }
+
+    /// The same rule, covering `routes` (`"POST /login"`, `"/api/*"`).
+    #[must_use]
+    pub fn with_routes(mut self, routes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.routes = routes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same rule, answering as `mode` says when its count cannot be read.
+    #[must_use]
+    pub fn with_on_store_error(mut self, mode: OnStoreError) -> Self {
+        self.on_store_error = Some(mode);
+        self
+    }
+}
+
 fn default_window_secs() -> u64 {
     60
 }

@@ -49,6 +49,13 @@ pub enum RateLimitRejection {
         #[source]
         reason: super::buckets::BucketError,
     },
+    /// 500 `internal_error`: a handler counted under a rule the
+    /// configuration does not define (logged with the rule's name).
+    #[error("the rate limit of this request could not be checked")]
+    UnknownRule {
+        /// The name the handler gave.
+        rule: Arc<str>,
+    },
 }
 
 impl RateLimitRejection {
@@ -65,7 +72,9 @@ impl RateLimitRejection {
     #[must_use]
     pub fn rule(&self) -> &str {
         match self {
-            Self::Limited { rule, .. } | Self::Unavailable { rule, .. } => rule,
+            Self::Limited { rule, .. }
+            | Self::Unavailable { rule, .. }
+            | Self::UnknownRule { rule } => rule,
         }
     }
 }
@@ -75,6 +84,7 @@ impl ProblemDetails for RateLimitRejection {
         match self {
             Self::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::UnknownRule { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -82,6 +92,7 @@ impl ProblemDetails for RateLimitRejection {
         Some(match self {
             Self::Limited { .. } => codes::RATE_LIMITED,
             Self::Unavailable { .. } => codes::RATE_LIMIT_UNAVAILABLE,
+            Self::UnknownRule { .. } => codes::INTERNAL_ERROR,
         })
     }
 
@@ -91,16 +102,33 @@ impl ProblemDetails for RateLimitRejection {
     }
 
     fn problem_retry_after(&self) -> Option<u32> {
-        Some(match self {
+        match self {
             Self::Limited {
                 retry_after_secs, ..
-            } => *retry_after_secs,
-            Self::Unavailable { .. } => 1,
-        })
+            } => Some(*retry_after_secs),
+            Self::Unavailable { .. } => Some(1),
+            Self::UnknownRule { .. } => None,
+        }
     }
 
     fn problem_members(&self) -> Vec<(&'static str, serde_json::Value)> {
-        vec![("rule", serde_json::Value::from(self.rule()))]
+        match self {
+            Self::UnknownRule { .. } => Vec::new(),
+            _ => vec![("rule", serde_json::Value::from(self.rule()))],
+        }
+    }
+
+    fn log_for_operators(&self) {
+        match self {
+            Self::UnknownRule { rule } => tracing::error!(
+                rule = %rule,
+                "RateLimits::check names a rule [rate_limit.rules] does not define; the request was answered 500"
+            ),
+            Self::Unavailable { rule, reason } => {
+                tracing::debug!(rule = %rule, %reason, "a rate limit's count could not be read");
+            }
+            Self::Limited { .. } => {}
+        }
     }
 }
 

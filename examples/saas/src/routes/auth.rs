@@ -15,6 +15,7 @@
 
 use autumn_web::forms::{FieldErrors, Flash, FormPage};
 use autumn_web::prelude::*;
+use autumn_web::rate_limit::RateLimits;
 use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
 use axum::Extension;
 use serde::{Deserialize, Serialize};
@@ -22,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::{error_summary, page};
 use crate::signed_in::{Viewer, sign_in};
 use crate::users::Users;
-use crate::{Site, password};
+use crate::{LOGIN_ACCOUNT_RULE, Site, password};
 
 /// The fewest characters a password may have.
 pub const MIN_PASSWORD_CHARS: usize = 8;
@@ -190,7 +191,7 @@ pub(crate) async fn signup_form(
 /// form posted was checked by the layer before this runs (and is released
 /// again by the 422), and the one extracted here is the fresh one minted for
 /// this request.
-#[post("/signup")]
+#[post("/signup", rate_limit = "signup")]
 pub(crate) async fn signup(
     Extension(site): Extension<Site>,
     users: Users,
@@ -265,11 +266,17 @@ pub(crate) async fn login_form(
 /// `POST /login`: checks the password, counts the login, signs the user in
 /// (a new session id) and answers 303 to the account page; or 422 with the
 /// form again.
-#[post("/login")]
+///
+/// Guessing is slowed twice over: the rule `login` counts attempts per
+/// address before anything runs, and `login_account` counts them per email
+/// address, so one account cannot be guessed at from many addresses either
+/// (429 with `Retry-After` past either).
+#[post("/login", rate_limit = "login")]
 pub(crate) async fn login(
     Extension(site): Extension<Site>,
     users: Users,
     session: Session,
+    limits: RateLimits,
     token: SubmitToken,
     field: SubmitFormField,
     Form(form): Form<LoginForm>,
@@ -285,6 +292,8 @@ pub(crate) async fn login(
     if form.password.chars().count() > MAX_PASSWORD_CHARS {
         return rejected("That email address and password do not match an account.");
     }
+    // Before the password is checked: the check is the work guessing costs.
+    limits.check(LOGIN_ACCOUNT_RULE, &email).await?;
     let found = users.find_with_password(&email).await?;
     let (user, stored) = match found {
         Some((user, stored)) => (Some(user), Some(stored)),

@@ -1035,3 +1035,132 @@ async fn a_token_posted_from_another_session_is_refused_and_changes_nothing() {
         assert_eq!(stats(&client).await.logins, 1, "{backends:?}");
     }
 }
+
+/// Guessing passwords, as an attacker would: over real sockets, each
+/// client from an address of its own (every `127.0.0.0/8` address is this
+/// machine on Linux).
+mod guessing {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::*;
+    use crate::support::chromium::Served;
+
+    fn address(last: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+    }
+
+    /// The saas app, served on a socket, on a fresh SQLite file in `dir`.
+    async fn served(dir: &Path) -> (Served, TestClient) {
+        let url = format!("sqlite://{}", dir.join("saas.db").display());
+        let config =
+            AutumnConfig::from_toml_str(&format!("[database]\nurl = \"{url}\"\n")).expect("config");
+        let served = Served::start(plain().with_config(saas::configure(config))).await;
+        let client = TestClient::for_server(&format!("http://{}", served.address));
+        (served, client)
+    }
+
+    /// `count` logins as `email` with a wrong password from `client`, on one
+    /// rendered form (a refused post does not use its token up); their
+    /// statuses.
+    async fn wrong_passwords(client: &TestClient, email: &str, count: usize) -> Vec<u16> {
+        let token = token_of(client, "/login").await;
+        let mut statuses = Vec::with_capacity(count);
+        for _ in 0..count {
+            let response = client
+                .post("/login")
+                .form(&[
+                    ("_submit_token", token.as_str()),
+                    ("email", email),
+                    ("password", "not the password"),
+                ])
+                .send()
+                .await;
+            if response.status() == 429 {
+                assert!(
+                    response.header("retry-after").is_some(),
+                    "{:?}",
+                    response.headers()
+                );
+            }
+            statuses.push(response.status().as_u16());
+        }
+        statuses
+    }
+
+    async fn log_in(client: &TestClient, email: &str) -> TestResponse {
+        let token = token_of(client, "/login").await;
+        client
+            .post("/login")
+            .form(&[
+                ("_submit_token", token.as_str()),
+                ("email", email),
+                ("password", PASSWORD),
+            ])
+            .send()
+            .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_thousand_wrong_passwords_are_refused_and_another_user_signs_in_meanwhile() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (served, client) = served(dir.path()).await;
+        // Two users, each signed up from an address of their own.
+        for (last, email, name) in [
+            (3, "ada@example.com", "Ada"),
+            (4, "grace@example.com", "Grace"),
+        ] {
+            let user = client.from_address(address(last));
+            let token = fresh_token(&user).await;
+            see_other(&post_signup(&user, &token, email, name).await);
+        }
+        let attacker = client.from_address(address(2));
+        let attack = tokio::spawn({
+            let attacker = attacker.clone();
+            async move { wrong_passwords(&attacker, "ada@example.com", 1_000).await }
+        });
+        // Meanwhile Grace signs in from her own address.
+        let grace = client.from_address(address(4));
+        see_other(&log_in(&grace, "grace@example.com").await);
+        let statuses = attack.await.expect("the attack runs");
+        let checked = statuses.iter().filter(|s| **s == 422).count();
+        let refused = statuses.iter().filter(|s| **s == 429).count();
+        // Ten guesses at Ada's password, whatever the address: the rest
+        // were refused before a password was checked.
+        assert_eq!(checked, 10, "{statuses:?}");
+        assert_eq!(checked + refused, 1_000, "{statuses:?}");
+        // The attacker's address is held back on every account now.
+        assert_eq!(
+            wrong_passwords(&attacker, "grace@example.com", 1).await,
+            [429]
+        );
+        // Grace, from her address, is not.
+        see_other(&log_in(&grace, "grace@example.com").await);
+        served.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_account_guessed_at_from_many_addresses_gets_ten_guesses() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (served, client) = served(dir.path()).await;
+        let ada = client.from_address(address(3));
+        let token = fresh_token(&ada).await;
+        see_other(&post_signup(&ada, &token, "ada@example.com", "Ada").await);
+        let mut statuses = Vec::new();
+        for last in 10..30 {
+            let attacker = client.from_address(address(last));
+            statuses.extend(wrong_passwords(&attacker, "ADA@example.com", 1).await);
+        }
+        // Each address is well within its own limit; the account is not.
+        assert_eq!(
+            statuses.iter().filter(|s| **s == 422).count(),
+            10,
+            "{statuses:?}"
+        );
+        assert_eq!(
+            statuses.iter().filter(|s| **s == 429).count(),
+            10,
+            "{statuses:?}"
+        );
+        served.stop().await;
+    }
+}

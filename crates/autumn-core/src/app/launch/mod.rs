@@ -60,7 +60,7 @@ impl AppBuilder {
     /// Builds the app in its phases (see the module documentation). Every
     /// refusal is a [`LaunchError`] naming the key or route to fix.
     pub(crate) fn launch(self) -> Result<Launched, LaunchError> {
-        let config = checked_config(self.config)?;
+        let config = checked_config(self.config, self.rate_limit_rules)?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let mut startup = Startup::default();
         let mut metrics = AppMetrics {
@@ -145,6 +145,10 @@ impl AppBuilder {
                 tenant_resolver: self.tenant_resolver,
                 sessions: stores.sessions,
                 error_pages: self.error_pages,
+                // For handlers that count a rule themselves: whenever the
+                // app defines one, enforced or disabled.
+                rate_limits: (!config.rate_limit.rules.is_empty())
+                    .then(|| crate::rate_limit::RateLimits::new(limiter.clone())),
             },
         )?;
         Ok(Launched {
@@ -164,11 +168,18 @@ impl AppBuilder {
 /// The configuration given in code, or loaded from `autumn.toml` and the
 /// environment; checked either way, since one built or changed in code has
 /// not been through loading's check.
-fn checked_config(given: Option<AutumnConfig>) -> Result<AutumnConfig, LaunchError> {
-    let config = match given {
+fn checked_config(
+    given: Option<AutumnConfig>,
+    rate_limit_rules: std::collections::BTreeMap<String, crate::config::RateLimitRule>,
+) -> Result<AutumnConfig, LaunchError> {
+    let mut config = match given {
         Some(config) => config,
         None => AutumnConfig::load()?,
     };
+    // The app's rules in code are defaults: the configuration's win.
+    for (name, rule) in rate_limit_rules {
+        config.rate_limit.rules.entry(name).or_insert(rule);
+    }
     config.validate()?;
     for setting in config.effective_settings() {
         tracing::debug!(source = %setting.source, "{} = {}", setting.key, setting.value);

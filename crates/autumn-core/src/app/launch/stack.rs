@@ -29,6 +29,8 @@ pub(super) struct Outer {
     pub(super) sessions: Option<crate::session::SessionLayer>,
     /// The error pages, with the app's own pages.
     pub(super) error_pages: crate::error_pages::ErrorPagesLayer,
+    /// The `RateLimits` handlers extract, when the app defines a rule.
+    pub(super) rate_limits: Option<crate::rate_limit::RateLimits>,
 }
 
 /// The app as the server calls it: `router` inside every layer.
@@ -55,6 +57,7 @@ pub(super) fn assemble(
         .request_timeout()
         .map(crate::timeout::RequestTimeoutLayer::new);
     let states = (!outer.states.is_empty()).then(|| outer.states.layer());
+    let rate_limits = outer.rate_limits.map(axum::Extension);
     let app = ServiceBuilder::new()
         .layer(outer.error_pages.clone())
         .layer(crate::catch_panic::CatchPanicLayer)
@@ -64,6 +67,7 @@ pub(super) fn assemble(
         .option_layer(TenancyLayer::from_config(config, outer.tenant_resolver)?)
         .layer(scope::layer(config))
         .option_layer(states)
+        .option_layer(rate_limits)
         // Once, here: a router served as a plain `Service` would
         // otherwise turn every handler and its layers into a route
         // again on each request (axum's own `serve` does the same
