@@ -72,10 +72,13 @@ impl RequireApiTokenLayer {
 /// [`RequireApiTokenLayer`] itself (not one wrapped in another layer): the
 /// way before `AppBuilder::api_tokens`, kept because it is what many apps
 /// (and the idempotency guide) do.
-pub(crate) fn register<L: Any>(layer: &mut L) {
+/// Whether it was one.
+pub(crate) fn register<L: Any>(layer: &mut L) -> bool {
     if let Some(require) = (layer as &mut dyn Any).downcast_mut::<RequireApiTokenLayer>() {
         *require = require.clone().registered();
+        return true;
     }
+    false
 }
 
 impl<S> Layer<S> for RequireApiTokenLayer {

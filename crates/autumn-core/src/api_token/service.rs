@@ -3,6 +3,8 @@
 //! ```text
 //! no bearer token      -> 401 Bearer (or on, unauthenticated, with allow_anonymous)
 //! malformed / unknown / expired / revoked -> 401 Bearer error="invalid_token"
+//!                         (past `api_token_failures` from one address: 429,
+//!                         and no lookup while it is held back)
 //! store error          -> 503, nothing run
 //! valid                -> ApiPrincipal into the extensions; then
 //!                           mounted with AppBuilder::layer: the scope's raw
@@ -24,6 +26,7 @@ use tower::Service;
 use super::rejection::ApiTokenRejection;
 use super::token::{Presented, presented};
 use super::tokens::ApiTokens;
+use crate::rate_limit::{API_TOKEN_FAILURES, RateLimits, counted_address};
 
 /// What a [`RequireApiTokenLayer`](super::RequireApiTokenLayer) was built with.
 #[derive(Debug)]
@@ -102,9 +105,29 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let settings = self.settings.clone();
+        // Unknown tokens are counted per client address, so guessing costs
+        // the token store a bounded number of lookups: past the rule, this
+        // process answers 429 before looking the token up.
+        let limits = request.extensions().get::<RateLimits>().cloned();
+        let client = counted_address(&request).to_string();
+        if let Some(refused) = limits
+            .as_ref()
+            .and_then(|limits| limits.held_back(API_TOKEN_FAILURES, &client))
+        {
+            return refuse(refused);
+        }
         Box::pin(async move {
             let principal = match settings.tokens.authenticate(&token).await {
                 Ok(principal) => principal,
+                Err(rejection @ ApiTokenRejection::Invalid) => {
+                    if let Some(limits) = limits
+                        && let Err(refused) =
+                            limits.count_failure(API_TOKEN_FAILURES, &client).await
+                    {
+                        return Ok(refused.into_response());
+                    }
+                    return Ok(rejection.into_response());
+                }
                 Err(rejection) => return Ok(rejection.into_response()),
             };
             let extensions = request.extensions_mut();
@@ -125,6 +148,6 @@ where
     }
 }
 
-fn refuse(rejection: ApiTokenRejection) -> ResponseFuture {
+fn refuse(rejection: impl IntoResponse) -> ResponseFuture {
     Box::pin(std::future::ready(Ok(rejection.into_response())))
 }

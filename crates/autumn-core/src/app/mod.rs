@@ -133,6 +133,16 @@ impl AppBuilder {
         self
     }
 
+    /// The rule unknown API tokens are counted under, per client address
+    /// (30 a minute), unless the app defined one of that name already;
+    /// `[rate_limit.rules.api_token_failures]` replaces it.
+    fn with_token_failure_rule(mut self) -> Self {
+        self.rate_limit_rules
+            .entry(crate::rate_limit::API_TOKEN_FAILURES.to_owned())
+            .or_insert_with(|| crate::config::RateLimitRule::new(30, 60));
+        self
+    }
+
     /// Names a way to tell clients apart for `[rate_limit.rules]`: a rule
     /// with `by = "key:NAME"` counts each request as the client `key`
     /// returns for it, and by the client's address when it returns `None`.
@@ -178,7 +188,9 @@ impl AppBuilder {
         <L::Service as tower::Service<Request>>::Error: Into<std::convert::Infallible> + 'static,
         <L::Service as tower::Service<Request>>::Future: Send + 'static,
     {
-        crate::api_token::register(&mut layer);
+        if crate::api_token::register(&mut layer) {
+            self = self.with_token_failure_rule();
+        }
         self.layers
             .push(Box::new(move |router| router.layer(layer)));
         self
@@ -202,6 +214,7 @@ impl AppBuilder {
     /// ```
     pub fn api_tokens(mut self, tokens: crate::api_token::RequireApiTokenLayer) -> Self {
         let tokens = tokens.registered();
+        self = self.with_token_failure_rule();
         self.layers
             .push(Box::new(move |router| router.layer(tokens)));
         self

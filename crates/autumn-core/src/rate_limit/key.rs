@@ -86,8 +86,7 @@ impl ClientKey {
                 key.map(|key| ("k", key))
             }
         };
-        let (kind, client) =
-            client.unwrap_or_else(|| ("a", address_key(client_ip(request)).to_string()));
+        let (kind, client) = client.unwrap_or_else(|| ("a", counted_address(request).to_string()));
         let digest = Sha256::digest(client.as_bytes());
         format!("{rule}:{kind}:{}", hex::encode(&digest[..16]))
     }
@@ -104,6 +103,12 @@ fn principal(request: &Request) -> Option<String> {
                 .get::<ApiPrincipal>()
                 .map(|principal| principal.id().to_owned())
         })
+}
+
+/// The address a request counts as under `by = "client_ip"`: `ClientIp`'s,
+/// an IPv6 one cut to its /64.
+pub(crate) fn counted_address(request: &Request) -> IpAddr {
+    address_key(client_ip(request))
 }
 
 /// The client's address, as `ClientIp` reads it.

@@ -51,7 +51,9 @@ pub(crate) use buckets::RedisBuckets;
 pub(crate) use buckets::{Buckets, MemoryBuckets};
 pub use future::ResponseFuture;
 pub use key::RateLimitKeyFn;
+pub(crate) use key::counted_address;
 pub use layer::RateLimitLayer;
+pub(crate) use limits::API_TOKEN_FAILURES;
 pub use limits::RateLimits;
 pub(crate) use metrics::RateLimitMetrics;
 pub use rejection::RateLimitRejection;
@@ -69,6 +71,9 @@ pub(crate) struct Limiter {
     /// In the configuration's order (by name); the metrics use the index.
     rules: Vec<Rule>,
     metrics: Arc<RateLimitMetrics>,
+    /// Clients this process saw go past a rule counted by
+    /// [`RateLimits::count_failure`], held back without a round trip.
+    held_back: limits::HeldBack,
 }
 
 impl Limiter {
@@ -92,12 +97,13 @@ impl Limiter {
             .collect::<Result<Vec<_>, _>>()?;
         let metrics = Arc::new(RateLimitMetrics::new(
             rules.iter().map(|rule| Arc::clone(&rule.name)),
-            clock,
+            clock.clone(),
         ));
         Ok(Self {
             buckets,
             rules,
             metrics,
+            held_back: limits::HeldBack::new(config.max_clients, clock),
         })
     }
 

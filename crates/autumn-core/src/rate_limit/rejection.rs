@@ -68,6 +68,21 @@ impl RateLimitRejection {
         }
     }
 
+    /// What the rule decided, for a refusal past it.
+    pub(crate) fn decision(&self) -> Option<Decision> {
+        match self {
+            Self::Limited {
+                retry_after_secs, ..
+            } => Some(Decision {
+                allowed: false,
+                remaining: 0,
+                retry_after_ms: u64::from(*retry_after_secs) * 1000,
+                reset_ms: u64::from(*retry_after_secs) * 1000,
+            }),
+            _ => None,
+        }
+    }
+
     /// The rule that refused.
     #[must_use]
     pub fn rule(&self) -> &str {

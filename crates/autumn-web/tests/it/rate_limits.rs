@@ -445,3 +445,119 @@ mod redis {
         assert_eq!(post_statuses(&app, "/orders", &[], 3).await, [201; 3]);
     }
 }
+
+/// Unknown API tokens, counted per client address.
+mod api_tokens {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use autumn_web::api_token::{
+        ApiTokenFuture, ApiTokenRecord, ApiTokenStore, ApiTokens, MemoryApiTokenStore,
+        RequireApiTokenLayer,
+    };
+
+    use super::*;
+
+    /// A memory token store that counts its look-ups.
+    #[derive(Default)]
+    struct Counted {
+        inner: MemoryApiTokenStore,
+        finds: AtomicUsize,
+    }
+
+    impl ApiTokenStore for Counted {
+        fn insert<'a>(&'a self, record: &'a ApiTokenRecord) -> ApiTokenFuture<'a, ()> {
+            self.inner.insert(record)
+        }
+
+        fn find<'a>(&'a self, prefix: &'a str) -> ApiTokenFuture<'a, Option<ApiTokenRecord>> {
+            self.finds.fetch_add(1, Ordering::SeqCst);
+            self.inner.find(prefix)
+        }
+
+        fn revoke<'a>(&'a self, prefix: &'a str, now_millis: u64) -> ApiTokenFuture<'a, bool> {
+            self.inner.revoke(prefix, now_millis)
+        }
+
+        fn touch<'a>(
+            &'a self,
+            prefix: &'a str,
+            now_millis: u64,
+            stale_before_millis: u64,
+        ) -> ApiTokenFuture<'a, bool> {
+            self.inner.touch(prefix, now_millis, stale_before_millis)
+        }
+
+        fn list<'a>(&'a self, principal: &'a str) -> ApiTokenFuture<'a, Vec<ApiTokenRecord>> {
+            self.inner.list(principal)
+        }
+    }
+
+    /// A well-formed token no store of the app knows.
+    async fn unknown_token() -> String {
+        let elsewhere = ApiTokens::new(Arc::new(MemoryApiTokenStore::new()));
+        let created = elsewhere
+            .create("nobody", "elsewhere", None)
+            .await
+            .expect("a token");
+        created.token().to_owned()
+    }
+
+    async fn statuses(app: &TestClient, token: &str, count: usize) -> Vec<u16> {
+        let mut statuses = Vec::new();
+        for _ in 0..count {
+            let response = app
+                .get("/orders")
+                .header("authorization", &format!("Bearer {token}"))
+                .send()
+                .await;
+            statuses.push(response.status().as_u16());
+        }
+        statuses
+    }
+
+    #[tokio::test]
+    async fn unknown_tokens_from_one_address_are_refused_before_they_are_looked_up() {
+        let store = Arc::new(Counted::default());
+        let tokens = ApiTokens::new(store.clone());
+        let real = tokens
+            .create("agent-7", "sync", None)
+            .await
+            .expect("a token");
+        let clock = Arc::new(ManualClock::new());
+        let app = TestApp::from_builder(
+            autumn_web::app()
+                .routes(routes![list_orders])
+                .api_tokens(RequireApiTokenLayer::new(tokens)),
+        )
+        .with_config(config(
+            "[rate_limit.rules.api_token_failures]\nlimit = 3\nwindow_secs = 60\n",
+        ))
+        .with_clock(clock.clone())
+        .build();
+        let guess = unknown_token().await;
+        assert_eq!(statuses(&app, &guess, 3).await, [401, 401, 401]);
+        // The fourth unknown token is looked up, and refused past the rule.
+        assert_eq!(statuses(&app, &guess, 1).await, [429]);
+        assert_eq!(store.finds.load(Ordering::SeqCst), 4);
+        // While held back, nothing from this address is looked up.
+        assert_eq!(statuses(&app, &guess, 10).await, [429; 10]);
+        assert_eq!(statuses(&app, real.token(), 1).await, [429]);
+        assert_eq!(store.finds.load(Ordering::SeqCst), 4);
+        // Once the rule lets one more through, a real token works.
+        clock.advance(Duration::from_secs(20));
+        assert_eq!(statuses(&app, real.token(), 1).await, [200]);
+    }
+
+    #[tokio::test]
+    async fn api_tokens_count_unknown_tokens_thirty_a_minute_unless_configured() {
+        let app = TestApp::from_builder(autumn_web::app().routes(routes![list_orders]).api_tokens(
+            RequireApiTokenLayer::new(ApiTokens::new(Arc::new(MemoryApiTokenStore::new()))),
+        ))
+        .with_clock(Arc::new(ManualClock::new()))
+        .build();
+        let guess = unknown_token().await;
+        let seen = statuses(&app, &guess, 31).await;
+        assert_eq!(seen[..30], [401; 30]);
+        assert_eq!(seen[30], 429);
+    }
+}
