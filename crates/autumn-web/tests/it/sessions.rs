@@ -2,7 +2,7 @@
 //! from a forged cookie, saved before a guard records, and binding submit
 //! tokens to the session that consumed them.
 
-use crate::support::{backend, logs, redis_support, token_in};
+use crate::support::{backend, id_of, logs, redis_support, session_cookie, token_in, with_cookie};
 
 use std::collections::HashMap;
 
@@ -245,40 +245,6 @@ fn builder(store: Arc<Watched>) -> autumn_web::AppBuilder {
 
 fn app(store: Arc<Watched>) -> TestClient {
     TestApp::from_builder(builder(store)).idempotent().build()
-}
-
-fn session_cookie(response: &TestResponse) -> Option<String> {
-    response
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .find(|value| value.starts_with(&format!("{DEFAULT_SECURE_COOKIE_NAME}=")))
-        .map(str::to_owned)
-}
-
-/// The id a `Set-Cookie` line carries.
-fn id_of(set_cookie: &str) -> String {
-    set_cookie
-        .split(';')
-        .next()
-        .and_then(|pair| pair.split_once('='))
-        .map(|(_, id)| id.to_owned())
-        .unwrap_or_default()
-}
-
-/// A request from a browser that holds exactly this session cookie.
-fn with_cookie(
-    client: &TestClient,
-    method: &str,
-    path: &str,
-    id: &str,
-) -> autumn_web::test::TestRequest {
-    let request = match method {
-        "GET" => client.new_browser().get(path),
-        _ => client.new_browser().post(path),
-    };
-    request.header("cookie", &format!("{DEFAULT_SECURE_COOKIE_NAME}={id}"))
 }
 
 #[tokio::test]
