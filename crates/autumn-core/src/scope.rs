@@ -13,7 +13,9 @@
 //! With sessions on, a `ScopeAfterRun` goes with the scope, so the guards
 //! follow a handler that moves the caller: one that creates or rotates the
 //! session (a guest's first flash, a sign-in), or switches tenants when the
-//! tenant came from the session (see `scope_after_run`).
+//! tenant came from the session (see `scope_after_run`). A layer inside
+//! this one that names the principal (`AppBuilder::scope_by`'s, the API
+//! tokens') names it in both, with [`name_principal`].
 
 use autumn_idempotency::IdempotencyScope;
 use autumn_idempotency::key::may_be_guarded;
@@ -74,6 +76,34 @@ pub(crate) fn layer(
         }
         request
     })
+}
+
+/// Names `principal` as who is asking, in place of the raw `Authorization`
+/// header, in every scope of the request this layer wrote: the request's
+/// own, the one a retry carries after a handler that moves the caller (its
+/// retry is named the same way), and, for `IdempotencyTx`, the gone
+/// session's. Called by the layers that resolve a principal inside this
+/// one (`AppBuilder::scope_by`'s and the API tokens'): a token refreshed
+/// between attempts then changes no scope.
+pub(crate) fn name_principal(extensions: &mut Extensions, principal: &str) {
+    if let Some(scope) = extensions.get_mut::<IdempotencyScope>() {
+        *scope = by_principal(std::mem::take(scope), principal);
+    }
+    if let Some(after_run) = extensions.remove::<ScopeAfterRun>() {
+        let principal = principal.to_owned();
+        extensions.insert(after_run.map(move |scope| by_principal(scope, &principal)));
+    }
+    #[cfg(feature = "database")]
+    if let Some(GoneSessionScope(scope)) = extensions.get_mut::<GoneSessionScope>() {
+        *scope = by_principal(std::mem::take(scope), principal);
+    }
+}
+
+/// `scope` with the principal instead of the raw `Authorization` header.
+fn by_principal(scope: IdempotencyScope, principal: &str) -> IdempotencyScope {
+    scope
+        .without_part("authorization")
+        .with_part("principal", principal)
 }
 
 /// Adds `tenant` to the request's submit-token binding, and to the one the

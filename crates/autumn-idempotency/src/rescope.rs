@@ -64,9 +64,12 @@ pub trait Rescope: Send + Sync + 'static {
 ///
 /// Inserted by Autumn's scope layer, beside the
 /// [`IdempotencyScope`], on every request with a session (a handler may
-/// create or rotate it, or switch the tenant taken from it). Read by both guards as they set up a
-/// run: about to record, they ask it for the scope a retry will carry and
-/// lock or bind the record under that one too.
+/// create or rotate it, or switch the tenant taken from it). Replaced, by
+/// [`map`](Self::map), by a layer further in that changes the request's
+/// scope (Autumn's principal and API-token layers, naming the principal
+/// instead of the raw `Authorization` header). Read by both guards as they
+/// set up a run: about to record, they ask it for the scope a retry will
+/// carry and lock or bind the record under that one too.
 #[derive(Clone)]
 pub struct ScopeAfterRun(Arc<dyn Rescope>);
 
@@ -76,13 +79,111 @@ impl ScopeAfterRun {
         Self(Arc::new(rescope))
     }
 
+    /// The same extension, with the scope it tells passed through `change`.
+    ///
+    /// A layer inside the one that inserted it, which changes the request's
+    /// [`IdempotencyScope`], changes the scope after the run the same way:
+    /// the retry passes through that layer too, so it carries the changed
+    /// scope, and a guard compares it with the changed one the request
+    /// carried.
+    ///
+    /// ```
+    /// use autumn_idempotency::IdempotencyScope;
+    /// use autumn_idempotency::rescope::{Rescope, ScopeAfterRun, ScopeFuture};
+    ///
+    /// struct Rotated;
+    ///
+    /// impl Rescope for Rotated {
+    ///     fn scope_after_run(&self) -> ScopeFuture<'_> {
+    ///         Box::pin(async {
+    ///             Some(
+    ///                 IdempotencyScope::default()
+    ///                     .with_part("session", "new-id")
+    ///                     .with_part("authorization", "Bearer one"),
+    ///             )
+    ///         })
+    ///     }
+    /// }
+    ///
+    /// // A layer that names the principal behind the bearer token.
+    /// let by_principal = |scope: IdempotencyScope| {
+    ///     scope.without_part("authorization").with_part("principal", "agent-7")
+    /// };
+    /// let mut request = http::Request::new(());
+    /// request.extensions_mut().insert(ScopeAfterRun::new(Rotated));
+    /// if let Some(after) = request.extensions_mut().remove::<ScopeAfterRun>() {
+    ///     request.extensions_mut().insert(after.map(by_principal));
+    /// }
+    /// ```
+    #[must_use]
+    pub fn map(
+        self,
+        change: impl Fn(IdempotencyScope) -> IdempotencyScope + Send + Sync + 'static,
+    ) -> Self {
+        Self::new(Mapped {
+            inner: self,
+            change,
+        })
+    }
+
     pub(crate) fn scope_after_run(&self) -> ScopeFuture<'_> {
         self.0.scope_after_run()
+    }
+}
+
+/// A [`ScopeAfterRun`] whose scope is passed through `change`.
+struct Mapped<F> {
+    inner: ScopeAfterRun,
+    change: F,
+}
+
+impl<F> Rescope for Mapped<F>
+where
+    F: Fn(IdempotencyScope) -> IdempotencyScope + Send + Sync + 'static,
+{
+    fn scope_after_run(&self) -> ScopeFuture<'_> {
+        Box::pin(async move { self.inner.scope_after_run().await.map(&self.change) })
     }
 }
 
 impl std::fmt::Debug for ScopeAfterRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ScopeAfterRun").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed(Option<IdempotencyScope>);
+
+    impl Rescope for Fixed {
+        fn scope_after_run(&self) -> ScopeFuture<'_> {
+            Box::pin(async move { self.0.clone() })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_mapped_extension_tells_the_changed_scope_and_nothing_for_nothing() {
+        let by_principal = |scope: IdempotencyScope| {
+            scope
+                .without_part("authorization")
+                .with_part("principal", "agent-7")
+        };
+        let rotated = IdempotencyScope::default()
+            .with_part("session", "new-id")
+            .with_part("authorization", "Bearer one");
+        let mapped = ScopeAfterRun::new(Fixed(Some(rotated))).map(by_principal);
+        assert_eq!(
+            mapped.scope_after_run().await,
+            Some(
+                IdempotencyScope::default()
+                    .with_part("session", "new-id")
+                    .with_part("principal", "agent-7")
+            )
+        );
+        let unmoved = ScopeAfterRun::new(Fixed(None)).map(by_principal);
+        assert_eq!(unmoved.scope_after_run().await, None);
     }
 }

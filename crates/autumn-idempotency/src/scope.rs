@@ -7,8 +7,10 @@
 ///
 /// Request extension. Inserted by Autumn's scope layer (outside the app's
 /// own layers, on a request a guard may act on) unless one is there already;
-/// Autumn's `RequireApiToken`, added with `AppBuilder::layer`, then swaps its
-/// `authorization` part for the principal. Read by both guards: the
+/// the principal layer of `AppBuilder::scope_by`, and Autumn's
+/// `RequireApiToken` added with `AppBuilder::layer` or
+/// `AppBuilder::api_tokens`, then swap its `authorization` part for the
+/// principal. Read by both guards: the
 /// [`IdempotencyLayer`](crate::IdempotencyLayer) folds it into every storage
 /// key, the [`SubmitTokenLayer`](crate::submit::SubmitTokenLayer) binds a
 /// token to it when no [`TokenBinding`](crate::submit::TokenBinding) is

@@ -9,6 +9,7 @@
 //! valid                -> ApiPrincipal into the extensions; then
 //!                           mounted with AppBuilder::layer: the scope's raw
 //!                             `authorization` part becomes a `principal` part
+//!                             (in the scope after a run too)
 //!                           anywhere else: OpaqueCaller (a hit answers 409)
 //! ```
 
@@ -18,7 +19,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use autumn_idempotency::{IdempotencyScope, OpaqueCaller};
+use autumn_idempotency::OpaqueCaller;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use tower::Service;
@@ -134,11 +135,7 @@ where
             if settings.registered {
                 // The principal, not the token: an agent that refreshes its
                 // token between attempts still finds its record.
-                if let Some(scope) = extensions.get_mut::<IdempotencyScope>() {
-                    *scope = std::mem::take(scope)
-                        .without_part("authorization")
-                        .with_part("principal", principal.id());
-                }
+                crate::scope::name_principal(extensions, principal.id());
             } else {
                 extensions.insert(OpaqueCaller);
             }

@@ -7,7 +7,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use autumn_idempotency::IdempotencyScope;
 use autumn_idempotency::key::may_be_guarded;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
@@ -68,11 +67,7 @@ where
                 Ok(Some(id)) => {
                     // The principal, not the credential: a token refreshed
                     // between attempts still finds the first one's record.
-                    if let Some(scope) = parts.extensions.get_mut::<IdempotencyScope>() {
-                        *scope = std::mem::take(scope)
-                            .without_part("authorization")
-                            .with_part("principal", &id);
-                    }
+                    crate::scope::name_principal(&mut parts.extensions, &id);
                     parts.extensions.insert(Principal::new(id));
                 }
                 Ok(None) => {}

@@ -3,7 +3,7 @@
 //! clients" section, then the isolation cases on memory, Redis and
 //! PostgreSQL (keys and tokens both on the backend under test).
 
-use crate::support::backend;
+use crate::support::{backend, id_of, session_cookie, with_cookie};
 
 use std::sync::Arc;
 
@@ -69,6 +69,15 @@ async fn login(session: Session) -> AutumnResult<&'static str> {
     Ok("signed in")
 }
 
+/// Signs the browser's session in as the token's principal: the session is
+/// rotated by a request the token's principal scopes.
+#[post("/sessions")]
+async fn sign_in_agent(session: Session, principal: ApiPrincipal) -> AutumnResult<Json<Value>> {
+    let run = next_run();
+    session.sign_in(principal.id()).await?;
+    Ok(Json(json!({"run": run})))
+}
+
 /// The token store for `storage`: in its database, or in memory (tokens
 /// have no Redis store).
 fn tokens_on(storage: &backend::Storage) -> ApiTokens {
@@ -88,7 +97,7 @@ fn app_on(backend: Backend) -> (TestClient, ApiTokens) {
     storage.keep_schema();
     let (config, tokens) = (storage.config(""), tokens_on(&storage));
     let builder = autumn_web::app()
-        .routes(routes![create_note, login])
+        .routes(routes![create_note, login, sign_in_agent])
         .api_tokens(RequireApiTokenLayer::new(tokens.clone()).allow_anonymous());
     let client = TestApp::from_builder(builder)
         .with_config(config)
@@ -471,7 +480,41 @@ async fn a_sessions_record_is_never_replayed_to_a_bearer_client_nor_the_reverse(
     assert_eq!(run_of(&bearer_retry), run_of(&bearer_run));
 }
 
+/// A keyed request of a token client that rotates its session: the retry
+/// carries the new cookie and the principal (its token refreshed), the
+/// guard locked and recorded under that scope, so it replays; so does a
+/// retry with the old cookie.
+async fn a_keyed_sign_in_by_a_token_client_replays_to_the_cookie_it_set_and_to_the_old_one(
+    backend: Backend,
+) {
+    let (client, tokens) = app_on(backend);
+    let agent = unique("agent");
+    let before = id_of(&session_cookie(&client.post("/login").send().await).expect("a session"));
+    let key = unique("key");
+    let attempt = |cookie: String, token: String| {
+        let (client, key) = (&client, &key);
+        async move {
+            with_cookie(client, "POST", "/sessions", &cookie)
+                .header("authorization", &format!("Bearer {token}"))
+                .header("idempotency-key", key)
+                .send()
+                .await
+        }
+    };
+    let first = attempt(before.clone(), token_for(&tokens, &agent).await).await;
+    first.assert_status(200);
+    let after = id_of(&session_cookie(&first).expect("the sign-in sets the cookie"));
+    assert_ne!(after, before, "the session was rotated");
+    for cookie in [after, before] {
+        let retry = attempt(cookie, token_for(&tokens, &agent).await).await;
+        retry.assert_status(200);
+        assert!(replayed(&retry), "{}", retry.text());
+        assert_eq!(run_of(&retry), run_of(&first));
+    }
+}
+
 on_every_backend!(
+    a_keyed_sign_in_by_a_token_client_replays_to_the_cookie_it_set_and_to_the_old_one,
     two_token_clients_with_the_same_key_and_body_get_their_own_runs_and_each_retry_replays_its_own,
     mounted_with_app_layer_an_agent_that_refreshes_its_token_between_attempts_still_replays,
     a_sessions_record_is_never_replayed_to_a_bearer_client_nor_the_reverse,

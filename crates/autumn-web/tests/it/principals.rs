@@ -4,7 +4,7 @@
 //! refused or uncheckable token runs nothing, and two principals never
 //! share a record. Each case runs on every backend.
 
-use crate::support::{backend, token_in};
+use crate::support::{backend, id_of, session_cookie, token_in, with_cookie};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,6 +151,7 @@ on_every_backend!(
     a_token_refreshed_between_attempts_replays_the_first_answer,
     a_refused_or_uncheckable_token_runs_nothing,
     a_form_posted_again_with_a_refreshed_token_replays_and_another_principal_gets_none_of_it,
+    a_keyed_sign_in_by_a_principal_replays_to_the_cookie_it_set_and_to_the_old_one,
 );
 
 async fn a_token_refreshed_between_attempts_replays_the_first_answer(backend: Backend) {
@@ -277,4 +278,71 @@ async fn a_form_posted_again_with_a_refreshed_token_replays_and_another_principa
     assert_eq!(code(&other), "submit_token_other_session");
     assert!(!other.text().contains(&dora));
     assert_eq!(transfers(&erin, "vase"), 0);
+}
+
+#[post("/visits")]
+async fn visit(session: Session) -> AutumnResult<&'static str> {
+    session.insert("visited", true).await?;
+    Ok("welcome")
+}
+
+/// A sign-in behind the app's own bearer tokens that also keeps a session:
+/// the session is rotated, and signed in as the principal.
+#[post("/sign-in")]
+async fn sign_in(session: Session, principal: Principal) -> AutumnResult<String> {
+    let count = {
+        let mut transfers = TRANSFERS.lock().expect("transfers");
+        let count = transfers
+            .entry(format!("{}/sign-in", principal.id()))
+            .or_default();
+        *count += 1;
+        *count
+    };
+    session.sign_in(principal.id()).await?;
+    Ok(format!("{} signed in #{count}", principal.id()))
+}
+
+/// A keyed request scoped by a principal whose handler rotates the session:
+/// the retry carries the new cookie and the principal (not the raw token),
+/// and the guard locked and recorded under that scope, so it replays.
+async fn a_keyed_sign_in_by_a_principal_replays_to_the_cookie_it_set_and_to_the_old_one(
+    backend: Backend,
+) {
+    let storage = backend.storage();
+    let client = TestApp::from_builder(
+        autumn_web::app()
+            .routes(routes![visit, sign_in])
+            .scope_by(Jwts {
+                key: DecodingKey::from_secret(SECRET),
+                issuer_down: Arc::default(),
+            })
+            .idempotent(),
+    )
+    .with_config(storage.config(""))
+    .build();
+    let fay = format!("fay-{backend:?}");
+    let before = id_of(&session_cookie(&client.post("/visits").send().await).expect("a session"));
+    let attempt = |cookie: String, bearer: String| {
+        let client = &client;
+        async move {
+            with_cookie(client, "POST", "/sign-in", &cookie)
+                .header("authorization", &format!("Bearer {bearer}"))
+                .header("idempotency-key", "sign-in-1")
+                .send()
+                .await
+        }
+    };
+    let first = attempt(before.clone(), token(&fay, 600, 900)).await;
+    first.assert_status(200);
+    let after = id_of(&session_cookie(&first).expect("the sign-in sets the cookie"));
+    assert_ne!(after, before, "the session was rotated");
+    // The access token was refreshed before each retry.
+    for cookie in [after, before] {
+        let retry = attempt(cookie, token(&fay, 0, 900)).await;
+        retry
+            .assert_status(200)
+            .assert_header("x-idempotent-replayed", "true");
+        assert_eq!(retry.text(), first.text());
+    }
+    assert_eq!(transfers(&fay, "sign-in"), 1, "the handler ran once");
 }
