@@ -221,6 +221,7 @@ fn app_on(backend: Backend) -> (TestClient, Arc<Watched>) {
 on_every_backend!(
     a_guests_keyed_post_that_creates_a_session_replays_with_or_without_its_cookie,
     a_keyed_sign_in_replays_to_the_cookie_it_set_and_to_the_old_one,
+    a_keyed_sign_in_retried_without_a_cookie_is_another_caller,
     signing_in_rotates_the_id_and_the_old_one_grants_nothing,
     a_retry_after_a_lost_sign_in_gets_the_final_set_cookie_without_a_second_run,
     a_failed_save_answers_500_and_retries_get_409_never_a_second_run,
@@ -644,6 +645,34 @@ async fn a_keyed_sign_in_replays_to_the_cookie_it_set_and_to_the_old_one(backend
     assert_eq!(count(&LOGINS, &user), 1, "the handler ran once");
     let me = with_cookie(&client, "GET", "/me", &signed_in).send().await;
     assert_eq!(me.text(), user);
+}
+
+/// The guide's limit of the above: a retry with no cookie after a first
+/// attempt that sent one is scoped like every client without a cookie, and
+/// the signed-in answer is not recorded there, so it is another caller.
+async fn a_keyed_sign_in_retried_without_a_cookie_is_another_caller(backend: Backend) {
+    let (client, _) = app_on(backend);
+    let user = format!("cookieless-cai-{backend:?}");
+    let anonymous = id_of(&session_cookie(&client.post("/visit").send().await).expect("cookie"));
+    let first = with_cookie(&client, "POST", "/login", &anonymous)
+        .header("idempotency-key", "login-cookieless")
+        .form(&[("user", user.as_str())])
+        .send()
+        .await;
+    first.assert_status(303);
+    let signed_in = id_of(&session_cookie(&first).expect("the sign-in sets the cookie"));
+    let retry = client
+        .new_browser()
+        .post("/login")
+        .header("idempotency-key", "login-cookieless")
+        .form(&[("user", user.as_str())])
+        .send()
+        .await;
+    retry.assert_status(303);
+    assert_eq!(retry.header("x-idempotent-replayed"), None, "not a replay");
+    let other = id_of(&session_cookie(&retry).expect("a session of its own"));
+    assert_ne!(other, signed_in, "never the first attempt's session");
+    assert_eq!(count(&LOGINS, &user), 2, "a new caller's run");
 }
 
 async fn a_failed_save_answers_500_and_retries_get_409_never_a_second_run(backend: Backend) {
