@@ -64,6 +64,19 @@ async fn login(session: Session, Form(order): Form<Order>) -> AutumnResult<&'sta
     Ok("signed in")
 }
 
+#[post("/sign-in")]
+async fn sign_in(session: Session, Form(user): Form<Order>) -> AutumnResult<&'static str> {
+    // `text` names the user.
+    session.sign_in(user.text).await?;
+    Ok("signed in")
+}
+
+#[post("/sign-out")]
+async fn sign_out(session: Session) -> AutumnResult<&'static str> {
+    session.sign_out().await?;
+    Ok("signed out")
+}
+
 #[post("/switch")]
 async fn switch(tenant: Tenant, session: Session, Json(to): Json<Order>) -> AutumnResult<String> {
     {
@@ -85,7 +98,15 @@ async fn known(id: String) -> Result<bool, TenantResolveError> {
 
 fn builder() -> autumn_web::AppBuilder {
     autumn_web::app()
-        .routes(routes![place_order, whoami, signup, login, switch])
+        .routes(routes![
+            place_order,
+            whoami,
+            signup,
+            login,
+            sign_in,
+            sign_out,
+            switch
+        ])
         .with_tenant_resolver(known)
 }
 
@@ -233,6 +254,36 @@ async fn the_session_strategy_reads_the_tenant_the_app_stored() {
     let response = client.get("/whoami").send().await;
     response.assert_status(200);
     assert_eq!(response.text(), "acme");
+}
+
+/// The tenant is one of the session's values: signing in as the same user
+/// keeps it, as another user or signing out drops it.
+#[tokio::test]
+async fn the_session_strategy_tenant_goes_where_the_session_values_go() {
+    let client = app_with(
+        "strategy = \"session\"",
+        "exempt_paths = [\"/login\", \"/sign-in\", \"/sign-out\"]",
+    );
+    let post =
+        |path: &'static str, text: &'static str| client.post(path).form(&[("text", text)]).send();
+    let tenant = || async {
+        let response = client.get("/whoami").send().await;
+        match response.status().as_u16() {
+            200 => response.text(),
+            _ => problem_code(&response),
+        }
+    };
+    post("/sign-in", "alice").await.assert_status(200);
+    post("/login", "acme").await.assert_status(200);
+    assert_eq!(tenant().await, "acme");
+    post("/sign-in", "alice").await.assert_status(200);
+    assert_eq!(tenant().await, "acme", "the same user keeps the values");
+    post("/sign-in", "bob").await.assert_status(200);
+    assert_eq!(tenant().await, "tenant_missing", "another user's drop");
+    post("/login", "globex").await.assert_status(200);
+    assert_eq!(tenant().await, "globex");
+    post("/sign-out", "").await.assert_status(200);
+    assert_eq!(tenant().await, "tenant_missing", "a sign-out drops it");
 }
 
 #[tokio::test]
