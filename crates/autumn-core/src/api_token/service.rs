@@ -109,11 +109,14 @@ where
         // Unknown tokens are counted per client address, so guessing costs
         // the token store a bounded number of lookups: past the rule, this
         // process answers 429 before looking the token up.
-        let limits = request.extensions().get::<RateLimits>().cloned();
-        let client = counted_address(&request).to_string();
+        let limits = request
+            .extensions()
+            .get::<RateLimits>()
+            .cloned()
+            .map(|limits| (limits, counted_address(&request).to_string()));
         if let Some(refused) = limits
             .as_ref()
-            .and_then(|limits| limits.held_back(API_TOKEN_FAILURES, &client))
+            .and_then(|(limits, client)| limits.held_back(API_TOKEN_FAILURES, client))
         {
             return refuse(refused);
         }
@@ -121,7 +124,7 @@ where
             let principal = match settings.tokens.authenticate(&token).await {
                 Ok(principal) => principal,
                 Err(rejection @ ApiTokenRejection::Invalid) => {
-                    if let Some(limits) = limits
+                    if let Some((limits, client)) = limits
                         && let Err(refused) =
                             limits.count_failure(API_TOKEN_FAILURES, &client).await
                     {
