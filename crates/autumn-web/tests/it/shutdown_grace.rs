@@ -1,6 +1,8 @@
 //! The shutdown's wait for detached first-time runs is bounded by `server.shutdown_grace_ms`:
-//! a run that never finishes is abandoned, and the server still returns. (A file of its own:
-//! the count of detached runs is process-wide.)
+//! a run that never finishes is abandoned, and the server still returns. Each server counts
+//! and waits for its own detached runs, so the other tests' servers neither hold this one up
+//! nor are held up by it; only `detached_runs()`, which the test reads to see its run
+//! detached, counts the whole process, theirs included.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -58,8 +60,9 @@ fn a_run_that_never_finishes_is_abandoned_after_the_grace() {
         RUNS.load(Ordering::SeqCst) == 1
     });
     drop(client);
+    // At least: other tests' runs may be detached at the same moment.
     eventually("the run to be detached", Duration::from_secs(5), || {
-        detached_runs() == 1
+        detached_runs() >= 1
     });
 
     let stopping = Instant::now();
