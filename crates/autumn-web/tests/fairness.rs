@@ -10,7 +10,8 @@
 //! attack's tasks do not share its threads. This is a test binary of its
 //! own, and its two attacks run one at a time: thousands of sockets and two
 //! busy cores are not something the other tests should run beside, nor
-//! each other.
+//! each other. Its soft limit on open files is raised to the hard limit
+//! first: the common default of 1,024 is too few for an attack.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -166,9 +167,49 @@ async fn attacker(kind: Kind, from: Ipv4Addr, server: SocketAddr, stop: Arc<Atom
 /// One attack at a time.
 static ATTACK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// Open files an attack needs at once: its 2,600 sockets, the server's ends
+/// of up to twice `max_connections` (those served and those waiting for a
+/// slot), and room for the rest of the process.
+const ATTACK_FILES: u64 = 4_096;
+
+/// Raises this process's open-file soft limit to its hard limit, so that an
+/// attack's sockets fit where the soft limit is the usual 1,024; fails
+/// saying what to change when even the hard limit is too low.
+#[cfg(unix)]
+fn room_for_the_attack() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    // `None` is unlimited.
+    let hard = limit.maximum.unwrap_or(u64::MAX);
+    assert!(
+        hard >= ATTACK_FILES,
+        "this test needs up to {ATTACK_FILES} open files at once (its attack's sockets and the \
+         server's), but the open-file hard limit (ulimit -Hn) is {hard}: raise it to at least \
+         {ATTACK_FILES} (as root, or with LimitNOFILE= / --ulimit nofile= for a service or a \
+         container) and run it again"
+    );
+    if limit.current.is_some_and(|soft| soft < ATTACK_FILES) {
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: limit.maximum,
+                maximum: limit.maximum,
+            },
+        )
+        .unwrap_or_else(|error| {
+            panic!("cannot raise the open-file soft limit to the hard limit ({hard}): {error}")
+        });
+    }
+}
+
+/// Elsewhere no such limit applies.
+#[cfg(not(unix))]
+fn room_for_the_attack() {}
+
 /// Runs the 2,600-socket mix from `addresses` for a while, and returns how
 /// long each of an ordinary client's requests (from 127.0.0.200) took.
 async fn ordinary_latencies_under_attack(addresses: &[Ipv4Addr]) -> Vec<Duration> {
+    room_for_the_attack();
     let _alone = ATTACK.lock().await;
     let server = Server::start("");
     let stop = Arc::new(AtomicBool::new(false));
