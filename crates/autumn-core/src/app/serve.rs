@@ -210,10 +210,13 @@ async fn serve_launched(
     })?;
     let redirect = bind_redirect(&launched).await?;
     let actuator = bind_actuator(&launched).await?;
+    // Before the listening line, and after the last step that can fail (a
+    // failure would leave the watch running): once the app says it
+    // listens, a SIGHUP reloads its certificate rather than ending it.
+    let reloading = tls.clone().map(super::server::tls::watch);
     // The app's line first: it is the one tools wait for to find the app.
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(profile = %launched.config.profile, "autumn listening on {scheme}://{bound}");
-    let reloading = tls.clone().map(super::server::tls::watch);
     // One shutdown for every listener: the app's signal stops them all.
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let draining = launched.draining.clone();

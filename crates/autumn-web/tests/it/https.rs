@@ -4,7 +4,8 @@
 //! connection.
 //!
 //! Covered: HTTP/1.1 and HTTP/2 by ALPN; a certificate renewed on disk
-//! served without a restart, a half-written renewal not; one-line startup
+//! served without a restart, a half-written renewal not, and one picked up
+//! at once on SIGHUP; TLS 1.2 accepted, 1.1 and 1.0 refused; one-line startup
 //! errors naming the key; the redirect port; h2c refused with GOAWAY when
 //! off and served when on; 100 duplicate keyed streams on one connection
 //! run the handler once; an idle HTTP/2 connection is closed.
@@ -107,7 +108,7 @@ impl Server {
 }
 
 /// `[server.tls]` for `cert`/`key`, with `extra` TOML after it.
-fn tls_toml(cert: &Path, key: &Path, extra: &str) -> String {
+pub(super) fn tls_toml(cert: &Path, key: &Path, extra: &str) -> String {
     format!(
         "[server.tls]\ncert_file = {:?}\nkey_file = {:?}\n{extra}",
         cert.display().to_string(),
@@ -142,7 +143,7 @@ async fn curl_async(args: Vec<String>) -> (bool, String, String) {
     .expect("curl task")
 }
 
-fn client_config(ca: &TestCa, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+pub(super) fn client_config(ca: &TestCa, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     let pem = std::fs::read(ca.ca_file()).expect("CA file");
     for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
@@ -205,7 +206,7 @@ fn replace(from: &Path, to: &Path) {
 }
 
 /// A directory with the served certificate and key, copied from `ca`'s.
-fn served_files(ca: &TestCa) -> (tempfile::TempDir, PathBuf, PathBuf) {
+pub(super) fn served_files(ca: &TestCa) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("a temp dir");
     let files = ca.server_cert(&["localhost"]);
     let cert = dir.path().join("fullchain.pem");
@@ -294,6 +295,215 @@ async fn a_certificate_renewed_on_disk_is_served_without_a_restart_and_a_broken_
     ])
     .await;
     assert!(ok && out == "hello", "{out} {err}");
+    server.stop().await;
+}
+
+/// Sends this process SIGHUP, as an operator does after renewing a
+/// certificate. Every TLS server in the test binary gets it, and each
+/// reloads its own files: nothing changes for one whose files did not.
+#[cfg(unix)]
+fn hang_up() {
+    rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::HUP)
+        .expect("SIGHUP sent to this process");
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_makes_the_next_handshake_present_the_renewed_certificate() {
+    // A handler of the test's own, before any signal: were the server's
+    // not in place yet, SIGHUP's default action would end the whole test
+    // binary; with this one, such a server would only miss the signal, and
+    // this test fail.
+    let _guard = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .expect("listen for SIGHUP");
+    let ca = TestCa::new();
+    let (_dir, cert, key) = served_files(&ca);
+    // Files never checked on a timer: only the signal can reload them.
+    let server = Server::start(&tls_toml(&cert, &key, "reload_interval_ms = 0\n")).await;
+    let first = leaf_der(&cert);
+    // Served: the server's listener for SIGHUP is in place (it is before
+    // the first accept).
+    assert_eq!(served_certificate(server.address, &ca).await, first);
+
+    let renewed = ca.server_cert(&["localhost"]);
+    replace(&renewed.key, &key);
+    replace(&renewed.cert, &cert);
+    let second = leaf_der(&cert);
+    assert_ne!(first, second);
+    assert_eq!(
+        served_certificate(server.address, &ca).await,
+        first,
+        "renewed files are not read without a signal when reload_interval_ms = 0"
+    );
+
+    hang_up();
+    let address = server.address;
+    autumn_testkit::eventually_async(
+        "the certificate renewed on disk to be served after SIGHUP",
+        Duration::from_secs(10),
+        || {
+            let (ca, first, second) = (&ca, &first, &second);
+            async move {
+                let served = served_certificate(address, ca).await;
+                assert!(
+                    served == *first || served == *second,
+                    "only the old or the new certificate"
+                );
+                served == *second
+            }
+        },
+    )
+    .await;
+    server.stop().await;
+}
+
+/// A TLS `ClientHello` record offering only `version` (no
+/// `supported_versions` extension, as TLS 1.0 to 1.2 clients send it), with
+/// an ECDHE-ECDSA suite of each era, for `localhost`.
+fn client_hello(version: [u8; 2]) -> Vec<u8> {
+    fn extension(kind: u16, data: &[u8]) -> Vec<u8> {
+        let mut out = kind.to_be_bytes().to_vec();
+        out.extend_from_slice(&u16::try_from(data.len()).expect("short").to_be_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+    fn with_len(len_bytes: usize, data: &[u8]) -> Vec<u8> {
+        let len = u32::try_from(data.len()).expect("short").to_be_bytes();
+        let mut out = len[4 - len_bytes..].to_vec();
+        out.extend_from_slice(data);
+        out
+    }
+    let name = b"localhost";
+    let mut server_name = vec![0];
+    server_name.extend(with_len(2, name));
+    let mut extensions = Vec::new();
+    extensions.extend(extension(0x0000, &with_len(2, &server_name)));
+    // supported_groups: x25519, secp256r1.
+    extensions.extend(extension(0x000a, &with_len(2, &[0x00, 0x1d, 0x00, 0x17])));
+    // ec_point_formats: uncompressed.
+    extensions.extend(extension(0x000b, &[1, 0]));
+    // signature_algorithms: ecdsa_secp256r1_sha256, rsa_pss_rsae_sha256.
+    extensions.extend(extension(0x000d, &with_len(2, &[0x04, 0x03, 0x08, 0x04])));
+    let mut body = version.to_vec();
+    body.extend_from_slice(&[7; 32]);
+    // No session id.
+    body.push(0);
+    // TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 (TLS 1.2) and
+    // TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA (TLS 1.0 and 1.1).
+    body.extend(with_len(2, &[0xc0, 0x2b, 0xc0, 0x09]));
+    // Compression: none.
+    body.extend_from_slice(&[1, 0]);
+    body.extend(with_len(2, &extensions));
+    let mut handshake = vec![0x01];
+    handshake.extend(with_len(3, &body));
+    let mut record = vec![0x16, 0x03, 0x01];
+    record.extend(with_len(2, &handshake));
+    record
+}
+
+/// What the server first answers `hello` with: (record type, first byte of
+/// its content and the second: a handshake's type, an alert's level and
+/// description).
+async fn first_answer(address: SocketAddr, hello: &[u8]) -> (u8, u8, u8) {
+    let mut stream = TcpStream::connect(address).await.expect("connect");
+    stream.write_all(hello).await.expect("send the ClientHello");
+    let mut head = [0_u8; 7];
+    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut head))
+        .await
+        .expect("an answer within 5 s")
+        .expect("a record");
+    (head[0], head[5], head[6])
+}
+
+/// openssl's `s_client` at `version` (`-tls1_2`, `-tls1_1`, `-tls1`), with
+/// every suite of that version allowed: whether the handshake succeeded,
+/// and what it printed.
+fn openssl_handshake(address: SocketAddr, version: &str) -> (bool, String) {
+    let output = Command::new("openssl")
+        .args(["s_client", "-connect", &address.to_string()])
+        .args(["-servername", "localhost", version])
+        // OpenSSL 3 refuses to offer TLS 1.0/1.1 itself below level 0:
+        // the server must be what says no.
+        .args(["-cipher", "DEFAULT@SECLEVEL=0"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl s_client runs");
+    (
+        output.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_1_2_is_accepted_and_tls_1_1_and_1_0_are_refused() {
+    let ca = TestCa::new();
+    let (_dir, cert, key) = served_files(&ca);
+    let server = Server::start(&tls_toml(&cert, &key, "")).await;
+
+    // A client that speaks TLS 1.2 only.
+    let mut roots = rustls::RootCertStore::empty();
+    for der in rustls::pki_types::CertificateDer::pem_file_iter(ca.ca_file()).expect("CA file") {
+        roots.add(der.expect("CA PEM")).expect("CA certificate");
+    }
+    let tls12_only = rustls::ClientConfig::builder_with_provider(Arc::new(
+        autumn_web::base::tls::ring_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS12])
+    .expect("TLS 1.2")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let stream = tls_connect(server.address, Arc::new(tls12_only))
+        .await
+        .expect("a TLS 1.2 handshake");
+    assert_eq!(
+        stream.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_2)
+    );
+    drop(stream);
+
+    // The same hello at TLS 1.2 gets a ServerHello (handshake type 2): the
+    // hellos below differ in their version only.
+    let (record, kind, _) = first_answer(server.address, &client_hello([3, 3])).await;
+    assert_eq!((record, kind), (0x16, 0x02), "a ServerHello to TLS 1.2");
+    // TLS 1.1 and 1.0: a fatal (2) protocol_version (70) alert (21).
+    for (name, version) in [("TLS 1.1", [3, 2]), ("TLS 1.0", [3, 1])] {
+        assert_eq!(
+            first_answer(server.address, &client_hello(version)).await,
+            (0x15, 2, 70),
+            "{name} is refused with protocol_version"
+        );
+    }
+
+    // The same, seen by an outside client, where openssl is installed.
+    if Command::new("openssl").arg("version").output().is_ok() {
+        let address = server.address;
+        let answers = tokio::task::spawn_blocking(move || {
+            ["-tls1_2", "-tls1_1", "-tls1"].map(|version| openssl_handshake(address, version))
+        })
+        .await
+        .expect("openssl task");
+        let [(ok, out), refused @ ..] = answers;
+        assert!(ok && out.contains("TLSv1.2"), "openssl -tls1_2: {out}");
+        // Refused by the server's fatal alert: OpenSSL's TLS 1.0 and 1.1
+        // hellos carry no signature_algorithms, which rustls answers with
+        // handshake_failure (40) before it looks at the version; a hello
+        // with them gets protocol_version (70), as above.
+        for (ok, out) in refused {
+            assert!(!ok, "{out}");
+            assert!(
+                out.contains("Cipher is (NONE)"),
+                "nothing negotiated: {out}"
+            );
+            assert!(
+                out.contains("SSL alert number 40") || out.contains("SSL alert number 70"),
+                "{out}"
+            );
+        }
+    }
     server.stop().await;
 }
 

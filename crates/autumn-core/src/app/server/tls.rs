@@ -5,8 +5,9 @@
 //! before they expire, and a restart to pick the new one up drops every
 //! open connection. So the config resolves its certificate through
 //! [`ReloadingCert`], and [`watch`] replaces it when the files change (or on
-//! SIGHUP). A renewal caught half-written does not parse: the certificate
-//! in use stays, and the next check tries again.
+//! SIGHUP, which every server in the process answers by reloading its own
+//! files). A renewal caught half-written does not parse: the certificate in
+//! use stays, and the next check tries again.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -101,12 +102,23 @@ impl ServerTls {
 /// Reloads the certificate whenever its files change (checked every
 /// `server.tls.reload_interval_ms`) and on SIGHUP, until the returned
 /// task is aborted.
+///
+/// Each server listens for SIGHUP on its own and reloads its own files, so
+/// one signal reloads every server in the process, each from its files:
+/// for a server whose files did not change, a reload serves what it served.
+/// The listener is in place when this returns, not when the task first
+/// runs: until a process handles SIGHUP, the signal ends it.
 pub(crate) fn watch(tls: Arc<ServerTls>) -> tokio::task::JoinHandle<()> {
+    #[cfg(unix)]
+    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(hangup) => Some(hangup),
+        Err(error) => {
+            tracing::warn!(target: "autumn::tls", %error, "cannot listen for SIGHUP: the certificate is reloaded only when server.tls.reload_interval_ms finds its files changed");
+            None
+        }
+    };
     tokio::spawn(async move {
         let mut seen = tls.files.stamp();
-        #[cfg(unix)]
-        let mut hangup =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         loop {
             let tick = async {
                 match tls.reload_interval {
