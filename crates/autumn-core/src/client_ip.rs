@@ -4,6 +4,7 @@ use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr};
 
 use axum::extract::FromRequestParts;
+use http::HeaderMap;
 use http::request::Parts;
 
 use crate::app::server::context;
@@ -14,7 +15,8 @@ use crate::app::server::context;
 /// itself a trusted proxy). A client cannot choose it by sending those
 /// headers itself.
 ///
-/// Outside a server connection (in `TestApp`) it is `127.0.0.1`.
+/// Outside a server connection (in `TestApp`) it is `127.0.0.1`. The access
+/// log names the same address (`client_ip=`).
 ///
 /// ```
 /// use autumn_core::client_ip::ClientIp;
@@ -31,10 +33,14 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
     type Rejection = Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self(
-            context::current().map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |connection| {
-                connection.client(&parts.headers)
-            }),
-        ))
+        Ok(Self(client_of(&parts.headers)))
     }
+}
+
+/// The client of a request with `headers` on the connection the current
+/// task serves: what [`ClientIp`] extracts.
+pub(crate) fn client_of(headers: &HeaderMap) -> IpAddr {
+    context::current().map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |connection| {
+        connection.client(headers)
+    })
 }

@@ -11,6 +11,7 @@ mod api_tokens;
 mod app_idempotency;
 mod app_state;
 mod backends;
+mod client_address;
 mod cross_origin;
 mod db_tls;
 mod docs_truth;

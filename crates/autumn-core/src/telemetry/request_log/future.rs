@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -21,6 +22,8 @@ use crate::telemetry::text;
 pub(super) struct Logged {
     pub(super) method: Method,
     pub(super) uri: http::Uri,
+    /// The client, as `ClientIp` finds it.
+    pub(super) client: IpAddr,
     pub(super) started: Instant,
 }
 
@@ -106,13 +109,19 @@ where
             if let Some(Logged {
                 method,
                 uri,
+                client,
                 started,
             }) = this.logged.take()
             {
-                let path = uri.path();
-                let status = response.status().as_u16();
-                let latency = Millis(started.elapsed());
-                log_access(this.scope, &method, path, status, latency, id);
+                let line = Access {
+                    method: &method,
+                    path: uri.path(),
+                    status: response.status().as_u16(),
+                    latency: Millis(started.elapsed()),
+                    client,
+                    id,
+                };
+                log_access(this.scope, &line);
             }
         }
         Poll::Ready(Ok(response))
@@ -122,34 +131,44 @@ where
 /// The access line's target.
 const ACCESS_TARGET: &str = "autumn::access";
 
-/// Logs the access line (when `autumn::access` is on): written straight to
-/// Autumn's plain-text subscriber's writer, or as an event for any other.
-fn log_access(
-    scope: &Scope,
-    method: &Method,
-    path: &str,
+/// What the access line says.
+struct Access<'a> {
+    method: &'a Method,
+    path: &'a str,
     status: u16,
     latency: Millis,
-    id: &RequestId,
-) {
+    client: IpAddr,
+    id: &'a RequestId,
+}
+
+/// Logs the access line (when `autumn::access` is on): written straight to
+/// Autumn's plain-text subscriber's writer, or as an event for any other.
+fn log_access(scope: &Scope, line: &Access<'_>) {
     if tracing::enabled!(target: ACCESS_TARGET, tracing::Level::INFO) {
         match scope {
-            Scope::Direct(direct) => direct.info(ACCESS_TARGET, |out| {
-                access_fields(out, method, path, status, latency, id);
-            }),
-            Scope::Span(_) => access_event(method, path, status, latency, id),
+            Scope::Direct(direct) => direct.info(ACCESS_TARGET, |out| access_fields(out, line)),
+            Scope::Span(_) => access_event(line),
         }
     }
 }
 
 /// The access line as a `tracing` event.
-fn access_event(method: &Method, path: &str, status: u16, latency: Millis, id: &RequestId) {
+fn access_event(line: &Access<'_>) {
+    let Access {
+        method,
+        path,
+        status,
+        latency,
+        client,
+        id,
+    } = line;
     tracing::info!(
         target: ACCESS_TARGET,
         method = %method,
         path = %path,
         status,
         latency_ms = %latency,
+        client_ip = %client,
         request_id = %id,
         "{method} {path} {status} {latency}ms"
     );
@@ -157,22 +176,25 @@ fn access_event(method: &Method, path: &str, status: u16, latency: Millis, id: &
 
 /// The access line's fields as the plain-text format writes them from the
 /// event: `POST /orders 201 0.412ms method=POST path=/orders status=201
-/// latency_ms=0.412 request_id=...`, written without `fmt` machinery.
-fn access_fields(
-    out: &mut String,
-    method: &Method,
-    path: &str,
-    status: u16,
-    latency: Millis,
-    id: &RequestId,
-) {
+/// latency_ms=0.412 client_ip=203.0.113.9 request_id=...`, written without
+/// `fmt` machinery but for the address.
+fn access_fields(out: &mut String, line: &Access<'_>) {
+    let Access {
+        method,
+        path,
+        status,
+        latency,
+        client,
+        id,
+    } = line;
     let mut digits = itoa::Buffer::new();
-    let status = digits.format(status);
+    let status = digits.format(*status);
     let latency = latency.as_text();
     let latency = latency.as_str();
     let method = method.as_str();
     let id = id.as_str();
-    out.reserve(2 * (method.len() + path.len() + status.len() + latency.len()) + id.len() + 64);
+    // An IPv6 address takes at most 39 bytes.
+    out.reserve(2 * (method.len() + path.len() + status.len() + latency.len()) + id.len() + 128);
     // The message is escaped as every message is. Only the path can hold
     // what a terminal acts on (bytes from U+0080 up); a method is a token,
     // and the rest are digits.
@@ -184,14 +206,18 @@ fn access_fields(
     }
     for (name, value) in [
         (" method=", method),
-        (" path=", path),
+        (" path=", *path),
         (" status=", status),
         (" latency_ms=", latency),
-        (" request_id=", id),
     ] {
         out.push_str(name);
         out.push_str(value);
     }
+    out.push_str(" client_ip=");
+    // Digits, dots and colons only.
+    let _ = fmt::Write::write_fmt(out, format_args!("{client}"));
+    out.push_str(" request_id=");
+    out.push_str(id);
 }
 
 /// A duration as milliseconds with three decimals (`0.412`), written
@@ -257,36 +283,52 @@ mod tests {
 
     /// The access line as Autumn's plain-text subscriber gets it: written
     /// directly, not dispatched.
-    fn written_directly(method: &Method, path: &str, status: u16, latency: Millis, id: &RequestId) {
+    fn written_directly(line: &Access<'_>) {
         let Some(direct) = text::PlainText::current_direct() else {
             panic!("Autumn's plain-text subscriber offers its writer");
         };
-        log_access(&Scope::Direct(direct), method, path, status, latency, id);
+        log_access(&Scope::Direct(direct), line);
     }
 
     #[test]
     fn the_directly_written_access_line_is_the_line_the_event_gives() {
         let id = RequestId::from_header(&HeaderValue::from_static("abc123")).expect("valid");
-        for (method, path, status, micros) in [
-            (Method::POST, "/orders", 201, 412),
-            (Method::GET, "/", 404, 0),
+        for (method, path, status, micros, client) in [
+            (Method::POST, "/orders", 201, 412, "203.0.113.9"),
+            (Method::GET, "/", 404, 0, "127.0.0.1"),
             (
                 Method::from_bytes(b"PURGE").expect("a method"),
                 "/caf%C3%A9/x",
                 500,
                 12_345_678,
+                "2001:db8::7",
             ),
         ] {
-            let latency = Millis(std::time::Duration::from_micros(micros));
-            let fast = plain_line(|| written_directly(&method, path, status, latency, &id));
-            let generic = plain_line(|| access_event(&method, path, status, latency, &id));
+            let line = Access {
+                method: &method,
+                path,
+                status,
+                latency: Millis(std::time::Duration::from_micros(micros)),
+                client: client.parse().expect("an address"),
+                id: &id,
+            };
+            let fast = plain_line(|| written_directly(&line));
+            let generic = plain_line(|| access_event(&line));
             assert_eq!(fast, generic);
             assert!(fast.starts_with(" INFO autumn::access: "), "{fast}");
+            assert!(fast.contains(&format!(" client_ip={client} ")), "{fast}");
         }
-        let latency = Millis(std::time::Duration::from_micros(412));
+        let line = Access {
+            method: &Method::POST,
+            path: "/orders",
+            status: 201,
+            latency: Millis(std::time::Duration::from_micros(412)),
+            client: "203.0.113.9".parse().expect("an address"),
+            id: &id,
+        };
         assert_eq!(
-            plain_line(|| written_directly(&Method::POST, "/orders", 201, latency, &id)),
-            " INFO autumn::access: POST /orders 201 0.412ms method=POST path=/orders status=201 latency_ms=0.412 request_id=abc123\n"
+            plain_line(|| written_directly(&line)),
+            " INFO autumn::access: POST /orders 201 0.412ms method=POST path=/orders status=201 latency_ms=0.412 client_ip=203.0.113.9 request_id=abc123\n"
         );
     }
 

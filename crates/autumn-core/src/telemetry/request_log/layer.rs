@@ -3,11 +3,13 @@
 
 use tower::Layer;
 
+use super::ClientOf;
 use super::headers::ResponseHeaders;
 use super::service::RequestLog;
 
 /// Gives each request its id and span, and writes its access log line
-/// (when `access_log`) once the response head is ready.
+/// (when `access_log`) once the response head is ready, naming the client
+/// `client_of` finds.
 ///
 /// The response's last headers go on here too: its `x-request-id` and the
 /// [`ResponseHeaders`] given with [`with_response_headers`](Self::with_response_headers)
@@ -17,13 +19,15 @@ use super::service::RequestLog;
 #[derive(Debug, Clone)]
 pub(crate) struct RequestLogLayer {
     access_log: bool,
+    client_of: ClientOf,
     headers: Option<ResponseHeaders>,
 }
 
 impl RequestLogLayer {
-    pub(crate) fn new(access_log: bool) -> Self {
+    pub(crate) fn new(access_log: bool, client_of: ClientOf) -> Self {
         Self {
             access_log,
+            client_of,
             headers: None,
         }
     }
@@ -39,6 +43,10 @@ impl<S> Layer<S> for RequestLogLayer {
     type Service = RequestLog<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RequestLog::new(inner, self.access_log, self.headers.clone())
+        RequestLog::new(
+            inner,
+            self.access_log.then_some(self.client_of),
+            self.headers.clone(),
+        )
     }
 }

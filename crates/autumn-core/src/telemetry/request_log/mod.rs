@@ -16,3 +16,8 @@ mod service;
 pub(crate) use headers::ResponseHeaders;
 pub use id::{REQUEST_ID_HEADER, RequestId};
 pub(crate) use layer::RequestLogLayer;
+
+/// How the access line learns a request's client address: given by the
+/// app, which knows the connection (and its trusted proxies) the request
+/// came on.
+pub(crate) type ClientOf = fn(&http::HeaderMap) -> std::net::IpAddr;

@@ -8,6 +8,7 @@ use axum::extract::Request;
 use axum::response::Response;
 use tower::Service;
 
+use super::ClientOf;
 use super::future::{Logged, ResponseFuture, Scope};
 use super::headers::ResponseHeaders;
 use super::id::{REQUEST_ID, RequestId};
@@ -17,13 +18,19 @@ use crate::telemetry::text;
 #[derive(Debug, Clone)]
 pub(crate) struct RequestLog<S> {
     inner: S,
-    access_log: bool,
+    /// How the access line finds the client; `None`: no access line.
+    access_log: Option<ClientOf>,
     headers: Option<ResponseHeaders>,
 }
 
 impl<S> RequestLog<S> {
-    /// `inner`, logged when `access_log`, its responses given `headers`.
-    pub(super) fn new(inner: S, access_log: bool, headers: Option<ResponseHeaders>) -> Self {
+    /// `inner`, logged when `access_log` says how to find the client, its
+    /// responses given `headers`.
+    pub(super) fn new(
+        inner: S,
+        access_log: Option<ClientOf>,
+        headers: Option<ResponseHeaders>,
+    ) -> Self {
         Self {
             inner,
             access_log,
@@ -64,10 +71,13 @@ where
             None => Scope::Span(tracing::info_span!("request", request_id = %id)),
         };
         // The path only: a query string may carry what must not be logged.
-        let logged = self.access_log.then(|| Logged {
+        let logged = self.access_log.map(|client_of| Logged {
             method,
             // Shares the request's bytes: no copy.
             uri: request.uri().clone(),
+            // Read now, from the headers the client sent: what the handler's
+            // `ClientIp` sees.
+            client: client_of(request.headers()),
             started,
         });
         request.extensions_mut().insert(id.clone());
