@@ -13,7 +13,8 @@ use crate::app::server::context;
 /// of `[server] trusted_proxies`, the client those proxies name in
 /// `Forwarded` or `X-Forwarded-For` (the rightmost address that is not
 /// itself a trusted proxy). A client cannot choose it by sending those
-/// headers itself.
+/// headers itself. With `[server] proxy_protocol`, the client a trusted
+/// proxy's PROXY header names stands for the peer.
 ///
 /// Outside a server connection (in `TestApp`) it is `127.0.0.1`. The access
 /// log names the same address (`client_ip=`).

@@ -1,5 +1,7 @@
 //! `[server] trusted_proxies`: the networks whose connections carry other
-//! clients, and how a request's client address is read through them.
+//! clients, and how a request's client address is read through them. (With
+//! `[server] proxy_protocol`, the address a trusted proxy's PROXY header
+//! names stands for the peer's here.)
 //!
 //! A connection from anywhere else is its own client: whatever it says in
 //! `Forwarded` or `X-Forwarded-For` is ignored, since any client can send
@@ -63,11 +65,16 @@ impl Network {
     }
 }
 
+/// Whether `address` is in one of the `trusted` networks.
+pub(crate) fn is_trusted(address: IpAddr, trusted: &[Network]) -> bool {
+    trusted.iter().any(|net| net.contains(address))
+}
+
 /// The client of a request that arrived from `peer`: `peer` itself unless
 /// it is a trusted proxy, else the rightmost untrusted address of
 /// `Forwarded` (preferred) or `X-Forwarded-For`.
 pub(crate) fn client_of(peer: IpAddr, headers: &HeaderMap, trusted: &[Network]) -> IpAddr {
-    let is_trusted = |address: IpAddr| trusted.iter().any(|net| net.contains(address));
+    let is_trusted = |address: IpAddr| is_trusted(address, trusted);
     if !is_trusted(peer) {
         return peer;
     }

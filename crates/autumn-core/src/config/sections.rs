@@ -26,6 +26,10 @@ pub struct ServerConfig {
     /// Addresses or networks (`10.0.0.0/8`) of proxies whose `Forwarded` / `X-Forwarded-For`
     /// name the client; every other peer is its own client.
     pub trusted_proxies: Vec<String>,
+    /// Whether a connection from `trusted_proxies` may start with a PROXY protocol header (v1
+    /// or v2) naming the client, as a TCP load balancer sends; from any other peer one is never
+    /// read.
+    pub proxy_protocol: bool,
     /// Largest request head (request line and headers), in bytes; a larger one gets 431.
     pub max_header_bytes: usize,
     /// Milliseconds a shutdown waits for open requests and detached first-time runs to finish.
@@ -52,6 +56,7 @@ impl Default for ServerConfig {
             max_connections: 512,
             max_connections_per_client: 100,
             trusted_proxies: Vec::new(),
+            proxy_protocol: false,
             max_header_bytes: 32 * 1024,
             shutdown_grace_ms: 10_000,
             shutdown_delay_ms: 0,

@@ -50,6 +50,7 @@ impl AutumnConfig {
             max_connections,
             max_connections_per_client,
             trusted_proxies,
+            proxy_protocol,
             max_header_bytes,
             shutdown_grace_ms,
             shutdown_delay_ms,
@@ -65,6 +66,7 @@ impl AutumnConfig {
             max_connections_per_client,
         );
         out.strings("server.trusted_proxies", trusted_proxies);
+        out.plain("server.proxy_protocol", proxy_protocol);
         out.plain("server.max_header_bytes", max_header_bytes);
         out.plain("server.shutdown_grace_ms", shutdown_grace_ms);
         out.plain("server.shutdown_delay_ms", shutdown_delay_ms);

@@ -78,6 +78,7 @@ fn defaults_without_files_or_env() {
             max_connections: 512,
             max_connections_per_client: 100,
             trusted_proxies: Vec::new(),
+            proxy_protocol: false,
             max_header_bytes: 32 * 1024,
             shutdown_grace_ms: 10_000,
             shutdown_delay_ms: 0,
@@ -694,8 +695,8 @@ fn unknown_key_in_file_section() {
         one_line(&error),
         format!(
             "unknown key `server.prot` in {} (expected one of: host, port, max_connections, \
-             max_connections_per_client, trusted_proxies, max_header_bytes, shutdown_grace_ms, \
-             shutdown_delay_ms, timeouts, tls, http2)",
+             max_connections_per_client, trusted_proxies, proxy_protocol, max_header_bytes, \
+             shutdown_grace_ms, shutdown_delay_ms, timeouts, tls, http2)",
             path.display()
         )
     );
@@ -715,6 +716,7 @@ fn unknown_key_in_file_section() {
                     "max_connections",
                     "max_connections_per_client",
                     "trusted_proxies",
+                    "proxy_protocol",
                     "max_header_bytes",
                     "shutdown_grace_ms",
                     "shutdown_delay_ms",
@@ -768,8 +770,8 @@ fn unknown_env_key() {
         one_line(&error),
         "unknown key `server.bogus` in environment variable AUTUMN_SERVER__BOGUS \
          (expected one of: host, port, max_connections, max_connections_per_client, \
-         trusted_proxies, max_header_bytes, shutdown_grace_ms, shutdown_delay_ms, timeouts, tls, \
-         http2)"
+         trusted_proxies, proxy_protocol, max_header_bytes, shutdown_grace_ms, shutdown_delay_ms, \
+         timeouts, tls, http2)"
     );
     assert_eq!(
         error.origin(),
@@ -1030,6 +1032,7 @@ fn effective_settings_cover_every_key() {
         max_connections = 12
         max_connections_per_client = 21
         trusted_proxies = ["10.0.0.0/8"]
+        proxy_protocol = true
         max_header_bytes = 2048
         shutdown_grace_ms = 13
         shutdown_delay_ms = 20
@@ -1160,7 +1163,7 @@ fn effective_settings_cover_every_key() {
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
     // Every key, and each of the rule's six.
-    assert_eq!(settings.len(), 99 + 3 + 6);
+    assert_eq!(settings.len(), 100 + 3 + 6);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
@@ -1311,6 +1314,26 @@ fn server_limits_that_serve_nobody_are_refused() {
         assert_eq!(error.key(), Some(key), "{error}");
         assert_eq!(error.origin(), Some(Source::Inline), "{error}");
     }
+}
+
+#[test]
+fn proxy_protocol_without_trusted_proxies_is_refused_saying_why() {
+    let error = AutumnConfig::from_toml_str("[server]\nproxy_protocol = true\n")
+        .expect_err("no proxy to read a header from");
+    assert_eq!(error.key(), Some("server.proxy_protocol"), "{error}");
+    assert!(
+        one_line(&error).contains("needs server.trusted_proxies"),
+        "{error}"
+    );
+    let config = AutumnConfig::from_toml_str(
+        "[server]\nproxy_protocol = true\ntrusted_proxies = [\"10.0.0.0/8\"]\n",
+    )
+    .expect("with a trusted proxy");
+    assert!(config.server.proxy_protocol);
+    assert!(
+        !AutumnConfig::default().server.proxy_protocol,
+        "off by default"
+    );
 }
 
 #[test]

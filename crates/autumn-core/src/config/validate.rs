@@ -100,7 +100,7 @@ impl AutumnConfig {
         const SECRET: &str = "must be at least 32 random bytes (for example the output of `openssl rand -base64 48`): a short secret can be guessed, and with it every sealed session cookie opened";
         let long_enough =
             |secret: &String| secret.len() >= autumn_idempotency::seal::MIN_SECRET_LEN;
-        let checks: [(&'static str, bool, &str); 19] = [
+        let checks: [(&'static str, bool, &str); 20] = [
             (
                 "security.secret_key",
                 self.security.secret_key.as_ref().is_none_or(long_enough),
@@ -193,6 +193,11 @@ impl AutumnConfig {
                 "server.tls.redirect_port",
                 self.server.tls.redirect_port != Some(self.server.port),
                 "is server.port: the redirect needs a port of its own",
+            ),
+            (
+                "server.proxy_protocol",
+                !self.server.proxy_protocol || !self.server.trusted_proxies.is_empty(),
+                "needs server.trusted_proxies: a PROXY header is read only from the proxies listed there, and none is",
             ),
             (
                 "server.http2.max_concurrent_streams",

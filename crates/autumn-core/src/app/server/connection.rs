@@ -1,7 +1,7 @@
-//! One connection, from its accept to its close: TLS when the server has
-//! it, then HTTP/1 or HTTP/2 (chosen by ALPN over TLS, by the preface
-//! without), served until the client leaves, a timeout cuts it, or the
-//! server stops.
+//! One connection, from its accept to its close: a trusted proxy's PROXY
+//! header when the server reads them, TLS when the server has it, then
+//! HTTP/1 or HTTP/2 (chosen by ALPN over TLS, by the preface without),
+//! served until the client leaves, a timeout cuts it, or the server stops.
 
 use std::convert::Infallible;
 use std::pin::pin;
@@ -15,13 +15,14 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::body_rate::MinRate;
 use super::context::{ConnectionContext, ScopedExecutor};
 use super::http2::Activity;
 use super::slots::Slot;
 use super::tls::ServerTls;
-use super::{Limits, http1, http2, preface};
+use super::{Limits, http1, http2, preface, proxy_protocol};
 use crate::app::middleware::AppService;
 use crate::error_pages::connection::{AppWrites, ParseErrorBodies, TrackResponse};
 
@@ -34,14 +35,51 @@ pub(super) async fn serve(
     tls: Option<&ServerTls>,
     context: Arc<ConnectionContext>,
 ) {
+    // What comes before the first request head (a PROXY header, a TLS
+    // handshake, the bytes that tell HTTP/2 from HTTP/1) holds a connection
+    // like a head that never ends: all of it within the head's limit.
+    let deadline = Instant::now() + limits.header_read;
+    if !(limits.proxy_protocol && context.comes_from_trusted_proxy()) {
+        return serve_stream(stream, app, limits, tls, context, deadline).await;
+    }
+    let stream = match tokio::time::timeout_at(deadline, proxy_protocol::read(stream)).await {
+        Ok(Ok((header, stream))) => {
+            if let Some(proxy_protocol::Header::Client(client)) = header {
+                context.proxied_for(client);
+            }
+            stream
+        }
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "connection from a trusted proxy closed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(
+                "no PROXY header or request within server.timeouts.header_read_timeout_ms"
+            );
+            return;
+        }
+    };
+    serve_stream(stream, app, limits, tls, context, deadline).await;
+}
+
+/// Serves `stream`, over TLS when `tls`, its handshake (or its first bytes)
+/// done by `deadline`.
+async fn serve_stream<T>(
+    stream: T,
+    app: AppService,
+    limits: &Limits,
+    tls: Option<&ServerTls>,
+    context: Arc<ConnectionContext>,
+    deadline: Instant,
+) where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let stopped = context.stopped();
     let slot = Arc::clone(context.slot());
     match tls {
         Some(tls) => {
-            // A handshake that never ends holds a connection like a head
-            // that never ends: the same limit.
-            let accepted =
-                tokio::time::timeout(limits.header_read, tls.acceptor.accept(stream)).await;
+            let accepted = tokio::time::timeout_at(deadline, tls.acceptor.accept(stream)).await;
             let stream = match accepted {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(error)) => {
@@ -61,7 +99,7 @@ pub(super) async fn serve(
             }
         }
         None => {
-            let sniffed = tokio::time::timeout(limits.header_read, preface::sniff(stream)).await;
+            let sniffed = tokio::time::timeout_at(deadline, preface::sniff(stream)).await;
             let (is_h2, stream) = match sniffed {
                 Ok(Ok(sniffed)) => sniffed,
                 Ok(Err(error)) => {

@@ -11,7 +11,8 @@
 //! to requests that never ask.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
 
 use autumn_idempotency::DetachedRuns;
 
@@ -29,6 +30,8 @@ pub(crate) struct ConnectionContext {
     runs: Arc<DetachedRuns>,
     slot: Arc<Slot>,
     trusted: Arc<[Network]>,
+    /// The client a trusted proxy's PROXY header named, if it sent one.
+    proxied: OnceLock<IpAddr>,
     /// Released (slot, drain count, metric) when the last holder drops.
     _hold: Box<dyn Send + Sync>,
 }
@@ -46,6 +49,7 @@ impl ConnectionContext {
             runs,
             slot,
             trusted,
+            proxied: OnceLock::new(),
             _hold: Box::new(hold),
         }
     }
@@ -55,10 +59,23 @@ impl ConnectionContext {
         &self.slot
     }
 
+    /// Whether the connection comes from one of `trusted_proxies`.
+    pub(crate) fn comes_from_trusted_proxy(&self) -> bool {
+        crate::trusted_proxies::is_trusted(self.slot.peer(), &self.trusted)
+    }
+
+    /// The connection carries `client`'s requests, as its trusted proxy's
+    /// PROXY header says; said once, before its first request.
+    pub(crate) fn proxied_for(&self, client: IpAddr) {
+        let _ = self.proxied.set(client);
+    }
+
     /// The client of a request with `headers` on this connection: the
-    /// socket's address, or what trusted proxies say.
-    pub(crate) fn client(&self, headers: &http::HeaderMap) -> std::net::IpAddr {
-        crate::trusted_proxies::client_of(self.slot.peer(), headers, &self.trusted)
+    /// socket's address (or the one its PROXY header named), or, when that
+    /// is a trusted proxy, what its `Forwarded` or `X-Forwarded-For` say.
+    pub(crate) fn client(&self, headers: &http::HeaderMap) -> IpAddr {
+        let connected = self.proxied.get().copied().unwrap_or(self.slot.peer());
+        crate::trusted_proxies::client_of(connected, headers, &self.trusted)
     }
 
     /// A receiver of the server's stop signal (`true` once it stops).

@@ -10,6 +10,8 @@
 //! - [`context`]: what a connection's requests (and its WebSockets) hold of it;
 //! - [`http1`], [`http2`]: each protocol's settings and timers;
 //! - [`preface`]: h2c told apart from HTTP/1 on a plaintext connection;
+//! - [`proxy_protocol`]: the client a trusted proxy names in a PROXY header;
+//! - [`rewind`]: bytes read ahead to decide either, read again;
 //! - [`tls`]: the certificate, reloaded when its files change;
 //! - [`redirect`]: the optional plain-HTTP port that sends clients to HTTPS.
 
@@ -19,7 +21,9 @@ pub(crate) mod context;
 mod http1;
 mod http2;
 mod preface;
+mod proxy_protocol;
 pub(crate) mod redirect;
+mod rewind;
 pub(crate) mod slots;
 pub(crate) mod tls;
 
@@ -207,6 +211,8 @@ struct Limits {
     h2_keep_alive: Option<Duration>,
     /// `[server] trusted_proxies`, parsed.
     trusted: Arc<[crate::trusted_proxies::Network]>,
+    /// `[server] proxy_protocol`: a trusted proxy's PROXY header is read.
+    proxy_protocol: bool,
     /// `[server.timeouts] min_body_rate`, bytes per second; 0: none.
     min_body_rate: u64,
 }
@@ -225,6 +231,7 @@ impl From<&ServerConfig> for Limits {
                 millis => Some(Duration::from_millis(millis)),
             },
             trusted: config.trusted_networks().into(),
+            proxy_protocol: config.proxy_protocol,
             min_body_rate: config.timeouts.min_body_rate,
         }
     }
