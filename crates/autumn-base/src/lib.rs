@@ -12,6 +12,8 @@
 //! - [`seal`]: [`SecretKeys`](seal::SecretKeys), sealing what a store
 //!   keeps (recorded cookies and bodies) under the app's secret key;
 //! - [`body`]: reading a request or response body whole, up to a limit;
+//! - [`log_summary`]: [`LogSummary`](log_summary::LogSummary), one warning
+//!   per interval for what a flood of requests would log each time;
 //! - [`paths`]: [`ExemptPaths`], the path prefixes a guard skips;
 //! - `database` (features `postgres`, `sqlite`): the app's connection pool
 //!   (`DbPool`), its connections, the SQL helpers every framework table
@@ -24,6 +26,7 @@
 
 pub mod body;
 pub mod clock;
+pub mod log_summary;
 #[cfg(feature = "database")]
 pub mod database;
 pub mod paths;

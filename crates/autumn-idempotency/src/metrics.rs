@@ -12,6 +12,8 @@ pub struct IdempotencyMetrics {
     conflicts: AtomicU64,
     lock_renewal_failures: AtomicU64,
     unrecorded_too_large: AtomicU64,
+    /// Store failures that refused a request, logged once per interval.
+    store_failures: autumn_base::log_summary::LogSummary,
 }
 
 /// A point-in-time copy of [`IdempotencyMetrics`].
@@ -57,6 +59,19 @@ impl IdempotencyMetrics {
 
     pub(crate) fn too_large_to_record(&self) {
         self.unrecorded_too_large.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A store failure that refused a request of the `layer` guard
+    /// (`idempotency`, `submit_token`): summed into one warning per
+    /// interval, since under a flood (a full store) it happens on every
+    /// request.
+    pub(crate) fn store_failed(&self, now_millis: u64, layer: &str, error: &crate::StoreError) {
+        let kind = match error.kind() {
+            crate::StoreErrorKind::Full => "full",
+            _ => "unavailable",
+        };
+        self.store_failures
+            .note(now_millis, &format!("{layer}:{kind}"), error);
     }
 
     /// The counters as they are now.

@@ -5,8 +5,10 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use autumn_base::clock::SharedClock;
+use autumn_base::log_summary::LogSummary;
 
 /// How a rule decided one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,17 +49,13 @@ impl Outcome {
 #[derive(Debug, Default)]
 pub(crate) struct RuleCounts {
     outcomes: [AtomicU64; 4],
-    /// Refusals (limited or unavailable) not yet in a summary line.
-    unlogged: AtomicU64,
 }
 
-/// Every rule's counters, and when the last summary was logged.
+/// Every rule's counters, and the refusals not logged yet.
 pub(crate) struct RateLimitMetrics {
     rules: Vec<(Arc<str>, RuleCounts)>,
     clock: SharedClock,
-    /// Milliseconds, on `clock`, of the last summary line; 0: none yet.
-    logged_at: AtomicU64,
-    interval_ms: u64,
+    refusals: LogSummary,
 }
 
 impl std::fmt::Debug for RateLimitMetrics {
@@ -69,7 +67,7 @@ impl std::fmt::Debug for RateLimitMetrics {
 }
 
 /// Seconds between two summary lines of refusals.
-pub(crate) const SUMMARY_INTERVAL_SECS: u64 = 10;
+pub(crate) const SUMMARY_INTERVAL_SECS: u64 = autumn_base::log_summary::DEFAULT_INTERVAL_SECS;
 
 impl RateLimitMetrics {
     pub(crate) fn new(names: impl IntoIterator<Item = Arc<str>>, clock: SharedClock) -> Self {
@@ -79,60 +77,24 @@ impl RateLimitMetrics {
                 .map(|name| (name, RuleCounts::default()))
                 .collect(),
             clock,
-            logged_at: AtomicU64::new(0),
-            interval_ms: SUMMARY_INTERVAL_SECS * 1000,
+            refusals: LogSummary::new(
+                "rate limits refused requests",
+                Duration::from_secs(SUMMARY_INTERVAL_SECS),
+            ),
         }
     }
 
-    /// Counts `outcome` under the rule `index`; a refusal may log the
-    /// summary of every refusal since the last one.
+    /// Counts `outcome` under the rule `index`; a refusal is summed into
+    /// the next summary line (the first refusal after a quiet interval is
+    /// logged at once).
     pub(crate) fn count(&self, index: usize, outcome: Outcome) {
-        let Some((_, counts)) = self.rules.get(index) else {
+        let Some((name, counts)) = self.rules.get(index) else {
             return;
         };
         counts.outcomes[outcome.index()].fetch_add(1, Ordering::Relaxed);
         if matches!(outcome, Outcome::Limited | Outcome::Unavailable) {
-            counts.unlogged.fetch_add(1, Ordering::Relaxed);
-            self.maybe_log();
-        }
-    }
-
-    /// Logs the refusals since the last summary when the interval has
-    /// passed; the first refusal is logged at once. One caller wins the
-    /// interval, so concurrent refusals never log twice.
-    fn maybe_log(&self) {
-        let now = self.clock.now_millis().max(1);
-        let last = self.logged_at.load(Ordering::Relaxed);
-        if last != 0 && now.saturating_sub(last) < self.interval_ms {
-            return;
-        }
-        if self
-            .logged_at
-            .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
-            .is_err()
-        {
-            return;
-        }
-        let mut summary = String::new();
-        let mut total = 0;
-        for (name, counts) in &self.rules {
-            let refused = counts.unlogged.swap(0, Ordering::AcqRel);
-            if refused > 0 {
-                total += refused;
-                let _ = write!(
-                    summary,
-                    "{}{name}={refused}",
-                    if summary.is_empty() { "" } else { " " }
-                );
-            }
-        }
-        if total > 0 {
-            tracing::warn!(
-                refused = total,
-                by_rule = %summary,
-                interval_secs = SUMMARY_INTERVAL_SECS,
-                "rate limits refused requests (one line per interval at most)"
-            );
+            self.refusals
+                .note(self.clock.now_millis(), name, &outcome.as_str());
         }
     }
 
@@ -181,8 +143,6 @@ impl RateLimitMetrics {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use autumn_base::clock::ManualClock;
     use autumn_testkit::logs::capture;
 

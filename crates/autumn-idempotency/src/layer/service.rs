@@ -297,7 +297,10 @@ where
         } = match claimed {
             Ok(claimed) => claimed,
             Err(error) => {
-                tracing::warn!(idempotency.key_hash = %LogDigest(key.as_bytes()), %error, "idempotency store failed; not running the handler");
+                tracing::debug!(idempotency.key_hash = %LogDigest(key.as_bytes()), %error, "idempotency store failed; not running the handler");
+                settings
+                    .metrics
+                    .store_failed(settings.clock.now_millis(), "idempotency", &error);
                 return Step::Respond(store_failure(&settings, &error));
             }
         };

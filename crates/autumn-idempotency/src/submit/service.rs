@@ -481,7 +481,10 @@ where
     .await;
     match claimed.map(|claimed| claimed.claim) {
         Err(error) => {
-            tracing::warn!(%error, "submit-token store failed; not running the handler");
+            tracing::debug!(%error, "submit-token store failed; not running the handler");
+            settings
+                .metrics
+                .store_failed(settings.clock.now_millis(), "submit_token", &error);
             return Step::Respond(match error.operation() {
                 _ if error.kind() == StoreErrorKind::Full => {
                     SubmitTokenRejection::StoreFull.into_response()
