@@ -26,9 +26,9 @@
 
 pub mod body;
 pub mod clock;
-pub mod log_summary;
 #[cfg(feature = "database")]
 pub mod database;
+pub mod log_summary;
 pub mod paths;
 pub mod problem;
 pub mod redact;

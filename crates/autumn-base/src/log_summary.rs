@@ -144,7 +144,10 @@ mod tests {
             .finish();
         tracing::subscriber::with_default(subscriber, work);
         let bytes = lines.0.lock().map(|b| b.clone()).unwrap_or_default();
-        String::from_utf8_lossy(&bytes).lines().map(str::to_owned).collect()
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 
     #[test]
@@ -158,9 +161,15 @@ mod tests {
             summary.note(11_000, "full", &"the store is full");
         });
         assert_eq!(lines.len(), 2, "{lines:#?}");
-        assert!(lines[0].contains("count=1 ") && lines[0].contains("by_reason=full=1"), "{lines:#?}");
+        assert!(
+            lines[0].contains("count=1 ") && lines[0].contains("by_reason=full=1"),
+            "{lines:#?}"
+        );
         assert!(lines[1].contains("count=1001"), "{lines:#?}");
-        assert!(lines[1].contains("by_reason=full=1000 unreachable=1"), "{lines:#?}");
+        assert!(
+            lines[1].contains("by_reason=full=1000 unreachable=1"),
+            "{lines:#?}"
+        );
         assert_eq!(summary.pending(), 0);
     }
 }

@@ -1,13 +1,12 @@
 //! [`ClientIp`]: the address of the client a request came from.
 
 use std::convert::Infallible;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use axum::extract::FromRequestParts;
-use http::HeaderMap;
 use http::request::Parts;
 
-use crate::app::server::context;
+use crate::app::server::context::client_of;
 
 /// The client's IP address: the connection's peer, or, when the peer is one
 /// of `[server] trusted_proxies`, the client those proxies name in
@@ -36,12 +35,4 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         Ok(Self(client_of(&parts.headers)))
     }
-}
-
-/// The client of a request with `headers` on the connection the current
-/// task serves: what [`ClientIp`] extracts.
-pub(crate) fn client_of(headers: &HeaderMap) -> IpAddr {
-    context::current().map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |connection| {
-        connection.client(headers)
-    })
 }

@@ -78,6 +78,12 @@ pub(crate) fn layer(
     })
 }
 
+/// Who the request acts for, as the layer that resolved a principal named
+/// it (`AppBuilder::scope_by`'s, or the API tokens'). Written by
+/// [`name_principal`]; read by rate limits counted `by = "principal"`.
+#[derive(Debug, Clone)]
+pub(crate) struct NamedPrincipal(pub(crate) std::sync::Arc<str>);
+
 /// Names `principal` as who is asking, in place of the raw `Authorization`
 /// header, in every scope of the request this layer wrote: the request's
 /// own, the one a retry carries after a handler that moves the caller (its
@@ -86,6 +92,7 @@ pub(crate) fn layer(
 /// one (`AppBuilder::scope_by`'s and the API tokens'): a token refreshed
 /// between attempts then changes no scope.
 pub(crate) fn name_principal(extensions: &mut Extensions, principal: &str) {
+    extensions.insert(NamedPrincipal(principal.into()));
     if let Some(scope) = extensions.get_mut::<IdempotencyScope>() {
         *scope = by_principal(std::mem::take(scope), principal);
     }

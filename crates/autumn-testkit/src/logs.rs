@@ -49,6 +49,7 @@ impl Write for Logs {
 /// Captures every event logged on this thread (a current-thread runtime's
 /// tasks included) until the guard is dropped.
 pub fn capture() -> (DefaultGuard, Logs) {
+    keep_interest_shared();
     let logs = Logs::default();
     let writer = logs.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -57,4 +58,15 @@ pub fn capture() -> (DefaultGuard, Logs) {
         .with_writer(move || writer.clone())
         .finish();
     (tracing::subscriber::set_default(subscriber), logs)
+}
+
+/// Keeps a second dispatcher registered for the rest of the process. With
+/// only one registered (the capturing test's), tracing asks just the
+/// current thread's subscriber whether a callsite is wanted, so whichever
+/// thread meets a callsite first decides for all: a test thread that logs
+/// nowhere would switch off a line another test is capturing. With two, it
+/// asks every live subscriber.
+fn keep_interest_shared() {
+    static SECOND: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    SECOND.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
 }

@@ -27,7 +27,7 @@ use tower::Service;
 use super::rejection::ApiTokenRejection;
 use super::token::{Presented, presented};
 use super::tokens::ApiTokens;
-use crate::rate_limit::{API_TOKEN_FAILURES, RateLimits, counted_address};
+use crate::rate_limit::{API_TOKEN_FAILURES, RateLimits};
 
 /// What a [`RequireApiTokenLayer`](super::RequireApiTokenLayer) was built with.
 #[derive(Debug)]
@@ -109,11 +109,10 @@ where
         // Unknown tokens are counted per client address, so guessing costs
         // the token store a bounded number of lookups: past the rule, this
         // process answers 429 before looking the token up.
-        let limits = request
-            .extensions()
-            .get::<RateLimits>()
-            .cloned()
-            .map(|limits| (limits, counted_address(&request).to_string()));
+        let limits = request.extensions().get::<RateLimits>().and_then(|limits| {
+            let client = limits.address_of(request.headers())?;
+            Some((limits.clone(), client))
+        });
         if let Some(refused) = limits
             .as_ref()
             .and_then(|(limits, client)| limits.held_back(API_TOKEN_FAILURES, client))

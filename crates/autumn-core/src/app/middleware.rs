@@ -56,7 +56,7 @@ where
         Ok(ServiceBuilder::new()
             .layer(HttpMetricsLayer::new(Arc::clone(http)).counting(config.actuator.enabled))
             .layer(
-                RequestLogLayer::new(config.log.access_log, crate::client_ip::client_of)
+                RequestLogLayer::new(config.log.access_log, super::client_of)
                     .with_response_headers(crate::security_headers::from_config(config)?),
             )
             .option_layer(compression)

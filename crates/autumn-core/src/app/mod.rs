@@ -9,6 +9,8 @@ mod serve;
 pub(crate) mod server;
 mod startup_log;
 
+pub(crate) use server::context::client_of;
+
 use std::sync::Arc;
 
 use autumn_base::clock::SharedClock;

@@ -68,8 +68,8 @@ pub use sections::{
     TenancyConfig, TenantStrategy, TimeoutsConfig,
 };
 
-pub(crate) use rate_limit::is_rule_name;
 pub use rate_limit::{OnStoreError, RateLimitBy, RateLimitConfig, RateLimitRule};
+pub(crate) use rate_limit::{RoutePattern, is_rule_name};
 
 use load::Layers;
 

@@ -371,7 +371,7 @@ impl AutumnConfig {
                 return Err(invalid(key(leaf), message.to_owned()));
             }
             for pattern in &rule.routes {
-                crate::rate_limit::RoutePattern::parse(pattern)
+                super::RoutePattern::parse(pattern)
                     .map_err(|message| invalid(key("routes"), message))?;
             }
         }

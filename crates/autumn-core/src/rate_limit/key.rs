@@ -3,19 +3,21 @@
 //! a session id in a Redis key would be a usable session cookie.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 
 use axum::extract::Request;
 use http::request::Parts;
 use sha2::{Digest, Sha256};
 
-use crate::api_token::ApiPrincipal;
-use crate::app::server::context;
 use crate::config::RateLimitBy;
-use crate::principal::Principal;
+use crate::scope::NamedPrincipal;
 use crate::session::Session;
 use crate::tenancy::Tenant;
+
+/// How the app finds a request's client address from its headers on the
+/// connection the current task serves (`ClientIp`'s way), given at launch.
+pub(crate) type ClientOf = fn(&http::HeaderMap) -> IpAddr;
 
 /// A function the app registered with `AppBuilder::rate_limit_key`: the
 /// client a request counts as, or `None` for "count it by address".
@@ -59,7 +61,12 @@ impl ClientKey {
 
     /// The bucket `request` counts in under the rule `rule`: the rule's
     /// name, what kind of client, and a digest of which one.
-    pub(crate) async fn bucket(&self, rule: &str, request: &mut Request) -> String {
+    pub(crate) async fn bucket(
+        &self,
+        rule: &str,
+        request: &mut Request,
+        client_of: ClientOf,
+    ) -> String {
         let client = match self {
             Self::Global => return format!("{rule}:all"),
             Self::ClientIp => None,
@@ -78,7 +85,10 @@ impl ClientKey {
                 .extensions()
                 .get::<Tenant>()
                 .map(|tenant| ("t", tenant.id().to_owned())),
-            Self::Principal => principal(request).map(|id| ("p", id)),
+            Self::Principal => request
+                .extensions()
+                .get::<NamedPrincipal>()
+                .map(|principal| ("p", principal.0.to_string())),
             Self::App(function) => {
                 let (parts, body) = std::mem::take(request).into_parts();
                 let key = function(&parts);
@@ -86,42 +96,21 @@ impl ClientKey {
                 key.map(|key| ("k", key))
             }
         };
-        let (kind, client) = client.unwrap_or_else(|| ("a", counted_address(request).to_string()));
+        let (kind, client) = client.unwrap_or_else(|| {
+            (
+                "a",
+                counted_address(client_of(request.headers())).to_string(),
+            )
+        });
         let digest = Sha256::digest(client.as_bytes());
         format!("{rule}:{kind}:{}", hex::encode(&digest[..16]))
     }
 }
 
-/// The principal the app's `scope_by` resolver or `RequireApiToken` named.
-fn principal(request: &Request) -> Option<String> {
-    let extensions = request.extensions();
-    extensions
-        .get::<Principal>()
-        .map(|principal| principal.id().to_owned())
-        .or_else(|| {
-            extensions
-                .get::<ApiPrincipal>()
-                .map(|principal| principal.id().to_owned())
-        })
-}
-
-/// The address a request counts as under `by = "client_ip"`: `ClientIp`'s,
-/// an IPv6 one cut to its /64.
-pub(crate) fn counted_address(request: &Request) -> IpAddr {
-    address_key(client_ip(request))
-}
-
-/// The client's address, as `ClientIp` reads it.
-fn client_ip(request: &Request) -> IpAddr {
-    context::current().map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |connection| {
-        connection.client(request.headers())
-    })
-}
-
-/// What an address counts as: itself for IPv4, its /64 network for IPv6,
-/// since one subscriber is usually given a whole /64 and could otherwise
-/// take a fresh count per request.
-fn address_key(address: IpAddr) -> IpAddr {
+/// What a client address counts as under `by = "client_ip"`: itself for
+/// IPv4, its /64 network for IPv6, since one subscriber is usually given a
+/// whole /64 and could otherwise take a fresh count per request.
+pub(crate) fn counted_address(address: IpAddr) -> IpAddr {
     match address {
         IpAddr::V4(_) => address,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -136,6 +125,8 @@ fn address_key(address: IpAddr) -> IpAddr {
 
 #[cfg(test)]
 mod tests {
+    use std::net::Ipv4Addr;
+
     use super::*;
 
     #[test]
@@ -143,13 +134,17 @@ mod tests {
         let one: IpAddr = "2001:db8:1:2:aaaa::1".parse().expect("an address");
         let other: IpAddr = "2001:db8:1:2:bbbb::9".parse().expect("an address");
         let elsewhere: IpAddr = "2001:db8:1:3::1".parse().expect("an address");
-        assert_eq!(address_key(one), address_key(other));
-        assert_ne!(address_key(one), address_key(elsewhere));
+        assert_eq!(counted_address(one), counted_address(other));
+        assert_ne!(counted_address(one), counted_address(elsewhere));
         let mapped: IpAddr = "::ffff:192.0.2.7".parse().expect("an address");
         assert_eq!(
-            address_key(mapped),
+            counted_address(mapped),
             "192.0.2.7".parse::<IpAddr>().expect("an address")
         );
+    }
+
+    fn localhost(_: &http::HeaderMap) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
     }
 
     #[tokio::test]
@@ -166,7 +161,7 @@ mod tests {
             .header("x-account", "alice@example.com")
             .body(axum::body::Body::empty())
             .expect("a request");
-        let bucket = key.bucket("login", &mut request).await;
+        let bucket = key.bucket("login", &mut request, localhost).await;
         assert!(bucket.starts_with("login:k:"), "{bucket}");
         assert!(!bucket.contains("alice"), "{bucket}");
         // The request is handed back whole.
@@ -174,12 +169,14 @@ mod tests {
         // Without the header: the address.
         let mut anonymous = Request::new(axum::body::Body::empty());
         assert!(
-            key.bucket("login", &mut anonymous)
+            key.bucket("login", &mut anonymous, localhost)
                 .await
                 .starts_with("login:a:")
         );
         assert_eq!(
-            ClientKey::Global.bucket("login", &mut anonymous).await,
+            ClientKey::Global
+                .bucket("login", &mut anonymous, localhost)
+                .await,
             "login:all"
         );
     }

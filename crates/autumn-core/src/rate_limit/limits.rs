@@ -108,6 +108,17 @@ impl RateLimits {
         }
     }
 
+    /// The client address `headers` count as (see `by = "client_ip"`),
+    /// when rate limits are enforced.
+    pub(crate) fn address_of(&self, headers: &http::HeaderMap) -> Option<String> {
+        match &self.state {
+            State::Enforced(limiter) => {
+                Some(super::key::counted_address((limiter.client_of)(headers)).to_string())
+            }
+            State::Disabled | State::NoRules => None,
+        }
+    }
+
     /// The refusal for `client` under `rule` while this process holds it
     /// back after [`count_failure`](Self::count_failure) refused it: no
     /// round trip, and nothing counted.

@@ -164,10 +164,10 @@ mod tests {
         let summaries = logs.lines_with("rate limits refused");
         assert_eq!(summaries.len(), 2, "{}", logs.text());
         // The first refusal at once, then everything since, by rule.
-        assert!(summaries[0].contains("refused=1"), "{}", summaries[0]);
-        assert!(summaries[1].contains("refused=1001"), "{}", summaries[1]);
+        assert!(summaries[0].contains("count=1 "), "{}", summaries[0]);
+        assert!(summaries[1].contains("count=1001"), "{}", summaries[1]);
         assert!(
-            summaries[1].contains("login=1000 api=1"),
+            summaries[1].contains("by_reason=api=1 login=1000"),
             "{}",
             summaries[1]
         );

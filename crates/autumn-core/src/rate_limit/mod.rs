@@ -51,18 +51,28 @@ pub(crate) use buckets::RedisBuckets;
 pub(crate) use buckets::{Buckets, MemoryBuckets};
 pub use future::ResponseFuture;
 pub use key::RateLimitKeyFn;
-pub(crate) use key::counted_address;
 pub use layer::RateLimitLayer;
 pub(crate) use limits::API_TOKEN_FAILURES;
 pub use limits::RateLimits;
 pub(crate) use metrics::RateLimitMetrics;
 pub use rejection::RateLimitRejection;
-pub(crate) use rule::RoutePattern;
 pub use service::RateLimitService;
 
 use crate::config::RateLimitConfig;
 use key::ClientKey;
 use rule::Rule;
+
+/// One route's rules, shared by its [`RateLimitLayer`] and the services it
+/// makes.
+#[derive(Clone)]
+pub(crate) struct RouteRules {
+    limiter: Arc<Limiter>,
+    /// Indexes into `limiter`'s rules: this route's, fixed at launch.
+    rules: Arc<[usize]>,
+    /// A router merged whole: its routes are only known per request, by
+    /// the path each one matched, so `rules` are matched then.
+    by_matched_path: bool,
+}
 
 /// The app's rules and where their counts live, shared by every route's
 /// [`RateLimitLayer`].
@@ -74,6 +84,8 @@ pub(crate) struct Limiter {
     /// Clients this process saw go past a rule counted by
     /// [`RateLimits::count_failure`], held back without a round trip.
     held_back: limits::HeldBack,
+    /// A request's client address, as `ClientIp` reads it.
+    client_of: key::ClientOf,
 }
 
 impl Limiter {
@@ -84,6 +96,7 @@ impl Limiter {
         functions: &HashMap<String, RateLimitKeyFn>,
         buckets: Arc<dyn Buckets>,
         clock: SharedClock,
+        client_of: fn(&http::HeaderMap) -> std::net::IpAddr,
     ) -> Result<Self, (String, String)> {
         let rules = config
             .rules
@@ -104,6 +117,7 @@ impl Limiter {
             rules,
             metrics,
             held_back: limits::HeldBack::new(config.max_clients, clock),
+            client_of,
         })
     }
 
@@ -147,9 +161,11 @@ impl Limiter {
             .map(|(index, _)| index)
             .collect();
         Ok((!rules.is_empty()).then(|| RateLimitLayer {
-            limiter: Arc::clone(self),
-            rules: rules.into(),
-            by_matched_path: false,
+            route: RouteRules {
+                limiter: Arc::clone(self),
+                rules: rules.into(),
+                by_matched_path: false,
+            },
         }))
     }
 
@@ -165,9 +181,11 @@ impl Limiter {
             .map(|(index, _)| index)
             .collect();
         (!rules.is_empty()).then(|| RateLimitLayer {
-            limiter: Arc::clone(self),
-            rules: rules.into(),
-            by_matched_path: true,
+            route: RouteRules {
+                limiter: Arc::clone(self),
+                rules: rules.into(),
+                by_matched_path: true,
+            },
         })
     }
 }

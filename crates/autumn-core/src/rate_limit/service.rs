@@ -8,24 +8,24 @@ use axum::extract::{MatchedPath, Request};
 use axum::response::{IntoResponse, Response};
 use tower::Service;
 
+use super::RouteRules;
 use super::future::ResponseFuture;
 use super::gcra::Decision;
-use super::layer::RateLimitLayer;
 use super::metrics::Outcome;
 use super::rejection::{RATELIMIT, RATELIMIT_POLICY, RateLimitRejection, ratelimit_item};
 use super::rule::Rule;
 
-/// The service [`RateLimitLayer`] makes.
+/// The service [`RateLimitLayer`](super::RateLimitLayer) makes.
 #[derive(Clone)]
 pub struct RateLimitService<S> {
     pub(super) inner: S,
-    pub(super) layer: RateLimitLayer,
+    pub(super) route: RouteRules,
 }
 
 impl<S> std::fmt::Debug for RateLimitService<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitService")
-            .field("layer", &self.layer)
+            .field("rules", &self.route.rules.len())
             .finish_non_exhaustive()
     }
 }
@@ -47,32 +47,35 @@ where
         // The clone that was made ready is the one that runs.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let layer = self.layer.clone();
-        Box::pin(decide_then_run(layer, inner, request))
+        let route = self.route.clone();
+        Box::pin(decide_then_run(route, inner, request))
     }
 }
 
 /// Each rule in turn (a refusal stops there: later rules count nothing),
 /// then the route; its answer carries the tightest rule's headers.
 async fn decide_then_run<S>(
-    layer: RateLimitLayer,
+    route: RouteRules,
     mut inner: S,
     mut request: Request,
 ) -> Result<Response, Infallible>
 where
     S: Service<Request, Response = Response, Error = Infallible>,
 {
-    let limiter = &layer.limiter;
+    let limiter = &route.limiter;
     // The rule with the fewest requests left names the headers.
     let mut tightest: Option<(&Rule, Decision)> = None;
-    for &index in layer.rules.iter() {
+    for &index in route.rules.iter() {
         let Some(rule) = limiter.rules.get(index) else {
             continue;
         };
-        if layer.by_matched_path && !covers_matched(rule, &request) {
+        if route.by_matched_path && !covers_matched(rule, &request) {
             continue;
         }
-        let bucket = rule.by.bucket(&rule.name, &mut request).await;
+        let bucket = rule
+            .by
+            .bucket(&rule.name, &mut request, limiter.client_of)
+            .await;
         match limiter.buckets.decide(&bucket, rule.rate).await {
             Ok(decision) if decision.allowed => {
                 limiter.metrics.count(index, Outcome::Allowed);

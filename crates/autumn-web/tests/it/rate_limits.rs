@@ -561,3 +561,32 @@ mod api_tokens {
         assert_eq!(seen[30], 429);
     }
 }
+
+/// A flood against a full store logs a summary, not a line per request.
+#[tokio::test]
+async fn a_flood_against_a_full_store_logs_one_warning_not_one_per_request() {
+    let (guard, logs) = crate::support::logs::capture();
+    let app = TestApp::from_builder(autumn_web::app().routes(routes![place_order]))
+        .with_config(config("[idempotency.memory]\nmax_entries = 1\n"))
+        .idempotent()
+        .build();
+    let mut statuses = Vec::new();
+    for n in 0..200 {
+        let key = format!("flood-{n}");
+        statuses.push(
+            app.post("/orders")
+                .header("idempotency-key", &key)
+                .send()
+                .await
+                .status()
+                .as_u16(),
+        );
+    }
+    drop(guard);
+    // The first key fits; every other one is refused, the store full.
+    assert_eq!(statuses[0], 201);
+    assert!(statuses[1..].iter().all(|s| *s == 503), "{statuses:?}");
+    let warnings = logs.lines_with("a guard's store failed");
+    assert_eq!(warnings.len(), 1, "{}", logs.text());
+    assert!(warnings[0].contains("idempotency:full=1"), "{warnings:?}");
+}

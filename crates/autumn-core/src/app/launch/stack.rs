@@ -126,7 +126,7 @@ pub(super) fn actuator_routes(
         match settings.port {
             Some(_) => routes.layer(crate::telemetry::RequestLogLayer::new(
                 config.log.access_log,
-                crate::client_ip::client_of,
+                crate::app::client_of,
             )),
             None => routes,
         }

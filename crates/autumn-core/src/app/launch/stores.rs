@@ -445,9 +445,15 @@ pub(super) fn rate_limiter(
         }
         _ => Arc::new(MemoryBuckets::new(settings.max_clients, clock.clone())),
     };
-    Limiter::new(settings, functions, buckets, clock.clone())
-        .map(|limiter| Some(Arc::new(limiter)))
-        .map_err(|(key, message)| LaunchError::RateLimitRule { key, message })
+    Limiter::new(
+        settings,
+        functions,
+        buckets,
+        clock.clone(),
+        crate::app::client_of,
+    )
+    .map(|limiter| Some(Arc::new(limiter)))
+    .map_err(|(key, message)| LaunchError::RateLimitRule { key, message })
 }
 
 /// The `backend` label of a store's timings: the configured backend, or

@@ -125,3 +125,12 @@ where
         tokio::spawn(scope(Arc::clone(&self.0), future));
     }
 }
+
+/// The client of a request with `headers` on the connection the current
+/// task serves (`127.0.0.1` outside one): what `ClientIp` extracts, the
+/// access log names and rate limits count.
+pub(crate) fn client_of(headers: &http::HeaderMap) -> IpAddr {
+    current().map_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), |connection| {
+        connection.client(headers)
+    })
+}
