@@ -423,7 +423,24 @@ mod tests {
         let msg = err(Method::Post, quote!("/orders", retries = 3), handler());
         assert_eq!(msg, crate::route_policy::EXPECTED);
         let msg = err(Method::Post, quote!("/orders", 3), handler());
-        assert_eq!(msg, "expected `idempotent`");
+        assert_eq!(msg, "expected `idempotent` or `rate_limit`");
+    }
+
+    #[test]
+    fn a_rate_limit_names_its_rule() {
+        let out = ok(Method::Post, quote!("/login", rate_limit = "login"), handler());
+        assert!(out.contains(". with_rate_limit (\"login\")"), "{out}");
+        for (attr, says) in [
+            (quote!("/login", rate_limit = 3), "expected the name of a [rate_limit.rules] rule"),
+            (quote!("/login", rate_limit = "log in"), "letters, digits"),
+            (
+                quote!("/login", rate_limit = "a", rate_limit = "b"),
+                "`rate_limit` given twice",
+            ),
+        ] {
+            let msg = err(Method::Post, attr, handler());
+            assert!(msg.contains(says), "{msg}");
+        }
     }
 
     #[test]
