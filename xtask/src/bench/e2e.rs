@@ -786,11 +786,16 @@ pub(super) fn redis_pid() -> Option<u32> {
 }
 
 /// Builds the servers (Autumn and the three plain-axum twins) in release
-/// mode; returns their directory.
+/// mode; returns their directory: under `CARGO_TARGET_DIR` when it is set
+/// (relative to the workspace, where cargo runs), else `target/`, so the
+/// run starts the binaries just built rather than older ones or none.
 pub(super) fn build(root: &Path) -> Result<PathBuf, String> {
     let args = ["build", "--release", "-p", "autumn-bench"].map(str::to_owned);
     crate::cargo(root, &args, &[])?;
-    Ok(root.join("target").join("release"))
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| root.join("target"), |dir| root.join(dir));
+    Ok(target.join("release"))
 }
 
 pub(super) fn median(values: &mut [f64]) -> f64 {
