@@ -402,6 +402,31 @@ const ROWS: &[Row] = &[
         baseline: Some(1),
         same_allocator: Some(4),
     },
+    // The layer-off route again under a rate-limit rule that lets every
+    // request through, counted in memory and in Redis: what a rule costs,
+    // read against the layer-off row (see `COMPARED`).
+    Row {
+        name: "Autumn, rate limit (memory), layer off, one fixed key",
+        target: Target::AutumnMemory,
+        path: "/orders-limited",
+        transport: Transport::Http,
+        post: true,
+        keys: Keys::Fixed,
+        returning: false,
+        baseline: Some(0),
+        same_allocator: Some(3),
+    },
+    Row {
+        name: "Autumn, rate limit (Redis), layer off, one fixed key",
+        target: Target::AutumnRedis,
+        path: "/orders-limited",
+        transport: Transport::Http,
+        post: true,
+        keys: Keys::Fixed,
+        returning: false,
+        baseline: Some(0),
+        same_allocator: Some(3),
+    },
     // The TLS suite (`cargo xtask bench tls`): the layer-off POST of the
     // rows above, served over HTTPS by both servers from one certificate
     // made for the run, each pair measured back to back.
@@ -424,7 +449,7 @@ const ROWS: &[Row] = &[
         post: true,
         keys: Keys::Fixed,
         returning: false,
-        baseline: Some(19),
+        baseline: Some(21),
         same_allocator: None,
     },
     Row {
@@ -446,7 +471,7 @@ const ROWS: &[Row] = &[
         post: true,
         keys: Keys::Fixed,
         returning: false,
-        baseline: Some(21),
+        baseline: Some(23),
         same_allocator: None,
     },
 ];
@@ -605,10 +630,13 @@ impl Measured {
 }
 
 /// The environment of an autumn-orders run of this bench: `backend` for
-/// the keys, and the Redis the Redis rows use.
+/// the keys and for the rate-limit counts (named, not left to follow the
+/// keys' backend by default, so a rule row counts where its name says),
+/// and the Redis the Redis rows use.
 fn autumn_env(run_id: &str, backend: &str, settings: &Settings) -> Vec<(&'static str, String)> {
     let mut env = super::autumn_env(run_id, backend, settings);
     env.push(("AUTUMN_IDEMPOTENCY__REDIS__URL", REDIS_URL.to_owned()));
+    env.push(("AUTUMN_RATE_LIMIT__BACKEND", backend.to_owned()));
     env
 }
 
@@ -897,9 +925,12 @@ fn report(samples: &[Vec<Sample>]) -> String {
 /// one, for a first visit (which also issues the session cookie a token is
 /// bound to) and for a visitor who has the cookie (what minting costs); and
 /// a replay whose recorded cookie is opened against one with nothing sealed
-/// (what sealing costs a replay); and the lean app against the same with
-/// the actuator off (what the request metrics cost).
-const COMPARED: [(&str, &str, &str); 5] = [
+/// (what sealing costs a replay); the lean app against the same with
+/// the actuator off (what the request metrics cost); and the layer-off
+/// route under a rate-limit rule against the same route without one, with
+/// the counts in memory and in Redis (what a rule costs a request it lets
+/// through).
+const COMPARED: [(&str, &str, &str); 7] = [
     (
         "Autumn, optional features off, layer off",
         "Autumn, optional features and actuator off, layer off",
@@ -924,6 +955,16 @@ const COMPARED: [(&str, &str, &str); 5] = [
         "Autumn, GET form page, minted, cookie sent",
         "Autumn, GET form page, no token, cookie sent",
         "of the same page without a token",
+    ),
+    (
+        "Autumn, rate limit (memory), layer off, one fixed key",
+        "Autumn, layer off, one fixed key",
+        "of the same route without a rule: the cost of a rule (memory)",
+    ),
+    (
+        "Autumn, rate limit (Redis), layer off, one fixed key",
+        "Autumn, layer off, one fixed key",
+        "of the same route without a rule: the cost of a rule (Redis)",
     ),
 ];
 
@@ -1112,6 +1153,78 @@ mod tests {
             .find(|line| line.starts_with("Autumn, HTTP/2"))
             .expect("the row is reported");
         assert!(line.contains("0.800"), "{line}");
+    }
+
+    #[test]
+    fn a_rule_row_is_read_against_the_same_route_without_a_rule() {
+        let row = |name: &str| {
+            ROWS.iter()
+                .find(|row| row.name == name)
+                .expect("a row of that name")
+        };
+        let limited: Vec<&Row> = ROWS
+            .iter()
+            .filter(|row| row.path == "/orders-limited")
+            .collect();
+        assert_eq!(
+            limited.iter().map(|row| row.target).collect::<Vec<_>>(),
+            [Target::AutumnMemory, Target::AutumnRedis]
+        );
+        for limited in limited {
+            let (_, base, label) = COMPARED
+                .iter()
+                .find(|(name, _, _)| *name == limited.name)
+                .expect("the rule row is compared");
+            assert!(label.contains("without a rule"), "{label}");
+            let base = row(base);
+            // The layer-off route of the app as it is, loaded alike.
+            assert_eq!(base.path, "/orders-off", "{}", limited.name);
+            assert_eq!(base.target, Target::AutumnMemory, "{}", limited.name);
+            assert_eq!(
+                (base.post, base.keys, base.transport, base.returning),
+                (
+                    limited.post,
+                    limited.keys,
+                    limited.transport,
+                    limited.returning
+                ),
+                "{}",
+                limited.name
+            );
+        }
+        // Each server counts where its keys are kept, as the row names say.
+        for backend in ["memory", "redis"] {
+            let env = autumn_env("r", backend, &Settings::default());
+            assert!(
+                env.contains(&("AUTUMN_RATE_LIMIT__BACKEND", backend.to_owned())),
+                "{env:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_report_gives_what_a_rule_costs() {
+        let at = |per_second| sample(per_second, 0, 0);
+        let index = |name: &str| {
+            ROWS.iter()
+                .position(|row| row.name == name)
+                .expect("a row of that name")
+        };
+        let mut samples = vec![vec![at(100_000.0); 3]; ROWS.len()];
+        samples[index("Autumn, rate limit (memory), layer off, one fixed key")] =
+            vec![at(90_000.0), at(95_000.0), at(80_000.0)];
+        samples[index("Autumn, rate limit (Redis), layer off, one fixed key")] = Vec::new();
+        let report = report(&samples);
+        let line = report
+            .lines()
+            .find(|line| line.contains("the cost of a rule (memory)"))
+            .expect("the comparison is reported");
+        // Per round: 0.90, 0.95 and 0.80 of the layer-off row.
+        assert!(line.contains("0.900 (0.800-0.950)"), "{line}");
+        assert!(
+            !report.contains("the cost of a rule (Redis)"),
+            "no comparison without the Redis row"
+        );
     }
 
     #[test]
