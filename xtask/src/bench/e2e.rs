@@ -259,6 +259,32 @@ const ROWS: &[Row] = &[
         baseline: Some(0),
         same_allocator: Some(3),
     },
+    // The layer-off route again under a rate-limit rule that lets every
+    // request through, counted in memory and in Redis: what a rule costs,
+    // read against the row above (see `COMPARED`), so measured right after
+    // it, where a noisy machine has drifted least.
+    Row {
+        name: "Autumn, rate limit (memory), layer off, one fixed key",
+        target: Target::AutumnMemory,
+        path: "/orders-limited",
+        transport: Transport::Http,
+        post: true,
+        keys: Keys::Fixed,
+        returning: false,
+        baseline: Some(0),
+        same_allocator: Some(3),
+    },
+    Row {
+        name: "Autumn, rate limit (Redis), layer off, one fixed key",
+        target: Target::AutumnRedis,
+        path: "/orders-limited",
+        transport: Transport::Http,
+        post: true,
+        keys: Keys::Fixed,
+        returning: false,
+        baseline: Some(0),
+        same_allocator: Some(3),
+    },
     Row {
         name: "Autumn, layer off, unique keys",
         target: Target::AutumnMemory,
@@ -401,31 +427,6 @@ const ROWS: &[Row] = &[
         returning: false,
         baseline: Some(1),
         same_allocator: Some(4),
-    },
-    // The layer-off route again under a rate-limit rule that lets every
-    // request through, counted in memory and in Redis: what a rule costs,
-    // read against the layer-off row (see `COMPARED`).
-    Row {
-        name: "Autumn, rate limit (memory), layer off, one fixed key",
-        target: Target::AutumnMemory,
-        path: "/orders-limited",
-        transport: Transport::Http,
-        post: true,
-        keys: Keys::Fixed,
-        returning: false,
-        baseline: Some(0),
-        same_allocator: Some(3),
-    },
-    Row {
-        name: "Autumn, rate limit (Redis), layer off, one fixed key",
-        target: Target::AutumnRedis,
-        path: "/orders-limited",
-        transport: Transport::Http,
-        post: true,
-        keys: Keys::Fixed,
-        returning: false,
-        baseline: Some(0),
-        same_allocator: Some(3),
     },
     // The TLS suite (`cargo xtask bench tls`): the layer-off POST of the
     // rows above, served over HTTPS by both servers from one certificate
@@ -1176,6 +1177,17 @@ mod tests {
                 .find(|(name, _, _)| *name == limited.name)
                 .expect("the rule row is compared");
             assert!(label.contains("without a rule"), "{label}");
+            // Measured right after it, with only the other rule row between.
+            let at = |name: &str| {
+                ROWS.iter()
+                    .position(|row| row.name == name)
+                    .expect("a row of that name")
+            };
+            assert!(
+                matches!(at(limited.name).checked_sub(at(base)), Some(1 | 2)),
+                "{}",
+                limited.name
+            );
             let base = row(base);
             // The layer-off route of the app as it is, loaded alike.
             assert_eq!(base.path, "/orders-off", "{}", limited.name);
