@@ -428,10 +428,17 @@ mod tests {
 
     #[test]
     fn a_rate_limit_names_its_rule() {
-        let out = ok(Method::Post, quote!("/login", rate_limit = "login"), handler());
+        let out = ok(
+            Method::Post,
+            quote!("/login", rate_limit = "login"),
+            handler(),
+        );
         assert!(out.contains(". with_rate_limit (\"login\")"), "{out}");
         for (attr, says) in [
-            (quote!("/login", rate_limit = 3), "expected the name of a [rate_limit.rules] rule"),
+            (
+                quote!("/login", rate_limit = 3),
+                "expected the name of a [rate_limit.rules] rule",
+            ),
             (quote!("/login", rate_limit = "log in"), "letters, digits"),
             (
                 quote!("/login", rate_limit = "a", rate_limit = "b"),

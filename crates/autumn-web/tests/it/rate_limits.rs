@@ -590,3 +590,155 @@ async fn a_flood_against_a_full_store_logs_one_warning_not_one_per_request() {
     assert_eq!(warnings.len(), 1, "{}", logs.text());
     assert!(warnings[0].contains("idempotency:full=1"), "{warnings:?}");
 }
+
+/// One client floods the app with new keys and new form tokens as fast as
+/// it can, from its own address, while another does ordinary keyed and
+/// form traffic from another: the ordinary client is never refused, stays
+/// fast, and the store does not grow past what the flooder's rule allows.
+mod flood {
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::time::Instant;
+
+    use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
+
+    use super::*;
+
+    #[get("/form")]
+    async fn form(token: SubmitToken, field: SubmitFormField) -> Html<String> {
+        Html(format!(
+            "<form method=post action=/form>{}</form>",
+            submit_token_field(&token, &field).into_string()
+        ))
+    }
+
+    #[post("/form")]
+    async fn submit() -> &'static str {
+        "saved"
+    }
+
+    /// Rules for every write, per client address; a memory store small
+    /// enough that the flood would fill it without them.
+    const CONFIG: &str = "[actuator]\nmetrics_on_app_port = true\n\
+        [idempotency.memory]\nmax_entries = 400\n\
+        [rate_limit.rules.writes]\nlimit = 100\nroutes = [\"POST /*\"]\n";
+
+    fn address(last: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+    }
+
+    /// The percentile `p` (0 to 100) of `durations`.
+    fn percentile(mut durations: Vec<Duration>, p: usize) -> Duration {
+        durations.sort();
+        let at = (durations.len() * p / 100).min(durations.len().saturating_sub(1));
+        durations[at]
+    }
+
+    async fn flood(client: TestClient, requests: usize) -> Vec<u16> {
+        let mut statuses = Vec::with_capacity(requests);
+        for n in 0..requests {
+            let response = if n % 2 == 0 {
+                client
+                    .post("/orders")
+                    .header("idempotency-key", &format!("flood-{n}"))
+                    .send()
+                    .await
+            } else {
+                // A made-up token: a value never minted.
+                client
+                    .post("/form")
+                    .form(&[("_submit_token", format!("made-up-{n}").as_str())])
+                    .send()
+                    .await
+            };
+            statuses.push(response.status().as_u16());
+        }
+        statuses
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flooding_client_is_held_to_its_rule_and_another_is_served_as_usual() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let base = format!("http://{}", listener.local_addr().expect("an address"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(
+            autumn_web::app()
+                .routes(routes![place_order, form, submit])
+                .with_config(config(CONFIG))
+                .idempotent()
+                .serve(listener, async move {
+                    let _ = stopped.await;
+                }),
+        );
+        let client = TestClient::for_server(&base);
+        let began = Instant::now();
+        let flooder = tokio::spawn(flood(client.from_address(address(2)), 2_000));
+        let ordinary = client.from_address(address(3));
+        let mut durations = Vec::new();
+        let mut statuses = Vec::new();
+        for n in 0..40 {
+            let started = Instant::now();
+            let keyed = ordinary
+                .post("/orders")
+                .header("idempotency-key", &format!("ordinary-{n}"))
+                .send()
+                .await;
+            durations.push(started.elapsed());
+            statuses.push(keyed.status().as_u16());
+            let page = ordinary.get("/form").send().await.text();
+            let token = crate::support::token_in(&page);
+            let started = Instant::now();
+            let posted = ordinary
+                .post("/form")
+                .form(&[("_submit_token", token.as_str())])
+                .send()
+                .await;
+            durations.push(started.elapsed());
+            statuses.push(posted.status().as_u16());
+        }
+        let flooded = flooder.await.expect("the flood runs");
+        // The ordinary client (80 writes, within its 100) is never refused.
+        assert!(
+            statuses.iter().all(|s| *s < 400),
+            "the ordinary client was refused: {statuses:?}"
+        );
+        let p99 = percentile(durations, 99);
+        assert!(p99 < Duration::from_secs(1), "p99 {p99:?}");
+        // The flooder: held to its burst of 100 and the 100 a minute that
+        // refill while the test runs, the rest refused (429) before any
+        // store, so the store never fills (no 503 for anyone).
+        let refilled = began.elapsed().as_secs_f64() * 100.0 / 60.0;
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a few seconds' worth"
+        )]
+        let allowed = 100 + refilled.ceil() as usize;
+        let through = flooded.iter().filter(|s| **s != 429).count();
+        assert!(
+            through <= allowed,
+            "{through} flood writes went through, {allowed} allowed"
+        );
+        assert!(flooded.len() - through >= 1_800, "{flooded:?}");
+        assert_eq!(
+            flooded.iter().filter(|s| **s == 503).count(),
+            0,
+            "{flooded:?}"
+        );
+        // The store holds what the two rules allowed, not the flood.
+        let metrics: serde_json::Value = ordinary.get("/actuator/metrics").send().await.json();
+        let entries = metrics["idempotency"]["store"]["entries"]
+            .as_u64()
+            .expect("the memory store's size");
+        assert!(
+            entries <= (allowed + 80) as u64,
+            "{entries} entries: {metrics}"
+        );
+        let _ = stop.send(());
+        server
+            .await
+            .expect("the server task")
+            .expect("the server stops cleanly");
+    }
+}
