@@ -1029,6 +1029,13 @@ mod tests {
 
     /// One round of a row: 1,000 requests at `per_second`, with the CPU
     /// per request given in microseconds.
+    /// Where the row called `name` is in the table.
+    fn index(name: &str) -> usize {
+        ROWS.iter()
+            .position(|row| row.name == name)
+            .expect("a row of that name")
+    }
+
     fn sample(per_second: f64, user_us: u64, system_us: u64) -> Sample {
         Sample {
             outcome: super::super::wrk::Outcome {
@@ -1061,11 +1068,6 @@ mod tests {
     #[test]
     fn autumn_is_also_measured_against_axum_with_the_same_middleware() {
         let at = |per_second| sample(per_second, 0, 0);
-        let index = |name: &str| {
-            ROWS.iter()
-                .position(|row| row.name == name)
-                .expect("a row of that name")
-        };
         // Every row measured at 100k, the two compared here at their own rates.
         let mut samples = vec![vec![at(100_000.0); 3]; ROWS.len()];
         samples[index("axum + the same middleware, POST")] =
@@ -1136,11 +1138,6 @@ mod tests {
 
     #[test]
     fn the_report_says_how_the_tls_rows_were_loaded_only_when_they_were() {
-        let index = |name: &str| {
-            ROWS.iter()
-                .position(|row| row.name == name)
-                .expect("a row of that name")
-        };
         let mut samples = vec![Vec::new(); ROWS.len()];
         samples[0] = vec![sample(100_000.0, 3, 5)];
         assert!(!report(&samples).contains("h2load"));
@@ -1178,13 +1175,8 @@ mod tests {
                 .expect("the rule row is compared");
             assert!(label.contains("without a rule"), "{label}");
             // Measured right after it, with only the other rule row between.
-            let at = |name: &str| {
-                ROWS.iter()
-                    .position(|row| row.name == name)
-                    .expect("a row of that name")
-            };
             assert!(
-                matches!(at(limited.name).checked_sub(at(base)), Some(1 | 2)),
+                matches!(index(limited.name).checked_sub(index(base)), Some(1 | 2)),
                 "{}",
                 limited.name
             );
@@ -1217,11 +1209,6 @@ mod tests {
     #[test]
     fn the_report_gives_what_a_rule_costs() {
         let at = |per_second| sample(per_second, 0, 0);
-        let index = |name: &str| {
-            ROWS.iter()
-                .position(|row| row.name == name)
-                .expect("a row of that name")
-        };
         let mut samples = vec![vec![at(100_000.0); 3]; ROWS.len()];
         samples[index("Autumn, rate limit (memory), layer off, one fixed key")] =
             vec![at(90_000.0), at(95_000.0), at(80_000.0)];
