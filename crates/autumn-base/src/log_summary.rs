@@ -132,7 +132,10 @@ mod tests {
         assert_eq!(summary.note(5_000, "unreachable", &"refused"), None);
         assert_eq!(summary.pending(), 1_000);
         // Ten seconds after the last line: everything since, in one.
-        assert_eq!(summary.note(11_000, "full", &"the store is full"), Some(1_001));
+        assert_eq!(
+            summary.note(11_000, "full", &"the store is full"),
+            Some(1_001)
+        );
         assert_eq!(summary.pending(), 0);
         assert_eq!(summary.note(12_000, "full", &"the store is full"), None);
     }

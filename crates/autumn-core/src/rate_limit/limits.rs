@@ -20,6 +20,10 @@ use super::rejection::RateLimitRejection;
 /// this way usually has no `routes`: the handler says when it counts and
 /// who the client is.
 ///
+/// An extension the layer stack puts on every request when the app defines
+/// a rule; read by this extractor and by `RequireApiToken`, which counts
+/// unknown tokens under `api_token_failures`.
+///
 /// ```
 /// use autumn_core::rate_limit::{RateLimitRejection, RateLimits};
 ///
