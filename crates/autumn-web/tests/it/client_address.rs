@@ -6,15 +6,13 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
+use super::https::{client_config, served_files, tls_toml};
+use crate::support::served::Served;
 use autumn_testkit::tls::TestCa;
 use autumn_web::config::AutumnConfig;
 use autumn_web::prelude::*;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-
-use super::https::{client_config, served_files, tls_toml};
+use tokio::net::{TcpSocket, TcpStream};
 
 const PROXY: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 const STRANGER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
@@ -24,45 +22,19 @@ async fn whoami(ClientIp(address): ClientIp) -> String {
     address.to_string()
 }
 
-/// A served app and the means to stop it.
-struct Server {
-    address: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    served: JoinHandle<Result<(), autumn_web::LaunchError>>,
-}
+/// Serves with `[server] trusted_proxies = ["127.0.0.2"]` and `toml`.
+struct Server;
 
 impl Server {
-    /// Serves with `[server] trusted_proxies = ["127.0.0.2"]` and `toml`.
-    async fn start(toml: &str) -> Self {
+    async fn start(toml: &str) -> Served {
         let config =
             AutumnConfig::from_toml_str(&format!("{TRUSTED}{toml}")).expect("test configuration");
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
-        let address = listener.local_addr().expect("bound address");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let served = tokio::spawn(
+        Served::start(
             autumn_web::app()
                 .routes(routes![whoami])
-                .with_config(config)
-                .serve(listener, async move {
-                    let _ = stopped.await;
-                }),
-        );
-        Self {
-            address,
-            stop: Some(stop),
-            served,
-        }
-    }
-
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(10), &mut self.served)
-            .await
-            .expect("the server returns after shutdown")
-            .expect("the server task does not panic")
-            .expect("the server stops cleanly");
+                .with_config(config),
+        )
+        .await
     }
 }
 

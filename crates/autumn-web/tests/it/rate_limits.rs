@@ -657,20 +657,14 @@ mod flood {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_flooding_client_is_held_to_its_rule_and_another_is_served_as_usual() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a port");
-        let base = format!("http://{}", listener.local_addr().expect("an address"));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(
+        let served = crate::support::served::Served::start(
             autumn_web::app()
                 .routes(routes![place_order, form, submit])
                 .with_config(config(CONFIG))
-                .idempotent()
-                .serve(listener, async move {
-                    let _ = stopped.await;
-                }),
-        );
+                .idempotent(),
+        )
+        .await;
+        let base = served.base();
         let client = TestClient::for_server(&base);
         let began = Instant::now();
         let flooder = tokio::spawn(flood(client.from_address(address(2)), 2_000));
@@ -735,10 +729,6 @@ mod flood {
             entries <= (allowed + 80) as u64,
             "{entries} entries: {metrics}"
         );
-        let _ = stop.send(());
-        server
-            .await
-            .expect("the server task")
-            .expect("the server stops cleanly");
+        served.stop().await;
     }
 }

@@ -11,6 +11,7 @@
 pub mod backend;
 #[macro_use]
 pub mod database;
+pub mod served;
 pub mod stores;
 
 pub use autumn_testkit::logs;
