@@ -560,6 +560,83 @@ mod api_tokens {
         assert_eq!(seen[..30], [401; 30]);
         assert_eq!(seen[30], 429);
     }
+    /// Two replicas on one Redis count unknown tokens together.
+    #[cfg(feature = "redis")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_replicas_count_unknown_tokens_together() {
+        let prefix = redis_support::unique_prefix();
+        let url = redis_support::require_redis();
+        let replica = || {
+            TestApp::from_builder(
+                autumn_web::app()
+                    .routes(routes![list_orders])
+                    .api_tokens(RequireApiTokenLayer::new(ApiTokens::new(Arc::new(
+                        MemoryApiTokenStore::new(),
+                    )))),
+            )
+            .with_config(config(&format!(
+                "[rate_limit]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\n\
+                 [rate_limit.rules.api_token_failures]\nlimit = 3\nwindow_secs = 60\n"
+            )))
+            .with_clock(Arc::new(ManualClock::new()))
+            .build()
+        };
+        let (a, b) = (replica(), replica());
+        let guess = unknown_token().await;
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.extend(statuses(&a, &guess, 1).await);
+            seen.extend(statuses(&b, &guess, 1).await);
+        }
+        // Three unknown tokens in all, not three per replica.
+        assert_eq!(seen, [401, 401, 401, 429, 429, 429]);
+    }
+}
+
+/// A handler's own count, on two replicas sharing Redis.
+#[cfg(feature = "redis")]
+mod handler_counts {
+    use autumn_web::rate_limit::RateLimits;
+
+    use super::*;
+
+    #[post("/reset")]
+    async fn reset(limits: RateLimits, headers: HeaderMap) -> AutumnResult<&'static str> {
+        let account = headers
+            .get("x-account")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default();
+        limits.check("reset_account", account).await?;
+        Ok("sent")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_handlers_count_holds_across_two_replicas() {
+        let prefix = redis_support::unique_prefix();
+        let url = redis_support::require_redis();
+        let replica = || {
+            TestApp::from_builder(autumn_web::app().routes(routes![reset]))
+                .with_config(config(&format!(
+                    "[rate_limit]\nbackend = \"redis\"\n[idempotency.redis]\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\n\
+                     [rate_limit.rules.reset_account]\nlimit = 2\nwindow_secs = 3600\n"
+                )))
+                .with_clock(Arc::new(ManualClock::new()))
+                .build()
+        };
+        let (a, b) = (replica(), replica());
+        let ada = [("x-account", "ada")];
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            seen.extend(post_statuses(&a, "/reset", &ada, 1).await);
+            seen.extend(post_statuses(&b, "/reset", &ada, 1).await);
+        }
+        assert_eq!(seen, [200, 200, 429, 429]);
+        // Another account has a count of its own.
+        assert_eq!(
+            post_statuses(&b, "/reset", &[("x-account", "grace")], 1).await,
+            [200]
+        );
+    }
 }
 
 /// A flood against a full store logs a summary, not a line per request.
