@@ -92,7 +92,13 @@ impl MemoryBuckets {
         }
         let (decision, next) = decide(rate, tat, now);
         if decision.allowed {
-            shard.insert(bucket.into(), next);
+            // A client already counted keeps its name: no allocation.
+            match shard.get_mut(bucket) {
+                Some(kept) => *kept = next,
+                None => {
+                    shard.insert(bucket.into(), next);
+                }
+            }
         }
         Ok(decision)
     }
