@@ -208,6 +208,10 @@ impl Server {
             // Should the clean-up at the end fail, records outlive the run
             // by ten minutes at most in the shared Redis.
             .env("AUTUMN_IDEMPOTENCY__TTL_SECS", "600")
+            // Every worker calls from 127.0.0.1: one caller to the quota,
+            // given room for the whole run's keys.
+            .env("AUTUMN_IDEMPOTENCY__QUOTA__MAX_RECORDS", "10000000")
+            .env("AUTUMN_IDEMPOTENCY__QUOTA__MAX_BYTES", "4294967296")
             // The soak reads the counters on the app's one port.
             .env("AUTUMN_ACTUATOR__METRICS_ON_APP_PORT", "true")
             .env("AUTUMN_SECURITY__SUBMIT_TOKEN__TTL_SECS", "600")

@@ -11,6 +11,8 @@
 //!   error messages;
 //! - [`seal`]: [`SecretKeys`](seal::SecretKeys), sealing what a store
 //!   keeps (recorded cookies and bodies) under the app's secret key;
+//! - [`address`]: the address one client counts as (an IPv6 client by
+//!   its /64);
 //! - [`body`]: reading a request or response body whole, up to a limit;
 //! - [`log_summary`]: [`LogSummary`](log_summary::LogSummary), one warning
 //!   per interval for what a flood of requests would log each time;
@@ -24,6 +26,7 @@
 //! Apps reach all of it through `autumn_web`; this crate depends on no other
 //! Autumn crate.
 
+pub mod address;
 pub mod body;
 pub mod clock;
 #[cfg(feature = "database")]

@@ -43,7 +43,7 @@ impl Default for LogSummary {
     /// [`DEFAULT_INTERVAL_SECS`].
     fn default() -> Self {
         Self::new(
-            "a guard's store failed; the handler was not run",
+            "a guard's store failed, or a caller was over its quota; the handler was not run",
             Duration::from_secs(DEFAULT_INTERVAL_SECS),
         )
     }

@@ -332,7 +332,7 @@ fn prometheus(metrics: &AppMetrics) -> String {
             metrics.submit_token_store.as_ref().and_then(|s| s.size()),
         ),
     ];
-    let counters: [Family<MetricsSnapshot>; 5] = [
+    let counters: [Family<MetricsSnapshot>; 7] = [
         (
             "autumn_idempotency_replays_total",
             "Requests answered from a record.",
@@ -357,6 +357,16 @@ fn prometheus(metrics: &AppMetrics) -> String {
             "autumn_idempotency_unrecorded_too_large_total",
             "Successful responses larger than the record limit, not recorded.",
             |s| s.unrecorded_too_large,
+        ),
+        (
+            "autumn_idempotency_quota_refusals_total",
+            "New keys and tokens refused with 429: their caller holds its whole quota.",
+            |s| s.quota_refusals,
+        ),
+        (
+            "autumn_idempotency_store_full_refusals_total",
+            "New keys and tokens refused with 503: the store holds as much as it may.",
+            |s| s.store_full_refusals,
         ),
     ];
     let mut out = String::new();

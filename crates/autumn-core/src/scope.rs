@@ -16,9 +16,18 @@
 //! tenant came from the session (see `scope_after_run`). A layer inside
 //! this one that names the principal (`AppBuilder::scope_by`'s, the API
 //! tokens') names it in both, with [`name_principal`].
+//!
+//! Beside the scope, while `[idempotency.quota]` is on, goes the
+//! [`QuotaSubject`] the guards count new keys against: the session the
+//! store knows, else the client address, each within its tenant; a
+//! principal named later takes its place.
 
+use std::net::IpAddr;
+
+use autumn_base::address::counted_address;
 use autumn_idempotency::IdempotencyScope;
 use autumn_idempotency::key::may_be_guarded;
+use autumn_idempotency::quota::QuotaSubject;
 use autumn_idempotency::rescope::{Rescope, ScopeAfterRun, ScopeFuture};
 use axum::extract::Request;
 use http::{Extensions, HeaderMap, HeaderValue, header};
@@ -34,6 +43,7 @@ use autumn_idempotency::submit::TokenBinding;
 
 pub(crate) fn layer(
     config: &AutumnConfig,
+    client_of: fn(&HeaderMap) -> IpAddr,
 ) -> MapRequestLayer<impl FnMut(Request) -> Request + Clone + use<>> {
     // The name the session layer writes; with sessions off, the cookie an
     // app of its own may set under that name.
@@ -42,6 +52,8 @@ pub(crate) fn layer(
     // from the session in the extensions: the one a handler switches.
     let tenant_from_session =
         config.tenancy.enabled && config.tenancy.strategy == TenantStrategy::Session;
+    // Only the guards' quota reads who pays.
+    let quota = config.idempotency.quota.enabled;
     MapRequestLayer::new(move |mut request: Request| {
         // Only a guard reads the scope: a GET, or a JSON call without an
         // Idempotency-Key, pays nothing here.
@@ -72,6 +84,22 @@ pub(crate) fn layer(
             {
                 request.extensions_mut().insert(after_run);
             }
+            if quota {
+                let subject = match request.extensions().get::<SessionIdentity>() {
+                    Some(SessionIdentity { id, known: true }) => {
+                        QuotaSubject::new("session", id.as_str())
+                    }
+                    // A made-up cookie or none: a fresh one per request
+                    // would be a fresh quota per request.
+                    _ => QuotaSubject::new(
+                        "address",
+                        counted_address(client_of(request.headers())).to_string(),
+                    ),
+                };
+                request
+                    .extensions_mut()
+                    .insert(in_tenant(subject, tenant.map(str::as_bytes)));
+            }
             request.extensions_mut().insert(scope);
         }
         request
@@ -93,6 +121,14 @@ pub(crate) struct NamedPrincipal(pub(crate) std::sync::Arc<str>);
 /// between attempts then changes no scope.
 pub(crate) fn name_principal(extensions: &mut Extensions, principal: &str) {
     extensions.insert(NamedPrincipal(principal.into()));
+    // The principal pays for its records, wherever it calls from.
+    if extensions.get::<QuotaSubject>().is_some() {
+        let tenant = extensions
+            .get::<Tenant>()
+            .map(|tenant| tenant.id().as_bytes().to_vec());
+        let subject = in_tenant(QuotaSubject::new("principal", principal), tenant.as_deref());
+        extensions.insert(subject);
+    }
     if let Some(scope) = extensions.get_mut::<IdempotencyScope>() {
         *scope = by_principal(std::mem::take(scope), principal);
     }
@@ -103,6 +139,14 @@ pub(crate) fn name_principal(extensions: &mut Extensions, principal: &str) {
     #[cfg(feature = "database")]
     if let Some(GoneSessionScope(scope)) = extensions.get_mut::<GoneSessionScope>() {
         *scope = by_principal(std::mem::take(scope), principal);
+    }
+}
+
+/// `subject` within `tenant`, when there is one.
+fn in_tenant(subject: QuotaSubject, tenant: Option<&[u8]>) -> QuotaSubject {
+    match tenant {
+        Some(tenant) => subject.in_tenant(tenant),
+        None => subject,
     }
 }
 
@@ -402,10 +446,14 @@ mod tests {
         );
     }
 
+    fn localhost(_: &HeaderMap) -> IpAddr {
+        IpAddr::from([127, 0, 0, 1])
+    }
+
     #[tokio::test]
     async fn the_layer_reads_the_cookie_under_its_effective_name() {
         use tower::{Layer as _, ServiceExt as _};
-        let service = layer(&AutumnConfig::default()).layer(tower::service_fn(
+        let service = layer(&AutumnConfig::default(), localhost).layer(tower::service_fn(
             |request: Request| async move {
                 Ok::<_, std::convert::Infallible>(
                     request.extensions().get::<IdempotencyScope>().cloned(),

@@ -58,6 +58,10 @@ pub const IDEMPOTENCY_STORE_UNAVAILABLE: ProblemCode =
 /// 503, `Retry-After: 1`: the store is at its size limit; the handler did
 /// not run.
 pub const IDEMPOTENCY_STORE_FULL: ProblemCode = ProblemCode::new("idempotency_store_full");
+/// 429, `Retry-After`: the caller holds as many live records (or bytes of
+/// them) as its quota allows; the handler did not run. Its retries of keys
+/// already recorded are still replayed.
+pub const IDEMPOTENCY_QUOTA_EXCEEDED: ProblemCode = ProblemCode::new("idempotency_quota_exceeded");
 
 // ---- both guards ----
 
@@ -92,6 +96,10 @@ pub const SUBMIT_TOKEN_STORE_UNAVAILABLE: ProblemCode =
 /// 503, `Retry-After: 1`: the store had no room for a new token; the
 /// handler did not run.
 pub const SUBMIT_TOKEN_STORE_FULL: ProblemCode = ProblemCode::new("submit_token_store_full");
+/// 429, `Retry-After`: the caller holds as many live records and submitted
+/// tokens as its quota allows; the handler did not run.
+pub const SUBMIT_TOKEN_QUOTA_EXCEEDED: ProblemCode =
+    ProblemCode::new("submit_token_quota_exceeded");
 /// 409: the token was submitted before from another session.
 pub const SUBMIT_TOKEN_OTHER_SESSION: ProblemCode = ProblemCode::new("submit_token_other_session");
 /// 409: the form was submitted before, but its recorded response was sealed

@@ -26,6 +26,7 @@ use crate::finalize::FinalizeHook;
 use crate::key::{LogDigest, hash_parts, storage_key};
 use crate::metrics::IdempotencyMetrics;
 use crate::problem::{IdempotencyRejection, SubmitTokenRejection};
+use crate::quota::Charge;
 use crate::record::IdempotencyRecord;
 use crate::rescope::ScopeAfterRun;
 use crate::scope::IdempotencyScope;
@@ -63,6 +64,9 @@ pub(crate) struct Held {
     /// How to follow a scope the handler changed (a tenant switch), taken
     /// from the request's [`ScopeAfterRun`].
     pub(crate) after_run: Option<AfterRun>,
+    /// The caller's quota count for this key: settled with the record's
+    /// size once recorded, given back when nothing is.
+    pub(crate) charge: Option<Charge>,
 }
 
 /// Whether [`run_and_record`] recorded the response it returns: `finish`
@@ -194,10 +198,14 @@ impl Guard {
 }
 
 impl Held {
-    /// Releases the lock; on failure it lapses after its TTL.
+    /// Releases the lock, and gives its quota count back: nothing was
+    /// recorded. On failure the lock lapses after its TTL.
     pub(crate) async fn release(&self) {
         if let Err(error) = self.store.unlock(&self.storage_key, &self.owner).await {
             tracing::warn!(storage_key_hash = %LogDigest(self.storage_key.as_bytes()), %error, "could not release a lock; it lapses after its in-flight TTL");
+        }
+        if let Some(charge) = &self.charge {
+            charge.give_back(&self.storage_key).await;
         }
     }
 }
@@ -419,6 +427,8 @@ where
                 .with_replay_through_inner(replays_through_inner(&parts)),
             Kept::Marker(_) => IdempotencyRecord::not_recorded(parts.status),
         });
+        // What the record weighs against its caller's quota.
+        let weight = (record.encoded_len() + fingerprint.len()) as u64;
         if let Some(moved) = &followed.also_key {
             let finished = held
                 .store
@@ -447,7 +457,11 @@ where
         // A marker is written like a record, but nothing will be replayed.
         let recorded = matches!(finished, Ok(true)) && matches!(kept, Kept::Whole(_));
         match finished {
-            Ok(true) => {}
+            Ok(true) => {
+                if let Some(charge) = &held.charge {
+                    charge.settle(&held.storage_key, weight, held.ttl).await;
+                }
+            }
             Ok(false) => {
                 tracing::warn!(
                     storage_key_hash = %LogDigest(held.storage_key.as_bytes()),

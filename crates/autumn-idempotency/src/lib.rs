@@ -31,6 +31,7 @@ pub mod key;
 pub mod layer;
 mod metrics;
 mod problem;
+pub mod quota;
 mod record;
 pub mod replay;
 pub mod rescope;

@@ -12,6 +12,8 @@ pub struct IdempotencyMetrics {
     conflicts: AtomicU64,
     lock_renewal_failures: AtomicU64,
     unrecorded_too_large: AtomicU64,
+    quota_refusals: AtomicU64,
+    store_full_refusals: AtomicU64,
     /// Store failures that refused a request, logged once per interval.
     store_failures: autumn_base::log_summary::LogSummary,
 }
@@ -33,6 +35,12 @@ pub struct MetricsSnapshot {
     /// Successful responses larger than the record limit: sent to the
     /// client but not recorded.
     pub unrecorded_too_large: u64,
+    /// New keys and tokens refused with 429 because their caller holds its
+    /// whole quota (`[idempotency.quota]`).
+    pub quota_refusals: u64,
+    /// New keys and tokens refused with 503 because the store (or the quota
+    /// ledger) holds as much as it may: the last line past the quotas.
+    pub store_full_refusals: u64,
 }
 
 impl IdempotencyMetrics {
@@ -61,13 +69,28 @@ impl IdempotencyMetrics {
         self.unrecorded_too_large.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A new key or token of the `layer` guard refused over its caller's
+    /// quota: counted, and summed into the same warning per interval as
+    /// store failures.
+    pub(crate) fn quota_refused(&self, now_millis: u64, layer: &str) {
+        self.quota_refusals.fetch_add(1, Ordering::Relaxed);
+        self.store_failures.note(
+            now_millis,
+            &format!("{layer}:quota"),
+            &"a caller holds its whole quota of records ([idempotency.quota])",
+        );
+    }
+
     /// A store failure that refused a request of the `layer` guard
     /// (`idempotency`, `submit_token`): summed into one warning per
     /// interval, since under a flood (a full store) it happens on every
     /// request.
     pub(crate) fn store_failed(&self, now_millis: u64, layer: &str, error: &crate::StoreError) {
         let kind = match error.kind() {
-            crate::StoreErrorKind::Full => "full",
+            crate::StoreErrorKind::Full => {
+                self.store_full_refusals.fetch_add(1, Ordering::Relaxed);
+                "full"
+            }
             _ => "unavailable",
         };
         self.store_failures
@@ -82,6 +105,8 @@ impl IdempotencyMetrics {
             conflicts: self.conflicts.load(Ordering::Relaxed),
             lock_renewal_failures: self.lock_renewal_failures.load(Ordering::Relaxed),
             unrecorded_too_large: self.unrecorded_too_large.load(Ordering::Relaxed),
+            quota_refusals: self.quota_refusals.load(Ordering::Relaxed),
+            store_full_refusals: self.store_full_refusals.load(Ordering::Relaxed),
         }
     }
 }

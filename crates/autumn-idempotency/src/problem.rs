@@ -134,6 +134,17 @@ pub enum IdempotencyRejection {
         "the idempotency store is full, so the request was not processed; retry later with the same Idempotency-Key"
     )]
     StoreFull,
+    /// 429 `idempotency_quota_exceeded`: the caller (its principal, session
+    /// or address) holds as many live records, or bytes of them, as
+    /// `[idempotency.quota]` allows; the handler did not run. Retries of
+    /// keys already recorded are still replayed.
+    #[error(
+        "you hold as many recorded Idempotency-Keys as this server keeps for one caller, so this new request was not processed; retry after the Retry-After delay, when your oldest records expire (retries of keys already answered are still replayed)"
+    )]
+    QuotaExceeded {
+        /// Seconds until the caller's oldest record expires.
+        retry_after: u32,
+    },
     /// 500 `internal_error`: the handler panicked. Nothing was recorded and
     /// the lock was released, so a retry runs it again.
     #[error(
@@ -172,6 +183,7 @@ impl IdempotencyRejection {
             | Self::ResponseNotRecorded
             | Self::LockUnavailable => StatusCode::CONFLICT,
             Self::StoreUnavailable | Self::StoreFull => StatusCode::SERVICE_UNAVAILABLE,
+            Self::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::HandlerPanicked | Self::ResponseLost | Self::ResponseNotFinal => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -199,19 +211,23 @@ impl IdempotencyRejection {
             Self::LockUnavailable => codes::IDEMPOTENCY_LOCK_UNAVAILABLE,
             Self::StoreUnavailable => codes::IDEMPOTENCY_STORE_UNAVAILABLE,
             Self::StoreFull => codes::IDEMPOTENCY_STORE_FULL,
+            Self::QuotaExceeded { .. } => codes::IDEMPOTENCY_QUOTA_EXCEEDED,
             Self::HandlerPanicked => codes::INTERNAL_ERROR,
             Self::ResponseLost => codes::RESPONSE_LOST,
             Self::ResponseNotFinal => codes::RESPONSE_NOT_FINAL,
         }
     }
 
-    /// Whether the answer carries `Retry-After: 1`: trying again shortly
-    /// may succeed.
-    fn retry_after(&self) -> bool {
-        matches!(
-            self,
-            Self::InFlight | Self::LockUnavailable | Self::StoreUnavailable | Self::StoreFull
-        )
+    /// The `Retry-After` the answer carries, in seconds: 1 where trying
+    /// again shortly may succeed, the wait for room over quota.
+    fn retry_after(&self) -> Option<u32> {
+        match self {
+            Self::InFlight | Self::LockUnavailable | Self::StoreUnavailable | Self::StoreFull => {
+                Some(1)
+            }
+            Self::QuotaExceeded { retry_after } => Some(*retry_after),
+            _ => None,
+        }
     }
 
     /// Whether the client must send a new key to get anywhere: the key is
@@ -247,8 +263,8 @@ impl IdempotencyRejection {
     /// on the 409s and the 422.
     fn members(&self) -> Vec<(&'static str, serde_json::Value)> {
         let mut members = Vec::new();
-        if self.retry_after() {
-            members.push(("retry_after", serde_json::Value::from(1)));
+        if let Some(seconds) = self.retry_after() {
+            members.push(("retry_after", serde_json::Value::from(seconds)));
         }
         if let Some(needed) = self.new_key_needed() {
             members.push(("new_key_needed", needed.into()));
@@ -278,7 +294,7 @@ impl ProblemDetails for IdempotencyRejection {
     }
 
     fn problem_retry_after(&self) -> Option<u32> {
-        self.retry_after().then_some(1)
+        self.retry_after()
     }
 
     fn problem_members(&self) -> Vec<(&'static str, serde_json::Value)> {
@@ -419,6 +435,16 @@ pub enum SubmitTokenRejection {
         "the form could not be checked against duplicate submission because the store is full, so it was not processed; try again in a moment"
     )]
     StoreFull,
+    /// 429 `submit_token_quota_exceeded`: the caller holds as many
+    /// submitted forms and records as `[idempotency.quota]` allows; the
+    /// handler did not run.
+    #[error(
+        "you have submitted as many forms as this server keeps for one visitor in a while, so this one was not processed; wait a moment and submit it again"
+    )]
+    QuotaExceeded {
+        /// Seconds until the caller's oldest record expires.
+        retry_after: u32,
+    },
     /// 500 `internal_error`: the handler panicked. Nothing was recorded and
     /// the token was released, so submitting again runs it again.
     #[error(
@@ -477,6 +503,7 @@ impl SubmitTokenRejection {
             | Self::ResponseNotRecorded => StatusCode::CONFLICT,
             Self::TokenReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::StoreUnavailable | Self::StoreFull => StatusCode::SERVICE_UNAVAILABLE,
+            Self::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::HandlerPanicked | Self::ResponseLost | Self::ResponseNotFinal => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -500,6 +527,7 @@ impl SubmitTokenRejection {
             Self::TokenReused => codes::SUBMIT_TOKEN_REUSED,
             Self::StoreUnavailable => codes::SUBMIT_TOKEN_STORE_UNAVAILABLE,
             Self::StoreFull => codes::SUBMIT_TOKEN_STORE_FULL,
+            Self::QuotaExceeded { .. } => codes::SUBMIT_TOKEN_QUOTA_EXCEEDED,
             Self::HandlerPanicked => codes::INTERNAL_ERROR,
             Self::ResponseLost => codes::RESPONSE_LOST,
             Self::ResponseNotFinal => codes::RESPONSE_NOT_FINAL,
@@ -519,13 +547,14 @@ impl ProblemDetails for SubmitTokenRejection {
         Some(self.typed_code())
     }
 
-    /// `Retry-After: 1` where waiting a moment may be enough.
+    /// `Retry-After: 1` where waiting a moment may be enough; over quota,
+    /// the wait for room.
     fn problem_retry_after(&self) -> Option<u32> {
-        matches!(
-            self,
-            Self::InFlight | Self::StoreUnavailable | Self::StoreFull
-        )
-        .then_some(1)
+        match self {
+            Self::InFlight | Self::StoreUnavailable | Self::StoreFull => Some(1),
+            Self::QuotaExceeded { retry_after } => Some(*retry_after),
+            _ => None,
+        }
     }
 }
 

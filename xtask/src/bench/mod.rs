@@ -130,6 +130,17 @@ fn autumn_env(
             "AUTUMN_IDEMPOTENCY__MEMORY__MAX_BYTES",
             (4_u64 << 30).to_string(),
         ),
+        // The load comes from one address: the same room in its quota,
+        // so the quota is counted on every first-time key (its cost is
+        // measured) but never refuses one.
+        (
+            "AUTUMN_IDEMPOTENCY__QUOTA__MAX_RECORDS",
+            "10000000".to_owned(),
+        ),
+        (
+            "AUTUMN_IDEMPOTENCY__QUOTA__MAX_BYTES",
+            (4_u64 << 30).to_string(),
+        ),
         (
             "AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX",
             format!("autumn-bench:{run_id}"),

@@ -128,6 +128,11 @@ pub(crate) fn unsafe_in_production(config: &AutumnConfig) -> Vec<String> {
             "security.headers.hsts = false: browsers are not told to keep to HTTPS; remove it unless TLS ends at a proxy that sends Strict-Transport-Security itself".to_owned(),
         );
     }
+    if config.idempotency.enabled && !config.idempotency.quota.enabled {
+        warnings.push(
+            "idempotency.quota.enabled = false: one caller minting Idempotency-Keys or submit tokens can fill the store everyone shares; remove it, and raise idempotency.quota.max_records for a caller that needs more".to_owned(),
+        );
+    }
     warnings
 }
 
@@ -180,7 +185,7 @@ mod tests {
 
     #[test]
     fn each_unsafe_setting_is_named_once_without_its_password() {
-        let all = "[database]\nurl = \"postgres://app:pw@db.internal/app\"\n[idempotency.redis]\nurl = \"redis://:pw@cache.internal:6379\"\n[idempotency.admin]\ntoken = \"0123456789abcdef\"\n[session]\nsecure = false\n[security.headers]\nhsts = false\n[actuator]\nmetrics_on_app_port = true\n[server]\ntrusted_proxies = [\"10.0.0.0/8\", \"0.0.0.0/0\", \"::/0\"]\n";
+        let all = "[database]\nurl = \"postgres://app:pw@db.internal/app\"\n[idempotency.redis]\nurl = \"redis://:pw@cache.internal:6379\"\n[idempotency.admin]\ntoken = \"0123456789abcdef\"\n[session]\nsecure = false\n[security.headers]\nhsts = false\n[actuator]\nmetrics_on_app_port = true\n[server]\ntrusted_proxies = [\"10.0.0.0/8\", \"0.0.0.0/0\", \"::/0\"]\n[idempotency.quota]\nenabled = false\n";
         let found = warnings(all);
         for key in [
             "database.url",
@@ -190,6 +195,7 @@ mod tests {
             "session.secure",
             "security.headers.hsts",
             "server.trusted_proxies",
+            "idempotency.quota.enabled",
         ] {
             assert_eq!(
                 found.iter().filter(|w| w.starts_with(key)).count(),
@@ -197,7 +203,7 @@ mod tests {
                 "{key}: {found:#?}"
             );
         }
-        assert_eq!(found.len(), 7, "{found:#?}");
+        assert_eq!(found.len(), 8, "{found:#?}");
         assert!(found.iter().all(|w| !w.contains(":pw@")), "{found:#?}");
     }
 

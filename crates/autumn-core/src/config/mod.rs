@@ -63,9 +63,9 @@ pub use sections::{
     ActuatorConfig, AnonymousKeysMode, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, FingerprintMode, HEALTH_COMPONENTS,
     HeadersConfig, Http2Config, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, LogFormat,
-    MIN_HEADER_BYTES, MemoryConfig, REFERRER_POLICIES, RecordErrorsMode, RedisConfig, SameSite,
-    SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig, StaticConfig, SubmitTokenConfig,
-    TenancyConfig, TenantStrategy, TimeoutsConfig,
+    MIN_HEADER_BYTES, MemoryConfig, QuotaConfig, REFERRER_POLICIES, RecordErrorsMode, RedisConfig,
+    SameSite, SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig, StaticConfig,
+    SubmitTokenConfig, TenancyConfig, TenantStrategy, TimeoutsConfig,
 };
 
 pub use rate_limit::{OnStoreError, RateLimitBy, RateLimitConfig, RateLimitRule};

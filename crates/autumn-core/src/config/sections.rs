@@ -474,6 +474,72 @@ pub struct IdempotencyConfig {
     pub redis: RedisConfig,
     /// `[idempotency.admin]`: inspecting and evicting keys.
     pub admin: IdempotencyAdminConfig,
+    /// `[idempotency.quota]`: what one caller may hold.
+    pub quota: QuotaConfig,
+}
+
+/// `[idempotency.quota]`: how many live records (with submitted tokens and
+/// keys in flight) and how many bytes of recorded responses one caller may
+/// hold, so a caller minting keys as fast as it can fills its own quota,
+/// not the store everyone shares. A caller is its principal when a layer
+/// named one, else its session when the store knows it, else its client
+/// address (an IPv6 client by its /64), each within its tenant.
+///
+/// ```
+/// use autumn_core::config::AutumnConfig;
+///
+/// let config = AutumnConfig::from_toml_str(
+///     "[idempotency.quota]\nmax_records = 500\n",
+/// )
+/// .unwrap();
+/// assert!(config.idempotency.quota.enabled);
+/// assert_eq!(config.idempotency.quota.max_records, 500);
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct QuotaConfig {
+    /// Whether callers are held to a quota (on by default, in every
+    /// profile).
+    pub enabled: bool,
+    /// Live records, submitted tokens and keys in flight one caller may
+    /// hold; a new key past it gets 429 `idempotency_quota_exceeded`.
+    pub max_records: u64,
+    /// Bytes of recorded responses one caller may hold; a new key once they
+    /// are reached gets 429.
+    pub max_bytes: u64,
+    /// Where the counts are kept: `"memory"` (this process) or `"redis"`
+    /// (on `[idempotency.redis]`, shared by every replica). Unset: Redis
+    /// when `idempotency.backend` is Redis, else memory.
+    pub backend: Option<Backend>,
+    /// Most callers the memory backend counts at once; callers whose
+    /// records all expired are forgotten first. Past it, a new caller's
+    /// key gets 503, as from a full store.
+    pub max_callers: usize,
+}
+
+impl Default for QuotaConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_records: 10_000,
+            max_bytes: 64 * 1024 * 1024,
+            backend: None,
+            max_callers: 100_000,
+        }
+    }
+}
+
+impl QuotaConfig {
+    /// Where counts are kept: `backend` if set, else Redis when
+    /// `idempotency` is on Redis, else this process's memory.
+    #[must_use]
+    pub fn effective_backend(&self, idempotency: Backend) -> Backend {
+        self.backend.unwrap_or(match idempotency {
+            Backend::Redis => Backend::Redis,
+            _ => Backend::Memory,
+        })
+    }
 }
 
 /// `[idempotency.admin]`: key administration, at
@@ -624,6 +690,7 @@ impl Default for IdempotencyConfig {
             memory: MemoryConfig::default(),
             redis: RedisConfig::default(),
             admin: IdempotencyAdminConfig::default(),
+            quota: QuotaConfig::default(),
         }
     }
 }

@@ -8,9 +8,9 @@ use toml::Value;
 use super::{
     ActuatorConfig, AutumnConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DatabaseConfig, HeadersConfig, Http2Config, IdempotencyAdminConfig, IdempotencyConfig,
-    LogConfig, MemoryConfig, OnStoreError, RateLimitConfig, RateLimitRule, RedisConfig,
-    SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig, Setting, Source, StaticConfig,
-    SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+    LogConfig, MemoryConfig, OnStoreError, QuotaConfig, RateLimitConfig, RateLimitRule,
+    RedisConfig, SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig, Setting, Source,
+    StaticConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -173,6 +173,7 @@ impl AutumnConfig {
             memory,
             redis,
             admin,
+            quota,
         } = idempotency;
         out.plain("idempotency.enabled", enabled);
         out.string("idempotency.backend", backend.as_str());
@@ -223,6 +224,18 @@ impl AutumnConfig {
         // The token is a credential: only whether it is set is shown.
         out.optional_string("idempotency.admin.token", token.as_ref().map(|_| "(set)"));
         out.plain("idempotency.admin.allow_bodies", allow_bodies);
+        let QuotaConfig {
+            enabled,
+            max_records,
+            max_bytes,
+            backend,
+            max_callers,
+        } = quota;
+        out.plain("idempotency.quota.enabled", enabled);
+        out.plain("idempotency.quota.max_records", max_records);
+        out.plain("idempotency.quota.max_bytes", max_bytes);
+        out.optional_string("idempotency.quota.backend", backend.map(Backend::as_str));
+        out.plain("idempotency.quota.max_callers", max_callers);
 
         let SecurityConfig {
             secret_key,

@@ -150,6 +150,13 @@ fn defaults_without_files_or_env() {
                 tls_key_file: None,
             },
             admin: IdempotencyAdminConfig::default(),
+            quota: super::QuotaConfig {
+                enabled: true,
+                max_records: 10_000,
+                max_bytes: 67_108_864,
+                backend: None,
+                max_callers: 100_000,
+            },
         },
         security: SecurityConfig {
             secret_key: None,
@@ -1098,6 +1105,12 @@ fn effective_settings_cover_every_key() {
         enabled = true
         token = "0123456789abcdef"
         allow_bodies = true
+        [idempotency.quota]
+        enabled = true
+        max_records = 14
+        max_bytes = 15
+        backend = "redis"
+        max_callers = 16
         [security]
         secret_key = "0123456789abcdef0123456789abcdef-new"
         old_secret_keys = ["0123456789abcdef0123456789abcdef-old"]
@@ -1163,7 +1176,7 @@ fn effective_settings_cover_every_key() {
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
     // Every key, and each of the rule's six.
-    assert_eq!(settings.len(), 100 + 3 + 6);
+    assert_eq!(settings.len(), 105 + 3 + 6);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

@@ -100,7 +100,23 @@ impl AutumnConfig {
         const SECRET: &str = "must be at least 32 random bytes (for example the output of `openssl rand -base64 48`): a short secret can be guessed, and with it every sealed session cookie opened";
         let long_enough =
             |secret: &String| secret.len() >= autumn_idempotency::seal::MIN_SECRET_LEN;
-        let checks: [(&'static str, bool, &str); 20] = [
+        let quota = &self.idempotency.quota;
+        let checks: [(&'static str, bool, &str); 23] = [
+            (
+                "idempotency.quota.max_records",
+                !quota.enabled || quota.max_records >= 1,
+                "must be at least 1 while the quota is enabled: no caller could make a new request; set idempotency.quota.enabled = false to hold callers to no quota",
+            ),
+            (
+                "idempotency.quota.max_bytes",
+                !quota.enabled || quota.max_bytes >= 1,
+                "must be at least 1 while the quota is enabled: no caller could make a new request",
+            ),
+            (
+                "idempotency.quota.max_callers",
+                !quota.enabled || quota.max_callers >= 1,
+                "must be at least 1 while the quota is enabled: the memory backend could count no caller",
+            ),
             (
                 "security.secret_key",
                 self.security.secret_key.as_ref().is_none_or(long_enough),

@@ -3,7 +3,7 @@
 //! a session id in a Redis key would be a usable session cookie.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::extract::Request;
@@ -14,6 +14,7 @@ use crate::config::RateLimitBy;
 use crate::scope::NamedPrincipal;
 use crate::session::Session;
 use crate::tenancy::Tenant;
+pub(crate) use autumn_base::address::counted_address;
 
 /// How the app finds a request's client address from its headers on the
 /// connection the current task serves (`ClientIp`'s way), given at launch.
@@ -107,41 +108,11 @@ impl ClientKey {
     }
 }
 
-/// What a client address counts as under `by = "client_ip"`: itself for
-/// IPv4, its /64 network for IPv6, since one subscriber is usually given a
-/// whole /64 and could otherwise take a fresh count per request.
-pub(crate) fn counted_address(address: IpAddr) -> IpAddr {
-    match address {
-        IpAddr::V4(_) => address,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let network = u128::from(v6) & !((1u128 << 64) - 1);
-                IpAddr::V6(Ipv6Addr::from(network))
-            }
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;
 
     use super::*;
-
-    #[test]
-    fn ipv6_clients_count_by_their_network_and_mapped_ipv4_by_its_address() {
-        let one: IpAddr = "2001:db8:1:2:aaaa::1".parse().expect("an address");
-        let other: IpAddr = "2001:db8:1:2:bbbb::9".parse().expect("an address");
-        let elsewhere: IpAddr = "2001:db8:1:3::1".parse().expect("an address");
-        assert_eq!(counted_address(one), counted_address(other));
-        assert_ne!(counted_address(one), counted_address(elsewhere));
-        let mapped: IpAddr = "::ffff:192.0.2.7".parse().expect("an address");
-        assert_eq!(
-            counted_address(mapped),
-            "192.0.2.7".parse::<IpAddr>().expect("an address")
-        );
-    }
 
     fn localhost(_: &http::HeaderMap) -> IpAddr {
         IpAddr::V4(Ipv4Addr::LOCALHOST)

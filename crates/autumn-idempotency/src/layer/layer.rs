@@ -70,6 +70,7 @@ impl IdempotencyLayer {
                 metrics: Arc::new(IdempotencyMetrics::new()),
                 sealing: RecordSealing::default(),
                 clock: Arc::new(SystemClock),
+                quota: None,
                 policy: Resolved::default(),
             }),
         }
@@ -177,6 +178,19 @@ impl IdempotencyLayer {
     #[must_use]
     pub fn with_metrics(self, metrics: Arc<IdempotencyMetrics>) -> Self {
         self.map(|s| s.metrics = metrics)
+    }
+
+    /// Holds each caller to `quota`: a caller holding as many live records
+    /// (or bytes of them) as it allows gets 429
+    /// `idempotency_quota_exceeded` for a new key, while its retries of
+    /// recorded keys are still replayed. Callers are told apart by the
+    /// [`QuotaSubject`](crate::quota::QuotaSubject) in each request's
+    /// extensions (Autumn's app inserts one); a request without one is not
+    /// counted. Give the submit-token layer the same quota, so tokens and
+    /// records count together.
+    #[must_use]
+    pub fn with_quota(self, quota: crate::quota::Quota) -> Self {
+        self.map(|s| s.quota = Some(quota))
     }
 
     /// How recorded responses are sealed before the store keeps them: their

@@ -66,6 +66,7 @@ use crate::key::{
 };
 use crate::metrics::IdempotencyMetrics;
 use crate::problem::IdempotencyRejection;
+use crate::quota::{Refused, retry_after_secs};
 use crate::record::IdempotencyRecord;
 use crate::replay::replay_response;
 use crate::rescope::ScopeAfterRun;
@@ -107,6 +108,8 @@ pub(crate) struct Settings {
     pub(crate) metrics: Arc<IdempotencyMetrics>,
     pub(crate) sealing: RecordSealing,
     pub(crate) clock: SharedClock,
+    /// What each caller may hold, when limited.
+    pub(crate) quota: Option<crate::quota::Quota>,
     /// The route's policy, resolved: required keys, JSON fingerprints, the
     /// in-flight wait, outcome headers.
     pub(crate) policy: Resolved,
@@ -343,6 +346,37 @@ where
                 return replay(&settings, inner, (parts, body), record, key);
             }
         }
+        // Only a new key counts against the caller's quota: a retry that
+        // found its record was answered above.
+        let charge = match crate::quota::charge_claimed(
+            settings.quota.as_ref(),
+            &parts.extensions,
+            &settings.store,
+            &storage_key,
+            &owner,
+            settings.in_flight_ttl,
+        )
+        .await
+        {
+            Ok(charge) => charge,
+            Err(Refused::Over(wait)) => {
+                settings
+                    .metrics
+                    .quota_refused(settings.clock.now_millis(), "idempotency");
+                return Step::Respond(
+                    IdempotencyRejection::QuotaExceeded {
+                        retry_after: retry_after_secs(wait),
+                    }
+                    .into_response(),
+                );
+            }
+            Err(Refused::Failed(error)) => {
+                settings
+                    .metrics
+                    .store_failed(settings.clock.now_millis(), "idempotency", &error);
+                return Step::Respond(store_failure(&settings, &error));
+            }
+        };
         settings.metrics.miss();
         tracing::debug!(
             idempotency.key_hash = %LogDigest(key.as_bytes()),
@@ -362,6 +396,7 @@ where
             sealing: settings.sealing.clone(),
             route: RouteLabel::of(&parts.method, &parts.uri, &parts.extensions),
             guard: Guard::Key,
+            charge,
             finalize: parts.extensions.get::<FinalizeHook>().cloned(),
             after_run: parts
                 .extensions

@@ -78,6 +78,7 @@ impl SubmitTokenLayer {
                 metrics: Arc::new(IdempotencyMetrics::new()),
                 sealing: RecordSealing::default(),
                 clock: Arc::new(SystemClock),
+                quota: None,
             }),
         }
     }
@@ -174,6 +175,17 @@ impl SubmitTokenLayer {
     #[must_use]
     pub fn with_metrics(self, metrics: Arc<IdempotencyMetrics>) -> Self {
         self.map(|s| s.metrics = metrics)
+    }
+
+    /// Holds each caller to `quota`, counted together with its
+    /// `Idempotency-Key` records when the idempotency layer has the same
+    /// one: a caller holding as many as it allows gets 429
+    /// `submit_token_quota_exceeded` for a new token, while a resubmission
+    /// of a recorded one is still replayed. A request without a
+    /// [`QuotaSubject`](crate::quota::QuotaSubject) is not counted.
+    #[must_use]
+    pub fn with_quota(self, quota: crate::quota::Quota) -> Self {
+        self.map(|s| s.quota = Some(quota))
     }
 
     /// How recorded responses are sealed before the store keeps them: their

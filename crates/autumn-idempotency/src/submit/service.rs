@@ -60,6 +60,7 @@ use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
 use crate::metrics::IdempotencyMetrics;
 use crate::problem::SubmitTokenRejection;
+use crate::quota::{Refused, retry_after_secs};
 use crate::rescope::ScopeAfterRun;
 use crate::sealing::RecordSealing;
 use crate::store::{Claim, IdempotencyStore, StoreErrorKind, StoreOperation};
@@ -81,6 +82,8 @@ pub(crate) struct Settings {
     pub(crate) metrics: Arc<IdempotencyMetrics>,
     pub(crate) sealing: RecordSealing,
     pub(crate) clock: SharedClock,
+    /// What each caller may hold, when limited.
+    pub(crate) quota: Option<crate::quota::Quota>,
 }
 
 /// The service made by [`SubmitTokenLayer`](super::SubmitTokenLayer).
@@ -534,6 +537,41 @@ where
         Ok(Claim::InFlight) => return Step::Respond(conflict(settings)),
         Ok(_) => {}
     }
+    // Only a new token counts against the caller's quota: a resubmission
+    // of a recorded one was answered above.
+    let charge = match crate::quota::charge_claimed(
+        settings.quota.as_ref(),
+        request.extensions(),
+        &settings.store,
+        &storage_key,
+        &owner,
+        settings.in_flight_ttl,
+    )
+    .await
+    {
+        Ok(charge) => charge,
+        Err(Refused::Over(wait)) => {
+            settings
+                .metrics
+                .quota_refused(settings.clock.now_millis(), "submit_token");
+            return Step::Respond(
+                SubmitTokenRejection::QuotaExceeded {
+                    retry_after: retry_after_secs(wait),
+                }
+                .into_response(),
+            );
+        }
+        Err(Refused::Failed(error)) => {
+            settings
+                .metrics
+                .store_failed(settings.clock.now_millis(), "submit_token", &error);
+            return Step::Respond(if error.kind() == StoreErrorKind::Full {
+                SubmitTokenRejection::StoreFull.into_response()
+            } else {
+                SubmitTokenRejection::StoreUnavailable.into_response()
+            });
+        }
+    };
     settings.metrics.miss();
     // A validation re-render (4xx) releases the token: it may still
     // succeed once.
@@ -552,6 +590,7 @@ where
         sealing: settings.sealing.clone(),
         route,
         guard: Guard::Token,
+        charge,
         finalize: request.extensions().get::<FinalizeHook>().cloned(),
         // Bound to the scope (no session to bind to): a handler that moves
         // the caller to another scope (a tenant switch) gets the record bound

@@ -16,6 +16,7 @@ mod in_flight_wait;
 mod layer;
 mod memory_store;
 mod properties;
+mod quota;
 mod redis_cluster;
 mod redis_replicas;
 mod redis_store;

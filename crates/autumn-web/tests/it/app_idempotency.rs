@@ -575,6 +575,11 @@ async fn a_full_memory_store_answers_503_and_the_metrics_show_its_size() {
     assert_eq!(store["entries"], 2, "{metrics}");
     assert_eq!(store["max_entries"], 2, "{metrics}");
     assert!(store["bytes"].as_u64().is_some_and(|b| b > 0), "{metrics}");
+    // The refusal is counted, under its own name.
+    assert_eq!(
+        metrics["idempotency"]["store_full_refusals"], 1,
+        "{metrics}"
+    );
 }
 
 #[test]

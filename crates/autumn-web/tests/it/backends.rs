@@ -122,9 +122,10 @@ mod redis {
         // The idempotency store's six scripts loaded twice, by the startup
         // check's own connection and then by the store the app serves with,
         // and the session store's three (the conditional save, the
-        // principal index and ending a principal's sessions) once, all
-        // before it listened: the first request does not pay for connecting.
-        assert_eq!(script_loads(&server.url()).await, 15);
+        // principal index and ending a principal's sessions) and the quota
+        // ledger's three (take, settle, give back) once, all before it
+        // listened: the first request does not pay for connecting.
+        assert_eq!(script_loads(&server.url()).await, 18);
         app.abort();
     }
 

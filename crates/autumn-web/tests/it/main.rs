@@ -32,6 +32,7 @@ mod middleware_config;
 mod nested_forms;
 mod observability;
 mod principals;
+mod quotas;
 mod rate_limits;
 mod recording;
 mod redis_tls;

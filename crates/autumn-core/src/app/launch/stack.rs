@@ -65,7 +65,7 @@ pub(super) fn assemble(
         .option_layer(cross_origin_layer(config)?)
         .option_layer(outer.sessions)
         .option_layer(TenancyLayer::from_config(config, outer.tenant_resolver)?)
-        .layer(scope::layer(config))
+        .layer(scope::layer(config, crate::app::client_of))
         .option_layer(states)
         .option_layer(rate_limits)
         // Once, here: a router served as a plain `Service` would

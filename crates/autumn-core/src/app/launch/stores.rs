@@ -100,10 +100,16 @@ impl Stores {
         // Last, so a store that cannot work is named before the key.
         let (idempotency, submit) = if idempotency.is_some() || submit.is_some() {
             let sealing = record_sealing(config)?;
-            (
-                idempotency.map(|layer| layer.with_sealing(sealing.clone())),
-                submit.map(|layer| layer.with_sealing(sealing)),
-            )
+            let idempotency = idempotency.map(|layer| layer.with_sealing(sealing.clone()));
+            let submit = submit.map(|layer| layer.with_sealing(sealing));
+            // One quota for both guards: tokens and records count together.
+            match quota(config, clock, startup)? {
+                Some(quota) => (
+                    idempotency.map(|layer| layer.with_quota(quota.clone())),
+                    submit.map(|layer| layer.with_quota(quota)),
+                ),
+                None => (idempotency, submit),
+            }
         } else {
             (idempotency, submit)
         };
@@ -419,29 +425,17 @@ pub(super) fn rate_limiter(
     }
     let buckets: Arc<dyn Buckets> = match settings.effective_backend(config.idempotency.backend) {
         Backend::Redis => {
-            let redis = &config.idempotency.redis;
-            let Some(url) = &redis.url else {
-                return Err(LaunchError::InvalidSetting {
-                    key: "idempotency.redis.url",
-                    message: "rate_limit.backend is \"redis\", which counts on the Redis [idempotency.redis] names: set its url".to_owned(),
-                });
-            };
             #[cfg(feature = "redis")]
             {
-                let connection = redis_connection(config, url, startup)?;
+                let connection = counting_redis(config, "rate_limit.backend", startup)?;
                 Arc::new(crate::rate_limit::RedisBuckets::new(
                     connection,
-                    &format!("{}:rl", redis.key_prefix),
+                    &format!("{}:rl", config.idempotency.redis.key_prefix),
                     clock.clone(),
                 ))
             }
             #[cfg(not(feature = "redis"))]
-            {
-                let _ = (url, startup);
-                return Err(LaunchError::BackendUnavailable {
-                    backend: "redis".to_owned(),
-                });
-            }
+            return Err(counting_redis(config, "rate_limit.backend", startup));
         }
         _ => Arc::new(MemoryBuckets::new(settings.max_clients, clock.clone())),
     };
@@ -454,6 +448,82 @@ pub(super) fn rate_limiter(
     )
     .map(|limiter| Some(Arc::new(limiter)))
     .map_err(|(key, message)| LaunchError::RateLimitRule { key, message })
+}
+
+/// The connection of a count kept on `[idempotency.redis]` (rate limits,
+/// quotas), shared with the app's other Redis stores; `backend_key` is the
+/// setting that chose Redis, named when no URL is set.
+#[cfg(feature = "redis")]
+fn counting_redis(
+    config: &AutumnConfig,
+    backend_key: &str,
+    startup: &mut Startup,
+) -> Result<autumn_base::redis::RedisConnection, LaunchError> {
+    let Some(url) = &config.idempotency.redis.url else {
+        return Err(no_counting_url(backend_key));
+    };
+    redis_connection(config, url, startup)
+}
+
+/// Without the `redis` feature: the error a count kept on Redis gets.
+#[cfg(not(feature = "redis"))]
+fn counting_redis(config: &AutumnConfig, backend_key: &str, _: &mut Startup) -> LaunchError {
+    if config.idempotency.redis.url.is_none() {
+        return no_counting_url(backend_key);
+    }
+    LaunchError::BackendUnavailable {
+        backend: "redis".to_owned(),
+    }
+}
+
+fn no_counting_url(backend_key: &str) -> LaunchError {
+    LaunchError::InvalidSetting {
+        key: "idempotency.redis.url",
+        message: format!(
+            "{backend_key} is \"redis\", which counts on the Redis [idempotency.redis] names: set its url"
+        ),
+    }
+}
+
+/// `[idempotency.quota]`'s limits with their counts' backend, when enabled:
+/// Redis shares the connection of the app's other Redis stores, under
+/// `{idempotency.redis.key_prefix}:quota`.
+pub(super) fn quota(
+    config: &AutumnConfig,
+    clock: &SharedClock,
+    startup: &mut Startup,
+) -> Result<Option<autumn_idempotency::quota::Quota>, LaunchError> {
+    use autumn_idempotency::quota::{MemoryQuotaLedger, Quota, QuotaLedger, QuotaLimits};
+    let settings = &config.idempotency.quota;
+    if !settings.enabled {
+        return Ok(None);
+    }
+    let ledger: Arc<dyn QuotaLedger> = match settings.effective_backend(config.idempotency.backend)
+    {
+        Backend::Redis => {
+            #[cfg(feature = "redis")]
+            {
+                let connection = counting_redis(config, "idempotency.quota.backend", startup)?;
+                Arc::new(
+                    autumn_idempotency::quota::RedisQuotaLedger::new(
+                        connection,
+                        &format!("{}:quota", config.idempotency.redis.key_prefix),
+                    )
+                    .with_clock(clock.clone()),
+                )
+            }
+            #[cfg(not(feature = "redis"))]
+            return Err(counting_redis(config, "idempotency.quota.backend", startup));
+        }
+        _ => Arc::new(MemoryQuotaLedger::new(settings.max_callers).with_clock(clock.clone())),
+    };
+    Ok(Some(Quota::new(
+        ledger,
+        QuotaLimits {
+            max_records: settings.max_records,
+            max_bytes: settings.max_bytes,
+        },
+    )))
 }
 
 /// The `backend` label of a store's timings: the configured backend, or
