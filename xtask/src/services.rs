@@ -6,7 +6,9 @@
 //! unpacked when missing), for the tests that start Valkey servers of their
 //! own; and
 //! the browser the saas example's end-to-end tests drive (Debian's Chromium
-//! and ChromeDriver). Every step prints one line with how long it took; a
+//! and ChromeDriver); and the API tools the OpenAPI tests run
+//! (`openapi-spec-validator` and Schemathesis, from the Python registry, in
+//! a virtual environment of their own). Every step prints one line with how long it took; a
 //! step that cannot be done fails naming the manual step.
 //!
 //! The same functions serve the loopback defaults and, in this module's
@@ -82,6 +84,7 @@ pub(crate) fn ensure(root: &Path) -> Result<Found, String> {
         started.elapsed().as_secs_f64()
     );
     ensure_browser()?;
+    ensure_api_tools()?;
     Ok(found)
 }
 
@@ -870,6 +873,56 @@ fn browser_version() -> String {
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
         .filter(|version| !version.is_empty())
         .unwrap_or_else(|| "ChromeDriver".to_owned())
+}
+
+// ---------------------------------------------------------------- API tools
+
+/// Where the API tools live: a Python virtual environment of their own,
+/// so nothing of the system's Python changes. The tests look here unless
+/// `AUTUMN_API_TOOLS` names another directory holding their `bin/`.
+const API_TOOLS_DIR: &str = "/usr/local/lib/autumn-api-tools";
+/// The tools, pinned: a new release of either must not turn CI red or
+/// green by itself.
+const API_TOOLS: [&str; 2] = ["openapi-spec-validator==0.9.0", "schemathesis==4.32.5"];
+
+/// Makes sure the OpenAPI validator and Schemathesis are installed, in
+/// their virtual environment, at the pinned versions.
+fn ensure_api_tools() -> Result<(), String> {
+    let started = Instant::now();
+    println!("==> API tools (openapi-spec-validator and Schemathesis for the OpenAPI tests)");
+    let dir = Path::new(API_TOOLS_DIR);
+    let stamp = dir.join("autumn-pins.txt");
+    let wanted = API_TOOLS.join("\n");
+    let installed = fs::read_to_string(&stamp).is_ok_and(|pins| pins == wanted)
+        && ["openapi-spec-validator", "schemathesis"]
+            .iter()
+            .all(|tool| dir.join("bin").join(tool).is_file());
+    if installed {
+        println!("    {} is installed", API_TOOLS.join(", "));
+    } else {
+        let python = ["python3", "python"]
+            .into_iter()
+            .find(|python| on_path(python))
+            .ok_or("Python 3 is not on PATH: install python3 and python3-venv")?;
+        step(&format!("{python} -m venv {API_TOOLS_DIR}"), || {
+            run(python, &["-m", "venv", API_TOOLS_DIR])
+        })?;
+        let pip = dir.join("bin").join("pip");
+        let pip = pip
+            .to_str()
+            .ok_or("the virtual environment's path is not UTF-8")?;
+        let mut args = vec!["install", "--quiet", "--disable-pip-version-check"];
+        args.extend(API_TOOLS);
+        step(&format!("pip install {}", API_TOOLS.join(" ")), || {
+            run(pip, &args)
+        })?;
+        fs::write(&stamp, &wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    }
+    println!(
+        "==> API tools ready in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod idempotency_tx;
 #[cfg(feature = "database")]
 pub mod jobs;
 mod key_admin;
+pub mod openapi;
 mod pool;
 pub mod principal;
 pub mod rate_limit;

@@ -45,6 +45,10 @@ pub(crate) const ROUTE_DEF: ExportPath = ExportPath(&["autumn_web", "__private",
 /// `::autumn_web::__private::macro_route`, builds a `Route` from a handler.
 pub(crate) const MACRO_ROUTE: ExportPath = ExportPath(&["autumn_web", "__private", "macro_route"]);
 
+/// `::autumn_web::__private::openapi`: the probes a route describes its
+/// handler's types with, and the `Operation` they write.
+pub(crate) const OPENAPI: ExportPath = ExportPath(&["autumn_web", "__private", "openapi"]);
+
 /// `::autumn_web::__private::route_of`, turns a marker type into a `Route`.
 pub(crate) const ROUTE_OF: ExportPath = ExportPath(&["autumn_web", "__private", "route_of"]);
 

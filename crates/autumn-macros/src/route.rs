@@ -9,7 +9,7 @@ use quote::quote;
 use syn::parse::{ParseStream, Parser};
 use syn::{FnArg, ItemFn, LitBool, LitStr, Token};
 
-use crate::exports::{AXUM_ROUTING, HTTP_METHOD, MACRO_ROUTE, ROUTE, ROUTE_DEF};
+use crate::exports::{AXUM_ROUTING, HTTP_METHOD, MACRO_ROUTE, OPENAPI, ROUTE, ROUTE_DEF};
 use crate::route_policy::{PolicyArgs, parse_policy_arg};
 
 mod kw {
@@ -217,6 +217,7 @@ pub(crate) fn expand(
         .as_ref()
         .map(|name| quote!(.with_rate_limit(#name)));
     let constant = syn::Ident::new(method.constant(), Span::call_site());
+    let describe = describe(&func);
 
     Ok(quote! {
         #func
@@ -237,9 +238,84 @@ pub(crate) fn expand(
                 )
                 #with_policy
                 #with_rate_limit
+                #describe
             }
         }
     })
+}
+
+/// `.describe(..)`: the OpenAPI operation of the handler, from its types.
+/// Each argument type, and the body type of its return type, is handed to a
+/// probe that describes it when it can describe itself and adds nothing
+/// otherwise (see `autumn_core::openapi::probe`). `impl Trait` types name
+/// nothing and are left out.
+fn describe(func: &ItemFn) -> TokenStream {
+    let inputs = func.sig.inputs.iter().filter_map(|input| match input {
+        FnArg::Typed(typed) if !mentions_impl(&typed.ty) => {
+            let ty = &typed.ty;
+            Some(quote!((&#OPENAPI::Probe::<#ty>::new()).describe_input(operation);))
+        }
+        _ => None,
+    });
+    let output = match &func.sig.output {
+        syn::ReturnType::Type(_, ty) => {
+            let (body, status) = response_body(ty);
+            (!mentions_impl(body)).then(
+                || quote!((&#OPENAPI::Probe::<#body>::new()).describe_output(operation, #status);),
+            )
+        }
+        syn::ReturnType::Default => None,
+    };
+    quote! {
+        .describe({
+            #[allow(unused_imports)]
+            use #OPENAPI::{DescribeInput as _, DescribeOutput as _, SkipInput as _, SkipOutput as _};
+            #[allow(clippy::needless_borrow)]
+            fn describe(operation: &mut #OPENAPI::Operation) {
+                #(#inputs)*
+                #output
+            }
+            describe
+        })
+    }
+}
+
+/// The type a handler's response body has, and the status it is documented
+/// under: the `T` of `Result<T, _>` or `AutumnResult<T>`, then the last
+/// element of a tuple (`(StatusCode, Json<Order>)`); `"2XX"` when the
+/// handler picks its status at run time (a tuple that starts with one),
+/// `"200"` otherwise.
+fn response_body(ty: &syn::Type) -> (&syn::Type, &'static str) {
+    let mut ty = ty;
+    if let syn::Type::Path(path) = ty
+        && let Some(last) = path.path.segments.last()
+        && (last.ident == "Result" || last.ident == "AutumnResult")
+        && let syn::PathArguments::AngleBracketed(args) = &last.arguments
+        && let Some(syn::GenericArgument::Type(ok)) = args.args.first()
+    {
+        ty = ok;
+    }
+    match ty {
+        syn::Type::Tuple(tuple) => match tuple.elems.last() {
+            Some(last) => (last, "2XX"),
+            None => (ty, "200"),
+        },
+        syn::Type::Paren(inner) => response_body(&inner.elem),
+        _ => (ty, "200"),
+    }
+}
+
+/// Whether `ty` is or contains `impl Trait`, which no probe can name.
+fn mentions_impl(ty: &syn::Type) -> bool {
+    struct Finder(bool);
+    impl<'ast> syn::visit::Visit<'ast> for Finder {
+        fn visit_type_impl_trait(&mut self, _: &'ast syn::TypeImplTrait) {
+            self.0 = true;
+        }
+    }
+    let mut finder = Finder(false);
+    syn::visit::Visit::visit_type(&mut finder, ty);
+    finder.0
 }
 
 #[cfg(test)]

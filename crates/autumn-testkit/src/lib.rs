@@ -2,6 +2,7 @@
 //! framework's tests, benches and examples share (apps use `autumn-test`):
 //!
 //! - [`free_port`]: a free loopback port;
+//! - [`api_tools`]: the OpenAPI validator and Schemathesis, run as programs;
 //! - [`eventually`] / [`eventually_async`]: a bounded wait for a condition,
 //!   with a timeout and a panic message that names what never happened;
 //! - [`logs`]: what a test logged through `tracing`;
@@ -25,6 +26,7 @@
 //! can use it in their tests; fakes built on their types (counting or failing
 //! stores) stay in each crate's `tests/it/support/`.
 
+pub mod api_tools;
 #[cfg(feature = "chromium")]
 pub mod chromium;
 #[cfg(feature = "framework")]

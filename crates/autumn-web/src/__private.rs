@@ -10,6 +10,14 @@ pub use axum;
 pub use http;
 pub use maud;
 
+/// What a route macro's description of its handler names.
+pub mod openapi {
+    pub use autumn_core::openapi::Operation;
+    pub use autumn_core::openapi::probe::{
+        DescribeInput, DescribeOutput, Probe, SkipInput, SkipOutput,
+    };
+}
+
 use crate::{AutumnConfig, Route};
 
 /// Implemented by the marker struct a route macro generates next to its

@@ -30,6 +30,7 @@
 //! [submit tokens](docs::submit_tokens), [forms](docs::forms),
 //! [cross-origin requests](docs::security), [tenancy](docs::tenancy),
 //! [API tokens](docs::api_tokens), [rate limits](docs::rate_limits),
+//! [OpenAPI](docs::openapi),
 //! [error responses and pages](docs::errors).
 
 pub use autumn_core::state::State;
@@ -47,6 +48,16 @@ pub use autumn_macros::{debug_handler, delete, get, html, main, patch, post, put
 /// extractor.
 pub mod principal {
     pub use autumn_core::principal::*;
+}
+
+/// The OpenAPI 3.1 document built from the app's routes (`[openapi]`):
+/// [`Operation`](openapi::Operation) to describe a hand-built route with
+/// `Route::describe`, and [`JsonSchema`](openapi::JsonSchema) to derive
+/// for the types a handler reads and answers. See `docs/openapi.md`.
+pub mod openapi {
+    pub use autumn_core::openapi::{
+        Describe, JsonSchema, Operation, Parameter, RequestBody, Response, schemars,
+    };
 }
 
 /// API tokens: [`RequireApiToken`](api_token::RequireApiToken), the
@@ -272,6 +283,8 @@ pub mod docs {
     pub mod api_tokens {}
     #[doc = include_str!("../../../docs/rate-limits.md")]
     pub mod rate_limits {}
+    #[doc = include_str!("../../../docs/openapi.md")]
+    pub mod openapi {}
     #[doc = include_str!("../../../docs/tenancy.md")]
     pub mod tenancy {}
     #[doc = include_str!("../../../docs/errors.md")]

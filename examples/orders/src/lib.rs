@@ -23,6 +23,7 @@ use autumn_web::AppBuilder;
 use autumn_web::api_token::{ApiTokens, DbApiTokenStore, NewApiToken, RequireApiTokenLayer};
 use autumn_web::config::AutumnConfig;
 use autumn_web::db::{DbPool, FRAMEWORK_MIGRATIONS};
+use autumn_web::openapi::JsonSchema;
 use autumn_web::prelude::*;
 use autumn_web::sse::{self, Event};
 use serde::{Deserialize, Serialize};
@@ -34,7 +35,8 @@ pub use repository::Orders;
 const MAX_DELAY: Duration = Duration::from_secs(10);
 
 /// An order as stored and returned.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[schemars(crate = "autumn_web::openapi::schemars")]
 pub struct Order {
     /// A fresh UUID.
     pub id: Uuid,
@@ -45,10 +47,18 @@ pub struct Order {
 }
 
 /// What a client posts.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "autumn_web::openapi::schemars")]
 pub struct NewOrder {
+    /// What is ordered; not blank.
+    #[schemars(regex(pattern = r"\S"))]
     item: String,
+    /// How many; at least 1.
+    #[schemars(range(min = 1))]
     qty: i64,
+    /// Milliseconds the handler waits before it creates the order (at most
+    /// 10 s; more waits 10 s): for trying retries while the first attempt
+    /// runs.
     delay_ms: Option<u64>,
 }
 

@@ -534,3 +534,72 @@ async fn the_live_counter_streams_the_number_of_orders_as_it_changes() {
     assert_eq!(status, 201);
     read_until(&mut stream, &mut seen, "event: orders\ndata: 1\n").await;
 }
+
+/// The document a client generator reads: every guarded operation names
+/// its `Idempotency-Key`, optional here, and the problems a retry can get.
+#[tokio::test]
+async fn openapi_lists_the_key_and_the_problem_answers_of_every_guarded_operation() {
+    let client = client("");
+    let document: serde_json::Value = client.get("/openapi.json").send().await.json();
+    assert_eq!(document["openapi"], "3.1.0");
+    let create = &document["paths"]["/orders"]["post"];
+    let key = create["parameters"]
+        .as_array()
+        .and_then(|parameters| parameters.iter().find(|p| p["name"] == "Idempotency-Key"))
+        .expect("the key header");
+    assert_eq!(
+        (&key["in"], &key["required"]),
+        (&json!("header"), &json!(false))
+    );
+    assert_eq!(create["x-idempotency"]["ttl"], 86_400);
+    for status in ["400", "409", "422", "429", "503"] {
+        assert_eq!(
+            create["responses"][status]["content"]["application/problem+json"]["schema"]["$ref"],
+            "#/components/schemas/Problem",
+            "{status}"
+        );
+    }
+    assert_eq!(
+        create["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/NewOrder"
+    );
+    assert_eq!(
+        create["responses"]["2XX"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/Order"
+    );
+    // A read takes no key.
+    let list = &document["paths"]["/orders"]["get"];
+    assert!(list.get("x-idempotency").is_none());
+}
+
+/// Tools no one here wrote hold the running binary to its document: the
+/// OpenAPI validator checks the document itself, then Schemathesis sends
+/// generated requests to every operation, valid and invalid, and fails on a
+/// server error, a response the document does not describe, or an
+/// undocumented status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_finds_nothing_the_document_does_not_say() {
+    use autumn_testkit::api_tools;
+    let server = start_binary();
+    let document = server.client().get("/openapi.json").send().await.text();
+    api_tools::validate(document.as_bytes());
+    let url = server.url("/openapi.json");
+    tokio::task::spawn_blocking(move || {
+        api_tools::schemathesis(
+            &url,
+            &[
+                "--max-examples",
+                "30",
+                // `delay_ms` makes the handler wait up to 10 s by design.
+                "--max-response-time",
+                "15",
+                // An endless event stream: it takes no input to vary, and
+                // a response that never ends cannot be checked.
+                "--exclude-path",
+                "/orders/live",
+            ],
+        );
+    })
+    .await
+    .expect("schemathesis ran");
+}

@@ -31,6 +31,7 @@ use autumn_web::AppBuilder;
 use autumn_web::config::{AutumnConfig, Backend};
 use autumn_web::db::{DbBackend, DbPool};
 use autumn_web::idempotency::IdempotencyTx;
+use autumn_web::openapi::JsonSchema;
 use autumn_web::prelude::*;
 use axum::Extension;
 use serde::{Deserialize, Serialize};
@@ -48,7 +49,8 @@ pub const PAUSE_BEFORE_COMMIT_ENV: &str = "PAYMENTS_PAUSE_BEFORE_COMMIT_MS";
 pub const PAUSE_AFTER_COMMIT_ENV: &str = "PAYMENTS_PAUSE_AFTER_COMMIT_MS";
 
 /// A payment as stored and returned.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[schemars(crate = "autumn_web::openapi::schemars")]
 pub struct Payment {
     /// A fresh UUID.
     pub id: String,
@@ -61,9 +63,14 @@ pub struct Payment {
 }
 
 /// What a client posts.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "autumn_web::openapi::schemars")]
 pub struct NewPayment {
+    /// The account to charge; not blank.
+    #[schemars(regex(pattern = r"\S"))]
     account: String,
+    /// In cents; at least 1.
+    #[schemars(range(min = 1))]
     amount: i64,
 }
 

@@ -356,3 +356,23 @@ async fn sqlite_200_concurrent_retries_over_two_replicas_pay_once_per_key() {
 async fn postgres_200_concurrent_retries_over_two_replicas_pay_once_per_key() {
     concurrent_retries_over_two_replicas(Database::postgres()).await;
 }
+
+/// The document of the running binary, held to by the OpenAPI validator
+/// and Schemathesis: no server error, no undocumented status, no response
+/// unlike the document, for valid and invalid payments alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_finds_nothing_the_document_does_not_say() {
+    use autumn_testkit::api_tools;
+    let db = Database::sqlite();
+    let server = db.start(&[]);
+    let document = server.client().get("/openapi.json").send().await.text();
+    api_tools::validate(document.as_bytes());
+    assert!(
+        document.contains("\"Idempotency-Key\""),
+        "the guarded operation names its key: {document}"
+    );
+    let url = server.url("/openapi.json");
+    tokio::task::spawn_blocking(move || api_tools::schemathesis(&url, &["--max-examples", "40"]))
+        .await
+        .expect("schemathesis ran");
+}

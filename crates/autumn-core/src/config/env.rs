@@ -28,6 +28,7 @@ const SECTIONS: &[&str] = &[
     "compression",
     "cors",
     "rate_limit",
+    "openapi",
 ];
 
 /// One environment variable that sets a configuration key.

@@ -63,9 +63,9 @@ pub use sections::{
     ActuatorConfig, AnonymousKeysMode, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, FingerprintMode, HEALTH_COMPONENTS,
     HeadersConfig, Http2Config, IdempotencyAdminConfig, IdempotencyConfig, LogConfig, LogFormat,
-    MIN_HEADER_BYTES, MemoryConfig, QuotaConfig, REFERRER_POLICIES, RecordErrorsMode, RedisConfig,
-    SameSite, SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig, StaticConfig,
-    SubmitTokenConfig, TenancyConfig, TenantStrategy, TimeoutsConfig,
+    MIN_HEADER_BYTES, MemoryConfig, OpenApiConfig, QuotaConfig, REFERRER_POLICIES,
+    RecordErrorsMode, RedisConfig, SameSite, SecurityConfig, ServerConfig, ServerTlsConfig,
+    SessionConfig, StaticConfig, SubmitTokenConfig, TenancyConfig, TenantStrategy, TimeoutsConfig,
 };
 
 pub use rate_limit::{OnStoreError, RateLimitBy, RateLimitConfig, RateLimitRule};
@@ -106,6 +106,8 @@ pub struct AutumnConfig {
     pub cors: CorsConfig,
     /// `[rate_limit]`: how many requests a client may make, by rule.
     pub rate_limit: RateLimitConfig,
+    /// `[openapi]`: the OpenAPI document built from the routes.
+    pub openapi: OpenApiConfig,
     /// The profile this configuration was loaded for (`AUTUMN_PROFILE`, default `dev`).
     #[serde(skip)]
     pub profile: Profile,

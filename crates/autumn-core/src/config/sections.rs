@@ -974,6 +974,51 @@ impl Default for CompressionConfig {
     }
 }
 
+/// `[openapi]`: the OpenAPI 3.1 document Autumn builds from the app's routes.
+///
+/// ```
+/// use autumn_core::config::AutumnConfig;
+///
+/// let config = AutumnConfig::default();
+/// assert!(config.openapi.is_served(false));
+/// assert!(!config.openapi.is_served(true), "off in production unless enabled");
+/// assert_eq!(config.openapi.path, "/openapi.json");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct OpenApiConfig {
+    /// Whether `GET {path}` serves the document. Unset: served except under
+    /// a production profile, where it tells anyone every route the app has.
+    pub enabled: Option<bool>,
+    /// Where the document is served.
+    pub path: String,
+    /// The document's `info.title`.
+    pub title: String,
+    /// The document's `info.version`: the version of the API, not of Autumn.
+    pub version: String,
+}
+
+impl Default for OpenApiConfig {
+    fn default() -> Self {
+        Self {
+            enabled: None,
+            path: "/openapi.json".to_owned(),
+            title: "API".to_owned(),
+            version: "0.1.0".to_owned(),
+        }
+    }
+}
+
+impl OpenApiConfig {
+    /// Whether the document is served under a profile that is production
+    /// (`true`) or not.
+    #[must_use]
+    pub fn is_served(&self, production: bool) -> bool {
+        self.enabled.unwrap_or(!production)
+    }
+}
+
 /// `[cors]`: which other origins' scripts may call the app and read its answers.
 ///
 /// Off while `allowed_origins` is empty. It does not let other sites' pages send mutating

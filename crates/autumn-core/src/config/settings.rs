@@ -8,9 +8,9 @@ use toml::Value;
 use super::{
     ActuatorConfig, AutumnConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DatabaseConfig, HeadersConfig, Http2Config, IdempotencyAdminConfig, IdempotencyConfig,
-    LogConfig, MemoryConfig, OnStoreError, QuotaConfig, RateLimitConfig, RateLimitRule,
-    RedisConfig, SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig, Setting, Source,
-    StaticConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+    LogConfig, MemoryConfig, OnStoreError, OpenApiConfig, QuotaConfig, RateLimitConfig,
+    RateLimitRule, RedisConfig, SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig,
+    Setting, Source, StaticConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -38,6 +38,7 @@ impl AutumnConfig {
             compression,
             cors,
             rate_limit,
+            openapi,
             profile: _,
             provenance,
             files: _,
@@ -382,6 +383,20 @@ impl AutumnConfig {
                 on_store_error.map(OnStoreError::as_str),
             );
         }
+
+        let OpenApiConfig {
+            enabled,
+            path,
+            title,
+            version,
+        } = openapi;
+        out.optional_string(
+            "openapi.enabled",
+            enabled.map(|on| if on { "true" } else { "false" }),
+        );
+        out.string("openapi.path", path);
+        out.string("openapi.title", title);
+        out.string("openapi.version", version);
 
         out.0
             .into_iter()

@@ -763,7 +763,8 @@ fn unknown_top_level_section() {
         one_line(&load_err(&dir, &[])),
         format!(
             "unknown key `servr` in {} (expected one of: server, log, actuator, database, \
-             idempotency, security, session, tenancy, static, compression, cors, rate_limit)",
+             idempotency, security, session, tenancy, static, compression, cors, rate_limit, \
+             openapi)",
             file(&dir, "autumn.toml").display()
         )
     );
@@ -1105,6 +1106,11 @@ fn effective_settings_cover_every_key() {
         enabled = true
         token = "0123456789abcdef"
         allow_bodies = true
+        [openapi]
+        enabled = true
+        path = "/api.json"
+        title = "Orders"
+        version = "2.1.0"
         [idempotency.quota]
         enabled = true
         max_records = 14
@@ -1176,7 +1182,7 @@ fn effective_settings_cover_every_key() {
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
     // Every key, and each of the rule's six.
-    assert_eq!(settings.len(), 105 + 3 + 6);
+    assert_eq!(settings.len(), 109 + 3 + 6);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

@@ -101,7 +101,12 @@ impl AutumnConfig {
         let long_enough =
             |secret: &String| secret.len() >= autumn_idempotency::seal::MIN_SECRET_LEN;
         let quota = &self.idempotency.quota;
-        let checks: [(&'static str, bool, &str); 23] = [
+        let checks: [(&'static str, bool, &str); 24] = [
+            (
+                "openapi.path",
+                self.openapi.path.starts_with('/') && !self.openapi.path.contains(['{', '}', '*']),
+                "must be a plain path starting with `/`, like \"/openapi.json\"",
+            ),
             (
                 "idempotency.quota.max_records",
                 !quota.enabled || quota.max_records >= 1,

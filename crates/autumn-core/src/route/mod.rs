@@ -106,6 +106,9 @@ pub struct Route {
     pub rate_limit: Option<Cow<'static, str>>,
     /// Added with [`Route::layer`], innermost first.
     layers: Vec<RouteLayer>,
+    /// What the OpenAPI document says of the route beyond its method and
+    /// path (see [`Route::describe`]).
+    pub(crate) describe: Option<crate::openapi::Describe>,
 }
 
 impl std::fmt::Debug for Route {
@@ -141,6 +144,7 @@ impl Route {
             policy: IdempotencyPolicy::new(),
             rate_limit: None,
             layers: Vec::new(),
+            describe: None,
         }
     }
 
@@ -159,6 +163,31 @@ impl Route {
     #[must_use]
     pub fn with_rate_limit(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.rate_limit = Some(name.into());
+        self
+    }
+
+    /// The same route, described in the OpenAPI document by `describe`: a
+    /// summary, parameters, a request body or responses its handler's types
+    /// do not say. A route macro describes its handler this way from the
+    /// handler's signature; a hand-built route is described only as its
+    /// app says (its method and path otherwise).
+    ///
+    /// ```
+    /// use autumn_core::Route;
+    /// use autumn_core::openapi::Operation;
+    /// use axum::routing::post;
+    /// use http::Method;
+    ///
+    /// fn describe(operation: &mut Operation) {
+    ///     operation.summary = Some("Receive a payment provider's webhook".to_owned());
+    /// }
+    ///
+    /// let route = Route::new(Method::POST, "/hooks", post(|| async { "ok" })).describe(describe);
+    /// # let _ = route;
+    /// ```
+    #[must_use]
+    pub fn describe(mut self, describe: crate::openapi::Describe) -> Self {
+        self.describe = Some(describe);
         self
     }
 
@@ -297,6 +326,7 @@ impl Route {
             layers: Vec::new(),
             policy: IdempotencyPolicy::new(),
             rate_limit: None,
+            describe: None,
             idempotency: if idempotent {
                 RouteIdempotency::Managed
             } else {

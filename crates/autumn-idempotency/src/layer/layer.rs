@@ -285,6 +285,38 @@ impl IdempotencyLayer {
         }))
     }
 
+    /// What a client of a route under this layer needs to know to retry:
+    /// whether a key is required, how long a record is replayed, how long
+    /// a duplicate waits for the first run, what the fingerprint covers.
+    /// What an API description (OpenAPI) publishes.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use autumn_idempotency::{IdempotencyLayer, MemoryIdempotencyStore};
+    /// use autumn_idempotency::layer::IdempotencyPolicy;
+    ///
+    /// let store = Arc::new(MemoryIdempotencyStore::new(Duration::from_secs(3600)));
+    /// let layer = IdempotencyLayer::new(store)
+    ///     .with_policy(&IdempotencyPolicy::new().required())
+    ///     .unwrap();
+    /// let described = layer.describe();
+    /// assert!(described.require_key);
+    /// assert_eq!(described.fingerprint, "bytes");
+    /// ```
+    pub fn describe(&self) -> GuardDescription {
+        let settings = &self.settings;
+        GuardDescription {
+            require_key: settings.policy.require_key,
+            ttl: settings.ttl,
+            in_flight_wait: settings.in_flight_wait,
+            fingerprint: if settings.policy.json.is_some() {
+                "json"
+            } else {
+                "bytes"
+            },
+        }
+    }
+
     /// Whether a 422 for a reused key names the first JSON field that
     /// differs (never its value), on routes with a JSON fingerprint. Meant
     /// for development: it keeps a short hash of each field of every
@@ -359,4 +391,18 @@ mod tests {
             .with_ttl(MIN_TTL)
             .with_in_flight_ttl(MIN_TTL);
     }
+}
+
+/// What [`IdempotencyLayer::describe`] tells of a route's guard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GuardDescription {
+    /// A mutating request without an `Idempotency-Key` gets 400.
+    pub require_key: bool,
+    /// How long a recorded response is replayed.
+    pub ttl: Duration,
+    /// How long a duplicate waits for the first run before 409.
+    pub in_flight_wait: Duration,
+    /// What the fingerprint covers: `"bytes"` or `"json"`.
+    pub fingerprint: &'static str,
 }

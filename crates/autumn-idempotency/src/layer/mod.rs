@@ -64,7 +64,7 @@ pub use future::ResponseFuture;
 pub(crate) use layer::check_ttl;
 pub use layer::{
     DEFAULT_IN_FLIGHT_TTL, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL,
-    IdempotencyLayer,
+    GuardDescription, IdempotencyLayer,
 };
 pub use policy::{
     AnonymousKeys, FingerprintPolicy, IdempotencyPolicy, KeyRequirement, MIN_TTL, PolicyError,

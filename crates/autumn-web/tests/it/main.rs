@@ -31,6 +31,7 @@ mod many_forms;
 mod middleware_config;
 mod nested_forms;
 mod observability;
+mod openapi;
 mod principals;
 mod quotas;
 mod rate_limits;

@@ -106,7 +106,11 @@ impl AppBuilder {
         let shared = stores.shared_layers(self.commit_hooks, &clock, &startup);
         #[cfg(not(feature = "database"))]
         let shared = stores.shared_layers();
-        let mut router = routes::mount(
+        let openapi = config.openapi.is_served(config.profile.is_production());
+        if openapi {
+            routes::check_openapi_path(&config.openapi.path, &routes)?;
+        }
+        let (mut router, operations) = routes::mount(
             &config,
             routes,
             self.raw,
@@ -114,7 +118,11 @@ impl AppBuilder {
             &shared,
             limiter.as_ref(),
             &metrics.http,
+            openapi,
         )?;
+        if openapi {
+            router = routes::serve_openapi(&config, router, operations, &metrics.http);
+        }
 
         // The actuator, on the app's router unless it has a port of its own.
         let health = actuator::health(&config, stores.database.as_ref(), given);

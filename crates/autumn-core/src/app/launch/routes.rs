@@ -13,6 +13,7 @@ use tower::util::option_layer;
 use super::super::RawRouter;
 use super::super::error::LaunchError;
 use crate::config::AutumnConfig;
+use crate::openapi::OperationSource;
 use crate::rate_limit::Limiter;
 use crate::route::{Route, RouteIdempotency, RouteStack, SharedLayers};
 use crate::telemetry::metrics::{HttpMetrics, RouteLabelLayer};
@@ -35,7 +36,12 @@ pub(super) fn collect(
 /// Mounts every route with its stack (see [`RouteStack`]), labelled for
 /// the request metrics with its path, then the raw routers, which the guard
 /// cannot see into and so fail closed, and which are labelled by the path
-/// each request matched.
+/// each request matched. With `described`, also says what the OpenAPI
+/// document needs of each route (raw routers are not in it).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call, from the launch, with what it built before"
+)]
 pub(super) fn mount(
     config: &AutumnConfig,
     routes: Vec<Route>,
@@ -44,8 +50,10 @@ pub(super) fn mount(
     shared: &SharedLayers,
     limiter: Option<&Arc<Limiter>>,
     http: &Arc<HttpMetrics>,
-) -> Result<Router, LaunchError> {
+    described: bool,
+) -> Result<(Router, Vec<OperationSource>), LaunchError> {
     let mut router = Router::new();
+    let mut operations = Vec::new();
     for route in routes {
         let path = route.path.clone();
         let rate_limit = match limiter {
@@ -88,6 +96,16 @@ pub(super) fn mount(
                 Some(ReplayGuardLayer::for_route(path.clone())),
             ),
         };
+        if described {
+            operations.push(OperationSource {
+                method: route.method.clone(),
+                path: path.to_string(),
+                name: route.name.to_string(),
+                describe: route.describe,
+                guard: guard.as_ref().map(IdempotencyLayer::describe),
+                rate_limited: rate_limit.is_some(),
+            });
+        }
         // All of the framework's layers in one call: each `layer` call
         // boxes the route once more, and each box is cloned per request.
         let stack = RouteStack {
@@ -124,7 +142,7 @@ pub(super) fn mount(
             RawRouter::Nest(path, raw) => router.nest(&path, opaque(raw)),
         };
     }
-    Ok(router)
+    Ok((router, operations))
 }
 
 /// `prefix` and `path` as one path, without a doubled or trailing `/`.
@@ -134,6 +152,58 @@ fn join(prefix: &str, path: &str) -> String {
         "/" if !prefix.is_empty() => prefix.to_owned(),
         _ => format!("{prefix}{path}"),
     }
+}
+
+/// `[openapi] path` must not be a `GET` route of the app's own.
+pub(super) fn check_openapi_path(path: &str, routes: &[Route]) -> Result<(), LaunchError> {
+    match routes
+        .iter()
+        .find(|route| route.path == path && route.method == http::Method::GET)
+    {
+        Some(route) => Err(LaunchError::InvalidSetting {
+            key: "openapi.path",
+            message: format!(
+                "{path:?} is the path of the app's route `{}`; serve the document under another path",
+                route.name
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// `router` with `GET [openapi] path` answering the document of
+/// `operations`, built now, once: each request gets a clone of its bytes.
+pub(super) fn serve_openapi(
+    config: &AutumnConfig,
+    router: Router,
+    operations: Vec<OperationSource>,
+    http: &Arc<HttpMetrics>,
+) -> Router {
+    let submit = &config.security.submit_token;
+    let facts = crate::openapi::AppFacts {
+        title: &config.openapi.title,
+        version: &config.openapi.version,
+        submit_token: submit
+            .enabled
+            .then_some((submit.field_name.as_str(), submit.ttl_secs)),
+        quota: config.idempotency.enabled && config.idempotency.quota.enabled,
+    };
+    let document = bytes::Bytes::from(crate::openapi::build(&facts, operations));
+    let path = config.openapi.path.as_str();
+    let answer = axum::routing::get(move || {
+        let document = document.clone();
+        async move {
+            (
+                [(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                )],
+                document,
+            )
+        }
+    })
+    .layer(RouteLabelLayer::fixed(http.route(path)));
+    router.route(path, answer)
 }
 
 /// The static files' mount must not cover a route of the app (the router
