@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long one response may take to arrive; far above anything the
 /// examples do, so that only a hung server trips it.
@@ -20,6 +20,10 @@ pub(crate) struct Response {
     pub(crate) status: u16,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) body: String,
+    /// From writing the request to reading the whole response (on a
+    /// connection with another read before this one, the wait for that
+    /// read counts too).
+    pub(crate) elapsed: Duration,
 }
 
 impl Response {
@@ -50,15 +54,31 @@ pub(crate) fn json_string<'a>(json: &'a str, field: &str) -> Option<&'a str> {
 pub(crate) struct Connection {
     addr: SocketAddr,
     stream: Option<BufReader<TcpStream>>,
+    /// Header lines sent with every request, each after `\r\n`.
+    extra_headers: String,
+    /// When the request whose response is read next was written.
+    written_at: Option<Instant>,
 }
 
 impl Connection {
     pub(crate) fn new(addr: SocketAddr) -> Self {
-        Self { addr, stream: None }
+        Self {
+            addr,
+            stream: None,
+            extra_headers: String::new(),
+            written_at: None,
+        }
+    }
+
+    /// The same connection, sending `name: value` with every request.
+    pub(crate) fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.extra_headers.push_str(&format!("\r\n{name}: {value}"));
+        self
     }
 
     /// Writes one request; `head` is everything before the blank line
-    /// except `Host` and `Content-Length`, which are added here.
+    /// except `Host`, `Content-Length` and the connection's own headers,
+    /// which are added here.
     pub(crate) fn write(&mut self, head: &str, body: &[u8]) -> Result<(), String> {
         if self.stream.is_none() {
             let stream = TcpStream::connect(self.addr)
@@ -72,12 +92,14 @@ impl Connection {
             self.stream = Some(BufReader::new(stream));
         }
         let mut request = format!(
-            "{head}\r\nhost: {}\r\ncontent-length: {}\r\n\r\n",
+            "{head}{}\r\nhost: {}\r\ncontent-length: {}\r\n\r\n",
+            self.extra_headers,
             self.addr,
             body.len()
         )
         .into_bytes();
         request.extend_from_slice(body);
+        self.written_at = Some(Instant::now());
         let written = match &mut self.stream {
             Some(stream) => stream.get_mut().write_all(&request),
             None => return Err("no connection".to_owned()),
@@ -94,10 +116,14 @@ impl Connection {
             return Err("read without a request".to_owned());
         };
         match read_response(stream) {
-            Ok((response, keep_alive)) => {
+            Ok((mut response, keep_alive)) => {
                 if !keep_alive {
                     self.stream = None;
                 }
+                response.elapsed = self
+                    .written_at
+                    .take()
+                    .map_or(Duration::ZERO, |at| at.elapsed());
                 Ok(response)
             }
             Err(why) => {
@@ -204,6 +230,7 @@ fn response(status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> Respo
         status,
         headers,
         body: String::from_utf8_lossy(&body).into_owned(),
+        elapsed: Duration::ZERO,
     }
 }
 
@@ -267,6 +294,47 @@ mod tests {
             .expect("third");
         assert_eq!(third.status, 303);
         assert_eq!(third.header("location"), Some("/welcome"));
+    }
+
+    #[test]
+    fn a_connection_sends_its_own_headers_with_every_request() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let heads = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().expect("accept");
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut writer = stream;
+            let mut heads = Vec::new();
+            for _ in 0..2 {
+                let mut head = String::new();
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).expect("read");
+                    if line == "\r\n" || line.is_empty() {
+                        break;
+                    }
+                    head.push_str(&line);
+                }
+                heads.push(head);
+                writer
+                    .write_all(b"HTTP/1.1 204 No Content\r\n\r\n")
+                    .expect("write");
+            }
+            heads
+        });
+        let mut connection = Connection::new(addr).with_header("x-forwarded-for", "10.0.1.1");
+        for head in ["GET /a HTTP/1.1", "POST /b HTTP/1.1"] {
+            let response = connection.send(head, b"").expect("an answer");
+            assert_eq!(response.status, 204);
+        }
+        let heads = heads.join().expect("the server thread");
+        assert_eq!(heads.len(), 2);
+        for head in heads {
+            assert!(
+                head.contains("\r\nx-forwarded-for: 10.0.1.1\r\n"),
+                "{head:?}"
+            );
+        }
     }
 
     #[test]

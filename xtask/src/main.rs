@@ -7,8 +7,9 @@
 //! - `new`: a new app from the starter template (see `new.rs`).
 //! - `cycles`: the module cycles of every crate (see `cycles.rs`), which
 //!   `ci` checks.
-//! - `soak`: the examples under load for a while, checked for double runs,
-//!   5xx and memory growth.
+//! - `soak`: the examples under load for a while, beside a flooding client,
+//!   checked for double runs, 5xx, the flooder held by its quota and memory
+//!   growth.
 //!
 //! Std only, so that it builds in seconds before anything else.
 
@@ -47,8 +48,10 @@ commands:
   new       a new app: cargo xtask new NAME [--path DIR] [--git URL]
             (a page, a form, a JSON API, a test, autumn.toml)
   soak      the orders and saas examples on Redis under mixed load for 2
-            minutes (--long: 10, --secs N: N), then: no handler run twice
-            per key, no 5xx but the documented 503s, RSS flat
+            minutes (--long: 10, --secs N: N) beside a client flooding each
+            with new keys, then: no handler run twice per key, no 5xx or
+            429 for the normal load and its p99 bounded, the flooder held
+            by its quota, RSS flat
   help      this text";
 
 /// Features of `autumn-web` that are each built alone by `cargo xtask ci`

@@ -1,13 +1,20 @@
 //! `cargo xtask soak`: the orders and saas examples on Redis under a bounded
-//! mixed load for a set time, then three assertions:
+//! mixed load for a set time, beside a flooder per app (one client creating
+//! keys or submit tokens as fast as it can), then these assertions:
 //!
 //! 1. no handler ran twice for one key: per key, the rows the app stored
 //!    (orders by item, users by email) and the first-time answers clients
 //!    got are each at most one, and equal;
-//! 2. no 5xx other than the documented 503s (`idempotency_store_unavailable`,
-//!    `submit_token_store_unavailable`), and no other answer a scenario did
-//!    not expect;
-//! 3. each server's RSS stays flat: the largest sample of the last minute
+//! 2. the normal load gets no 5xx and no 429, not even the documented 503s
+//!    (`idempotency_store_unavailable`, `submit_token_store_unavailable`):
+//!    the flooder fills its own quota, not the store everyone shares; and
+//!    no answer a scenario did not expect;
+//! 3. the normal load's p99 latency per request stays under [`p99_bound`];
+//! 4. the flooder is held by its quota: it gets 429s (as many as the
+//!    actuator's `quota_refusals` counts), no more first-time answers than
+//!    its quota lets through as records expire, and Redis holds no more
+//!    live records at the end than the quota and the normal load explain;
+//! 5. each server's RSS stays flat: the largest sample of the last minute
 //!    (the last half of a shorter run) is at most [`RSS_SLACK_KIB`] above
 //!    the sample taken when the warm-up ends.
 //!
@@ -20,8 +27,14 @@
 //! is bounded: rows kept in memory would make any RSS bound meaningless).
 //! The load comes from this process: a few threads per app, each with
 //! keep-alive connections, each running one scenario after another (closed
-//! loop, so the load is bounded by the number of threads).
-//! Afterwards the run's keys are removed from the shared Redis.
+//! loop, so the load is bounded by the number of threads), and one
+//! flooder thread per app. Each thread is a client of its own: the apps
+//! trust 127.0.0.1 as a proxy, and each thread names its own address in
+//! `X-Forwarded-For` ([`client_address`]), which is what the quota counts
+//! a caller by. Records and tokens live [`RECORD_TTL`], and each caller's
+//! quota is sized from the rates a short calibration load measured first
+//! ([`calibrate`]): room for a normal thread, well below what the flooder
+//! would hold. Afterwards the run's keys are removed from the shared Redis.
 
 use crate::http;
 mod redis;
@@ -49,6 +62,53 @@ const LONG_SECS: u64 = 600;
 /// work: three closed-loop clients per app keep both servers busy without
 /// starving them of CPU.
 const WORKERS_PER_APP: usize = 3;
+/// How long a record (orders) and a submitted token (saas) live
+/// (`idempotency.ttl_secs`, `security.submit_token.ttl_secs`): short, so
+/// that a caller's quota is a rate the flooder runs into within a run. No
+/// scenario needs more: each retries its key or token within the same
+/// scenario, a second or so after the first post (the slowest, a
+/// double-click, waits for one sign-up's password hash). Should the
+/// clean-up at the end fail, records outlive the run by this much at most
+/// in the shared Redis.
+const RECORD_TTL: Duration = Duration::from_secs(30);
+/// How long the calibration load runs before the soak: the normal load
+/// and the flooders, on servers of their own with no quota to speak of,
+/// measuring the rates the soak's quota is sized from ([`quota_for`]).
+const CALIBRATION: Duration = Duration::from_secs(10);
+/// A calibrating thread's records all live to its end.
+const _: () = assert!(CALIBRATION.as_secs() < RECORD_TTL.as_secs());
+/// The quota over what the busiest normal load thread would hold live in
+/// a [`RECORD_TTL`] at its calibrated rate: room for a thread that runs
+/// faster in the soak than while calibrating (when the flooder's requests
+/// still ran handlers instead of being refused), and for the jitter of a
+/// shared machine. The flooder makes new records several times as fast as
+/// a normal thread (on two shared cores, debug builds: 65 to 85 a second
+/// against 10 to 12 for orders, 210 to 240 against 6 for saas), so a quota
+/// three times a normal thread's need is still well below what it would
+/// hold; [`calibrate`] stops the soak when it is not.
+const QUOTA_HEADROOM: f64 = 3.0;
+/// Requests the flooder keeps in flight, each on a connection of its own:
+/// one client, from one address, sending as fast as it can. Eight make
+/// about a third more records a second than four; more only take CPU from
+/// the normal load.
+const FLOOD_CONNECTIONS: usize = 8;
+/// The bound on the normal load's p99 latency per request (first byte
+/// written to last byte read) while the flooder runs, per app. Measured on
+/// debug builds sharing two cores with other work: 105 to 140 ms for
+/// orders, 280 to 350 ms for saas, whose sign-ups hash a password (Argon2,
+/// 100 to 250 ms there). Three to four times that leaves room for a busier
+/// machine; a flooder that held the others up (a store, a lock or a pool
+/// taken by its keys) costs seconds, not milliseconds.
+fn p99_bound(app: App) -> Duration {
+    match app {
+        App::Orders => Duration::from_millis(500),
+        App::Saas => Duration::from_millis(1000),
+    }
+}
+/// Requests whose latency is the scenario's own doing, left out of the
+/// p99: the concurrent pair's first post sleeps 200 ms in its handler
+/// (`delay_ms`), and the second waits for it.
+const SLOW_BY_DESIGN: &[&str] = &["concurrent pair"];
 /// How much the RSS may grow between the end of the warm-up and the last
 /// window. Allocator arenas and connection buffers settle in steps, and
 /// SQLite's page cache (2 MiB per pooled connection at most) fills as the
@@ -68,8 +128,9 @@ const QUOTED_PROBLEMS: usize = 15;
 
 const USAGE: &str = "usage: cargo xtask soak [--long | --secs N]";
 
-/// The 503s the docs promise when a store cannot be asked; anything else in
-/// the 5xx range fails the soak.
+/// The 503s the docs promise when a store cannot be asked, told apart from
+/// other 5xx in the report; with the flooder held by its quota, none may
+/// reach the normal load either.
 const DOCUMENTED_503: &[&str] = &[
     "idempotency_store_unavailable",
     "submit_token_store_unavailable",
@@ -104,14 +165,21 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     );
     let dir = env::temp_dir().join(format!("autumn-soak-{run_id}"));
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let outcome = soak(&target.join("debug"), &dir, &run_id, &redis_url, duration);
+    let outcome = soak(
+        &target.join("debug"),
+        &dir,
+        &run_id,
+        (&redis_url, redis_addr),
+        duration,
+    );
     let _ = fs::remove_dir_all(&dir);
     // The servers are gone; their records need not wait for their TTL.
     let pattern = format!("autumn-soak:{run_id}:*");
     match redis::unlink_matching(redis_addr, &pattern) {
         Ok(n) => println!("==> soak: removed the run's {n} keys ({pattern}) from Redis"),
         Err(why) => println!(
-            "==> soak: could not remove {pattern} from Redis ({why}); they expire within 10 minutes"
+            "==> soak: could not remove {pattern} from Redis ({why}); they expire within {}s",
+            RECORD_TTL.as_secs()
         ),
     }
     outcome
@@ -168,6 +236,14 @@ impl App {
             Self::Saas => "saas",
         }
     }
+
+    /// The guard whose counters the actuator keeps for the app's load.
+    fn section(self) -> &'static str {
+        match self {
+            Self::Orders => "idempotency",
+            Self::Saas => "submit_token",
+        }
+    }
 }
 
 /// A running example, killed on drop.
@@ -185,43 +261,85 @@ impl Drop for Server {
     }
 }
 
+/// Where the servers come from and what they share.
+struct Launch<'a> {
+    bin_dir: &'a Path,
+    /// The working directory, which holds the SQLite files.
+    dir: &'a Path,
+    run_id: &'a str,
+    redis_url: &'a str,
+}
+
+/// The load a server is started for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Calibration,
+    Soak,
+}
+
+impl Launch<'_> {
+    /// What `app`'s server for `stage` names its Redis keys and its
+    /// database by: the app's name for the soak, so that no record of the
+    /// calibration is met again.
+    fn label(stage: Stage, app: App) -> String {
+        match stage {
+            Stage::Calibration => format!("calibration-{}", app.name()),
+            Stage::Soak => app.name().to_owned(),
+        }
+    }
+
+    /// The key prefix of `app`'s records in Redis, for `stage`.
+    fn key_prefix(&self, stage: Stage, app: App) -> String {
+        format!("autumn-soak:{}:{}", self.run_id, Self::label(stage, app))
+    }
+
+    /// Starts `app`, holding each caller to `quota` live records.
+    fn start(&self, app: App, stage: Stage, quota: u64) -> Result<Server, String> {
+        Server::start(self, app, stage, quota)
+    }
+}
+
 impl Server {
-    fn start(
-        app: App,
-        bin_dir: &Path,
-        dir: &Path,
-        run_id: &str,
-        redis_url: &str,
-    ) -> Result<Self, String> {
-        let binary = bin_dir.join(app.name());
+    fn start(launch: &Launch<'_>, app: App, stage: Stage, quota: u64) -> Result<Self, String> {
+        let binary = launch.bin_dir.join(app.name());
         let limit = BODY_LIMIT.to_string();
+        let ttl = RECORD_TTL.as_secs().to_string();
         let mut child = Command::new(&binary)
-            .current_dir(dir)
+            .current_dir(launch.dir)
             .env("AUTUMN_SERVER__HOST", "127.0.0.1")
             .env("AUTUMN_SERVER__PORT", "0")
             .env("AUTUMN_IDEMPOTENCY__BACKEND", "redis")
-            .env("AUTUMN_IDEMPOTENCY__REDIS__URL", redis_url)
+            .env("AUTUMN_IDEMPOTENCY__REDIS__URL", launch.redis_url)
             .env(
                 "AUTUMN_IDEMPOTENCY__REDIS__KEY_PREFIX",
-                format!("autumn-soak:{run_id}:{}", app.name()),
+                launch.key_prefix(stage, app),
             )
-            // Should the clean-up at the end fail, records outlive the run
-            // by ten minutes at most in the shared Redis.
-            .env("AUTUMN_IDEMPOTENCY__TTL_SECS", "600")
-            // Every worker calls from 127.0.0.1: one caller to the quota,
-            // given room for the whole run's keys.
-            .env("AUTUMN_IDEMPOTENCY__QUOTA__MAX_RECORDS", "10000000")
-            .env("AUTUMN_IDEMPOTENCY__QUOTA__MAX_BYTES", "4294967296")
+            .env("AUTUMN_IDEMPOTENCY__TTL_SECS", &ttl)
+            .env("AUTUMN_SECURITY__SUBMIT_TOKEN__TTL_SECS", &ttl)
+            // `max_bytes` stays at its default (64 MiB), far above what
+            // the quota's small records weigh: the count is under test.
+            .env("AUTUMN_IDEMPOTENCY__QUOTA__MAX_RECORDS", quota.to_string())
+            // Every load thread connects from 127.0.0.1 and names a client
+            // address of its own in X-Forwarded-For: a caller of its own
+            // to the quota.
+            .env("AUTUMN_SERVER__TRUSTED_PROXIES", r#"["127.0.0.1"]"#)
+            // saas's sign-up rule (20 accounts an hour per address) would
+            // refuse a worker's 21st sign-up; the soak is about the guards,
+            // so each worker gets room for its whole run.
+            .env("AUTUMN_RATE_LIMIT__RULES__SIGNUP__LIMIT", "1000000")
+            .env("AUTUMN_RATE_LIMIT__RULES__SIGNUP__WINDOW_SECS", "3600")
             // The soak reads the counters on the app's one port.
             .env("AUTUMN_ACTUATOR__METRICS_ON_APP_PORT", "true")
-            .env("AUTUMN_SECURITY__SUBMIT_TOKEN__TTL_SECS", "600")
             .env("AUTUMN_IDEMPOTENCY__MAX_BODY_BYTES", &limit)
             .env("AUTUMN_SECURITY__SUBMIT_TOKEN__MAX_FORM_BYTES", &limit)
             .env(
                 "AUTUMN_DATABASE__URL",
                 format!(
                     "sqlite://{}",
-                    dir.join(format!("{}.db", app.name())).display()
+                    launch
+                        .dir
+                        .join(format!("{}.db", Launch::label(stage, app)))
+                        .display()
                 ),
             )
             .env("RUST_LOG", "info")
@@ -332,6 +450,12 @@ struct Tally {
     /// Answers to a key or token that came from the handler, first-time or
     /// refused by it (not recorded): what the layer counts as misses.
     guarded_runs: u64,
+    /// How long each answer took, but for [`SLOW_BY_DESIGN`] requests.
+    latencies: Vec<Duration>,
+    /// When each first-time answer that left a record (or a submitted
+    /// token) in the store arrived: what the caller's quota counts. In
+    /// order for one thread; merged ones are only counted.
+    recorded: Vec<Instant>,
 }
 
 impl Tally {
@@ -354,6 +478,13 @@ impl Tally {
             *self.first_answers.entry(key).or_default() += n;
         }
         self.guarded_runs += other.guarded_runs;
+        self.latencies.extend(other.latencies);
+        self.recorded.extend(other.recorded);
+    }
+
+    /// Answers with `status`.
+    fn count(&self, status: u16) -> u64 {
+        self.statuses.get(&status).copied().unwrap_or(0)
     }
 
     fn problem(&mut self, what: String) {
@@ -381,6 +512,9 @@ impl Tally {
             }
         };
         *self.statuses.entry(response.status).or_default() += 1;
+        if !SLOW_BY_DESIGN.contains(&kind) {
+            self.latencies.push(response.elapsed);
+        }
         let code = response.code().unwrap_or("");
         if response.status == 503 && DOCUMENTED_503.contains(&code) {
             self.documented_503 += 1;
@@ -416,10 +550,65 @@ impl Tally {
     fn first_answer(&mut self, key: &str, guarded: bool) {
         *self.first_answers.entry(key.to_owned()).or_default() += 1;
         if guarded {
-            self.guarded_runs += 1;
+            self.recorded_run();
         }
     }
+
+    /// A run behind the layer that left its record (or its token) in the
+    /// store: a miss to the layer, a live record to the caller's quota.
+    fn recorded_run(&mut self) {
+        self.guarded_runs += 1;
+        self.recorded.push(Instant::now());
+    }
 }
+
+/// The `p`th percentile of `samples` (nearest rank); `None` when empty.
+fn percentile(samples: &[Duration], p: f64) -> Option<Duration> {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).copied()
+}
+
+/// The most of `times` (in order) within any span shorter than `window`:
+/// the most records one caller held at once, when each lives `window`.
+fn most_in_window(times: &[Instant], window: Duration) -> usize {
+    let mut first = 0;
+    let mut most = 0;
+    for (last, at) in times.iter().enumerate() {
+        while at.duration_since(times[first]) >= window {
+            first += 1;
+        }
+        most = most.max(last + 1 - first);
+    }
+    most
+}
+
+/// Who sends a request, for the client address it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    /// A normal load thread, by index.
+    Worker(usize),
+    Flooder,
+}
+
+/// The client address `caller` of `app` names in `X-Forwarded-For`, which
+/// the apps (trusting 127.0.0.1 as a proxy) count it as: 10.0.1.x for
+/// orders, 10.0.2.x for saas; workers from .1 up, the flooder .250.
+fn client_address(app: App, caller: Caller) -> String {
+    let network = match app {
+        App::Orders => 1,
+        App::Saas => 2,
+    };
+    let host = match caller {
+        Caller::Worker(index) => index + 1,
+        Caller::Flooder => 250,
+    };
+    format!("10.0.{network}.{host}")
+}
+
+/// The workers' addresses stay below the flooder's.
+const _: () = assert!(WORKERS_PER_APP < 249);
 
 fn excerpt(body: &str) -> String {
     let mut end = body.len().min(200);
@@ -456,7 +645,9 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(run_id: &str, index: usize, addr: SocketAddr) -> Self {
+    /// Load thread `index` on `app`, at `addr`, from its own client address.
+    fn new(run_id: &str, app: App, index: usize, addr: SocketAddr) -> Self {
+        let client = client_address(app, Caller::Worker(index));
         let seed = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -467,24 +658,77 @@ impl Worker {
             index,
             rng: Rng::new(seed),
             tally: Tally::default(),
-            a: Connection::new(addr),
-            b: Connection::new(addr),
+            a: Connection::new(addr).with_header("x-forwarded-for", &client),
+            b: Connection::new(addr).with_header("x-forwarded-for", &client),
         }
     }
+}
+
+/// One app's soak.
+struct AppRun {
+    app: App,
+    /// The live records each caller was held to.
+    quota: u64,
+    load: AppLoad,
+}
+
+/// When the load's phases end, counted from its start.
+struct Phases {
+    warmup: Duration,
+    /// Where the RSS window starts.
+    window_start: Duration,
+    elapsed: Duration,
+}
+
+/// What an app holds once the load stopped.
+struct Ending {
+    /// Rows per key.
+    rows: BTreeMap<String, u32>,
+    /// The actuator's metrics document (or why it could not be read).
+    metrics: String,
+    /// Its records or tokens in Redis.
+    live: Result<LiveRecords, String>,
+}
+
+/// The records (orders) or tokens (saas) an app's store held when the
+/// load stopped, and how many the load explains.
+#[derive(Debug)]
+struct LiveRecords {
+    count: u64,
+    /// What the normal load left within the last [`RECORD_TTL`] (anything
+    /// older has expired).
+    recent: u64,
+    /// `recent`, plus the flooder's quota, plus [`CLOCK_SLACK`].
+    bound: u64,
 }
 
 fn soak(
     bin_dir: &Path,
     dir: &Path,
     run_id: &str,
-    redis_url: &str,
+    (redis_url, redis_addr): (&str, SocketAddr),
     duration: Duration,
 ) -> Result<(), String> {
+    let launch = Launch {
+        bin_dir,
+        dir,
+        run_id,
+        redis_url,
+    };
+    println!(
+        "==> soak: per app {WORKERS_PER_APP} load threads and a flooder ({FLOOD_CONNECTIONS} \
+         requests in flight), each a caller of its own (X-Forwarded-For {} and up, {}); \
+         records and tokens live {}s",
+        client_address(App::Orders, Caller::Worker(0)),
+        client_address(App::Orders, Caller::Flooder),
+        RECORD_TTL.as_secs()
+    );
+    let quotas = calibrate(&launch)?;
     let warmup = (duration / 4).min(Duration::from_secs(30));
     let window = (duration / 2).min(Duration::from_secs(60));
     let servers = [
-        Server::start(App::Orders, bin_dir, dir, run_id, redis_url)?,
-        Server::start(App::Saas, bin_dir, dir, run_id, redis_url)?,
+        launch.start(App::Orders, Stage::Soak, quotas[0])?,
+        launch.start(App::Saas, Stage::Soak, quotas[1])?,
     ];
     println!(
         "==> soak: orders on {}, saas on {}, Redis {redis_url} (prefix autumn-soak:{run_id}:*); \
@@ -495,105 +739,32 @@ fn soak(
         warmup.as_secs(),
         window.as_secs()
     );
+    let (loads, elapsed) = run_load(&servers, run_id, duration)?;
 
-    let started = Instant::now();
-    let deadline = started + duration;
-    let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicU64::new(0));
-    let mut workers = Vec::new();
-    for server in &servers {
-        for index in 0..WORKERS_PER_APP {
-            let mut worker = Worker::new(run_id, index, server.addr);
-            let app = server.app;
-            let stop = Arc::clone(&stop);
-            let sent = Arc::clone(&sent);
-            workers.push(thread::spawn(move || {
-                let mut n = 0u64;
-                while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
-                    match app {
-                        App::Orders => orders_scenario(&mut worker, n),
-                        App::Saas => saas_scenario(&mut worker, n),
-                    }
-                    n += 1;
-                    sent.fetch_add(1, Ordering::Relaxed);
-                }
-                worker.tally
-            }));
-        }
-    }
-
-    // RSS once a second, until the load stops; a server that died stops it.
-    let mut rss: [Vec<(Duration, u64)>; 2] = [Vec::new(), Vec::new()];
-    let mut died = None;
-    let mut next_report = Duration::from_secs(10);
-    while Instant::now() < deadline {
-        let at = started.elapsed();
-        for (server, samples) in servers.iter().zip(rss.iter_mut()) {
-            match server.rss_kib() {
-                Some(kib) => samples.push((at, kib)),
-                None => died = died.or(Some(server.app)),
-            }
-        }
-        if died.is_some() {
-            stop.store(true, Ordering::Relaxed);
-            break;
-        }
-        if at >= next_report {
-            println!(
-                "    {:>4}s  {} scenarios, RSS orders {} MiB, saas {} MiB",
-                at.as_secs(),
-                sent.load(Ordering::Relaxed),
-                mib(rss[0].last().map_or(0, |s| s.1)),
-                mib(rss[1].last().map_or(0, |s| s.1)),
-            );
-            next_report += Duration::from_secs(10);
-        }
-        thread::sleep(
-            Duration::from_secs(1).min(deadline.saturating_duration_since(Instant::now())),
-        );
-    }
-    let mut tallies = [Tally::default(), Tally::default()];
-    for (i, worker) in workers.into_iter().enumerate() {
-        let tally = worker
-            .join()
-            .map_err(|_| "a load thread panicked".to_owned())?;
-        tallies[i / WORKERS_PER_APP].merge(tally);
-    }
-    let elapsed = started.elapsed();
-    for (server, samples) in servers.iter().zip(rss.iter_mut()) {
-        if let Some(kib) = server.rss_kib() {
-            samples.push((elapsed, kib));
-        }
-    }
-    if let Some(app) = died {
-        let server = servers.iter().find(|s| s.app == app);
-        return Err(format!(
-            "{} exited during the soak; its log:\n{}",
-            app.name(),
-            server.map(Server::log_tail).unwrap_or_default()
-        ));
-    }
-
+    let phases = Phases {
+        warmup,
+        window_start: duration.saturating_sub(window),
+        elapsed,
+    };
     let mut failures = Vec::new();
     let mut table = String::new();
-    for ((server, tally), samples) in servers.iter().zip(&tallies).zip(&rss) {
-        let rows = stored_rows(server)?;
-        let metrics = Connection::new(server.addr)
-            .send("GET /actuator/metrics HTTP/1.1", b"")
-            .map(|r| r.body)
-            .unwrap_or_else(|e| format!("({e})"));
-        report(
-            server.app,
-            tally,
-            &rows,
-            samples,
-            warmup,
-            duration.saturating_sub(window),
-            elapsed,
-            &metrics,
-            &mut table,
-            &mut failures,
-        );
+    for ((server, load), quota) in servers.iter().zip(loads).zip(quotas) {
+        let run = AppRun {
+            app: server.app,
+            quota,
+            load,
+        };
+        // First, while what the load left is fresh.
+        let live = live_records(redis_addr, &launch.key_prefix(Stage::Soak, run.app), &run);
+        let ending = Ending {
+            rows: stored_rows(server)?,
+            metrics: Connection::new(server.addr)
+                .send("GET /actuator/metrics HTTP/1.1", b"")
+                .map(|r| r.body)
+                .unwrap_or_else(|e| format!("({e})")),
+            live,
+        };
+        report(&run, &ending, &phases, &mut table, &mut failures);
     }
     println!("{table}");
     if failures.is_empty() {
@@ -611,12 +782,263 @@ fn soak(
     }
 }
 
-/// `misses` of `section` in the actuator's metrics document.
-fn misses(metrics: &str, section: &str) -> Option<u64> {
+/// Runs the soak's load for [`CALIBRATION`] on servers of its own, which
+/// hold no caller to a quota, and answers each app's quota: what its
+/// busiest normal load thread makes in a [`RECORD_TTL`], times
+/// [`QUOTA_HEADROOM`]. Fails when the flooder could not fill that quota
+/// within a TTL: then nothing would hold it back.
+fn calibrate(launch: &Launch<'_>) -> Result<[u64; 2], String> {
+    let unlimited = 10_000_000;
+    let servers = [
+        launch.start(App::Orders, Stage::Calibration, unlimited)?,
+        launch.start(App::Saas, Stage::Calibration, unlimited)?,
+    ];
+    println!(
+        "==> soak: calibrating for {}s: the same load, no quota",
+        CALIBRATION.as_secs()
+    );
+    let (loads, elapsed) = run_load(&servers, launch.run_id, CALIBRATION)?;
+    let mut quotas = [0; 2];
+    for ((server, load), quota) in servers.iter().zip(&loads).zip(&mut quotas) {
+        let secs = elapsed.as_secs_f64();
+        // Shorter than a TTL, the calibration's peak is the thread's count.
+        let normal_rate = load.normal_peak as f64 / secs;
+        let flood_rate = load.flood.recorded.len() as f64 / secs;
+        *quota = quota_for(normal_rate);
+        let ttl = RECORD_TTL.as_secs_f64();
+        println!(
+            "    {}: busiest normal thread {normal_rate:.1} records/s, flooder {flood_rate:.1}/s; \
+             quota {quota} = {QUOTA_HEADROOM} x {normal_rate:.1}/s x {ttl:.0}s \
+             (unheld, the flooder would hold {:.0})",
+            server.app.name(),
+            flood_rate * ttl
+        );
+        if flood_rate * ttl <= *quota as f64 {
+            return Err(format!(
+                "calibration: the {} flooder made {flood_rate:.1} records/s, too few to fill a \
+                 quota of {quota} within {ttl:.0}s; nothing would hold it back",
+                server.app.name()
+            ));
+        }
+    }
+    Ok(quotas)
+}
+
+/// The quota for a busiest normal load thread making `rate` records a
+/// second: what it holds over a [`RECORD_TTL`], times [`QUOTA_HEADROOM`].
+fn quota_for(rate: f64) -> u64 {
+    ((rate * RECORD_TTL.as_secs_f64() * QUOTA_HEADROOM).ceil() as u64).max(1)
+}
+
+/// One app's share of a load.
+#[derive(Default)]
+struct AppLoad {
+    /// The normal load threads' answers, merged.
+    normal: Tally,
+    /// The most records one normal load thread held live at once (by when
+    /// its answers arrived).
+    normal_peak: usize,
+    /// The flooder's answers.
+    flood: Tally,
+    /// The most records the flooder held live at once.
+    flood_peak: usize,
+    /// RSS samples: time since the load started, KiB.
+    rss: Vec<(Duration, u64)>,
+}
+
+/// Runs the normal load and the flooders on `servers` for `duration`,
+/// sampling each server's RSS; fails when a server died. Answers each
+/// app's load, and how long it ran.
+fn run_load(
+    servers: &[Server; 2],
+    run_id: &str,
+    duration: Duration,
+) -> Result<([AppLoad; 2], Duration), String> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let flooded = Arc::new(AtomicU64::new(0));
+    let workers = spawn_workers(servers, run_id, deadline, &stop, &sent);
+    let flooders = spawn_flooders(servers, run_id, deadline, &stop, &flooded);
+    let (rss, died) = sample_rss(servers, started, deadline, &sent, &flooded);
+    if died.is_some() {
+        stop.store(true, Ordering::Relaxed);
+    }
+    let mut loads = join(workers, flooders)?;
+    let elapsed = started.elapsed();
+    if let Some(app) = died {
+        let server = servers.iter().find(|s| s.app == app);
+        return Err(format!(
+            "{} exited during the soak; its log:\n{}",
+            app.name(),
+            server.map(Server::log_tail).unwrap_or_default()
+        ));
+    }
+    for ((server, load), mut samples) in servers.iter().zip(&mut loads).zip(rss) {
+        samples.extend(server.rss_kib().map(|kib| (elapsed, kib)));
+        load.rss = samples;
+    }
+    Ok((loads, elapsed))
+}
+
+/// The normal load: [`WORKERS_PER_APP`] threads per app, each running one
+/// scenario after another until `deadline`, answering its tally.
+fn spawn_workers(
+    servers: &[Server; 2],
+    run_id: &str,
+    deadline: Instant,
+    stop: &Arc<AtomicBool>,
+    sent: &Arc<AtomicU64>,
+) -> Vec<thread::JoinHandle<Tally>> {
+    let mut workers = Vec::new();
+    for server in servers {
+        for index in 0..WORKERS_PER_APP {
+            let mut worker = Worker::new(run_id, server.app, index, server.addr);
+            let app = server.app;
+            let stop = Arc::clone(stop);
+            let sent = Arc::clone(sent);
+            workers.push(thread::spawn(move || {
+                let mut n = 0u64;
+                while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+                    match app {
+                        App::Orders => orders_scenario(&mut worker, n),
+                        App::Saas => saas_scenario(&mut worker, n),
+                    }
+                    n += 1;
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+                worker.tally
+            }));
+        }
+    }
+    workers
+}
+
+/// One [`flood`] thread per app.
+fn spawn_flooders(
+    servers: &[Server; 2],
+    run_id: &str,
+    deadline: Instant,
+    stop: &Arc<AtomicBool>,
+    flooded: &Arc<AtomicU64>,
+) -> Vec<thread::JoinHandle<Tally>> {
+    servers
+        .iter()
+        .map(|server| {
+            let (app, addr, run_id) = (server.app, server.addr, run_id.to_owned());
+            let stop = Arc::clone(stop);
+            let flooded = Arc::clone(flooded);
+            thread::spawn(move || flood(app, addr, &run_id, deadline, &stop, &flooded))
+        })
+        .collect()
+}
+
+/// Each server's RSS once a second until `deadline`, with a progress line
+/// every ten; stops early, naming the app, when a server died.
+fn sample_rss(
+    servers: &[Server; 2],
+    started: Instant,
+    deadline: Instant,
+    sent: &AtomicU64,
+    flooded: &AtomicU64,
+) -> ([Vec<(Duration, u64)>; 2], Option<App>) {
+    let mut rss: [Vec<(Duration, u64)>; 2] = [Vec::new(), Vec::new()];
+    let mut next_report = Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let at = started.elapsed();
+        for (server, samples) in servers.iter().zip(rss.iter_mut()) {
+            match server.rss_kib() {
+                Some(kib) => samples.push((at, kib)),
+                None => return (rss, Some(server.app)),
+            }
+        }
+        if at >= next_report {
+            println!(
+                "    {:>4}s  {} scenarios, {} flood requests, RSS orders {} MiB, saas {} MiB",
+                at.as_secs(),
+                sent.load(Ordering::Relaxed),
+                flooded.load(Ordering::Relaxed),
+                mib(rss[0].last().map_or(0, |s| s.1)),
+                mib(rss[1].last().map_or(0, |s| s.1)),
+            );
+            next_report += Duration::from_secs(10);
+        }
+        thread::sleep(
+            Duration::from_secs(1).min(deadline.saturating_duration_since(Instant::now())),
+        );
+    }
+    (rss, None)
+}
+
+/// Each app's tallies, with the most records one of its normal threads
+/// held at once (each thread is a caller of its own: its peak, not the
+/// sum) and the flooder's.
+fn join(
+    workers: Vec<thread::JoinHandle<Tally>>,
+    flooders: Vec<thread::JoinHandle<Tally>>,
+) -> Result<[AppLoad; 2], String> {
+    let mut loads: [AppLoad; 2] = Default::default();
+    for (i, worker) in workers.into_iter().enumerate() {
+        let tally = worker
+            .join()
+            .map_err(|_| "a load thread panicked".to_owned())?;
+        let load = &mut loads[i / WORKERS_PER_APP];
+        load.normal_peak = load
+            .normal_peak
+            .max(most_in_window(&tally.recorded, RECORD_TTL));
+        load.normal.merge(tally);
+    }
+    for (load, flooder) in loads.iter_mut().zip(flooders) {
+        load.flood = flooder
+            .join()
+            .map_err(|_| "a flooder thread panicked".to_owned())?;
+        load.flood_peak = most_in_window(&load.flood.recorded, RECORD_TTL);
+    }
+    Ok(loads)
+}
+
+/// Records the live-record count may exceed its bound by: Redis expires
+/// records by its own clock, this process tells their age by its own, so a
+/// record answered right at a TTL's edge may be counted on one side and
+/// live on the other. The normal load makes a few dozen a second.
+const CLOCK_SLACK: u64 = 8;
+
+/// Counts the records (orders) or tokens (saas) `run`'s app holds in Redis
+/// under `key_prefix` now, against what its load explains: the flooder's
+/// never exceed its quota (a record's count in the quota is settled after
+/// the record is written, so it ends later), and the normal load's are
+/// those it was answered within the last [`RECORD_TTL`].
+fn live_records(redis: SocketAddr, key_prefix: &str, run: &AppRun) -> Result<LiveRecords, String> {
+    let kind = match run.app {
+        App::Orders => "idem",
+        App::Saas => "tok",
+    };
+    let counted_at = Instant::now();
+    let count = redis::count_matching(redis, &format!("{key_prefix}:{kind}:v1:*"))?;
+    // A record answered more than RECORD_TTL before the count was written
+    // before its answer arrived, so it has expired.
+    let recent = run
+        .load
+        .normal
+        .recorded
+        .iter()
+        .filter(|at| counted_at.duration_since(**at) < RECORD_TTL)
+        .count() as u64;
+    Ok(LiveRecords {
+        count,
+        recent,
+        bound: recent + run.quota + CLOCK_SLACK,
+    })
+}
+
+/// Counter `name` of `section` in the actuator's metrics document.
+fn counter(metrics: &str, section: &str, name: &str) -> Option<u64> {
     let start = metrics.find(&format!("\"{section}\":{{"))?;
     let section = &metrics[start..];
     let section = &section[..section.find('}')?];
-    let at = section.find("\"misses\":")? + "\"misses\":".len();
+    let field = format!("\"{name}\":");
+    let at = section.find(&field)? + field.len();
     let digits: String = section[at..]
         .chars()
         .take_while(char::is_ascii_digit)
@@ -659,24 +1081,37 @@ fn stored_rows(server: &Server) -> Result<BTreeMap<String, u32>, String> {
 
 /// Appends one app's figures to `table` and its failed assertions to
 /// `failures`.
-#[allow(clippy::too_many_arguments)]
 fn report(
-    app: App,
-    tally: &Tally,
-    rows: &BTreeMap<String, u32>,
-    rss: &[(Duration, u64)],
-    warmup: Duration,
-    window_start: Duration,
-    elapsed: Duration,
-    metrics: &str,
+    run: &AppRun,
+    ending: &Ending,
+    phases: &Phases,
     table: &mut String,
     failures: &mut Vec<String>,
 ) {
-    let name = app.name();
+    let name = run.app.name();
+    list_requests(name, &run.load.normal, phases.elapsed, table);
+    check_runs(run, ending, table, failures);
+    check_answers(name, &run.load.normal, table, failures);
+    check_latency(run.app, &run.load.normal, table, failures);
+    check_flood(run, &ending.metrics, phases.elapsed, table, failures);
+    check_live_records(name, &ending.live, table, failures);
+    check_rss(name, &run.load.rss, phases, table, failures);
+    for (who, tally) in [("", &run.load.normal), ("the flooder's ", &run.load.flood)] {
+        if !tally.problems.is_empty() {
+            let _ = writeln!(table, "  {who}first problems:");
+            for problem in &tally.problems {
+                let _ = writeln!(table, "    {problem}");
+            }
+        }
+    }
+}
+
+/// The normal load's requests by kind and by status.
+fn list_requests(name: &str, tally: &Tally, elapsed: Duration, table: &mut String) {
     let total: u64 = tally.kinds.values().sum();
     let _ = writeln!(
         table,
-        "\n== {name}: {total} requests in {:.0}s ({:.0}/s)",
+        "\n== {name}: {total} requests from the normal load in {:.0}s ({:.0}/s)",
         elapsed.as_secs_f64(),
         total as f64 / elapsed.as_secs_f64().max(1.0)
     );
@@ -688,58 +1123,265 @@ fn report(
     for (status, n) in &tally.statuses {
         let _ = writeln!(table, "    {status:<28} {n:>8}");
     }
+}
 
-    // Double runs: per key, stored rows and first-time answers.
-    let mut keys: Vec<&String> = tally.first_answers.keys().chain(rows.keys()).collect();
-    keys.sort();
+/// Double runs: per key, the rows stored against the first-time answers
+/// (the normal load's and the flooder's), and the handler runs the layer
+/// counted against those the answers say.
+fn check_runs(run: &AppRun, ending: &Ending, table: &mut String, failures: &mut Vec<String>) {
+    let name = run.app.name();
+    let mut answers: BTreeMap<&str, u32> = BTreeMap::new();
+    for tally in [&run.load.normal, &run.load.flood] {
+        for (key, n) in &tally.first_answers {
+            *answers.entry(key).or_default() += n;
+        }
+    }
+    let mut keys: Vec<&str> = answers
+        .keys()
+        .copied()
+        .chain(ending.rows.keys().map(String::as_str))
+        .collect();
+    keys.sort_unstable();
     keys.dedup();
     let mut doubles = Vec::new();
     for key in &keys {
-        let answers = tally.first_answers.get(*key).copied().unwrap_or(0);
-        let stored = rows.get(*key).copied().unwrap_or(0);
-        if answers > 1 || stored > 1 || answers != stored {
+        let answered = answers.get(key).copied().unwrap_or(0);
+        let stored = ending.rows.get(*key).copied().unwrap_or(0);
+        if answered > 1 || stored > 1 || answered != stored {
             doubles.push(format!(
-                "{key}: {stored} stored, {answers} first-time answers"
+                "{key}: {stored} stored, {answered} first-time answers"
             ));
         }
     }
-    let runs: u32 = rows.values().sum();
     let _ = writeln!(
         table,
-        "  handler runs (rows stored): {runs}, distinct keys: {}, first-time answers: {}",
+        "  handler runs (rows stored): {}, distinct keys: {}, first-time answers: {}",
+        ending.rows.values().sum::<u32>(),
         keys.len(),
-        tally.first_answers.values().sum::<u32>()
+        answers.values().sum::<u32>()
     );
-    let _ = writeln!(table, "  metrics: {}", metrics.trim());
-    let section = match app {
-        App::Orders => "idempotency",
-        App::Saas => "submit_token",
-    };
-    let misses = misses(metrics, section);
+    let _ = writeln!(table, "  metrics: {}", ending.metrics.trim());
+    let section = run.app.section();
+    let misses = counter(&ending.metrics, section, "misses");
+    let guarded = run.load.normal.guarded_runs + run.load.flood.guarded_runs;
     let _ = writeln!(
         table,
-        "  runs behind the layer: {} by the {section} misses counter, {} by the answers",
+        "  runs behind the layer: {} by the {section} misses counter, {guarded} by the answers",
         misses.map_or("-".to_owned(), |n| n.to_string()),
-        tally.guarded_runs
     );
-    if misses != Some(tally.guarded_runs) {
+    if misses != Some(guarded) {
         failures.push(format!(
-            "{name}: the {section} layer counted {} handler runs, the answers say {}",
+            "{name}: the {section} layer counted {} handler runs, the answers say {guarded}",
             misses.map_or("(unreadable)".to_owned(), |n| n.to_string()),
-            tally.guarded_runs
         ));
     }
+    if !doubles.is_empty() {
+        let _ = writeln!(table, "  keys run more than once, or not as answered:");
+        for line in doubles.iter().take(QUOTED_PROBLEMS) {
+            let _ = writeln!(table, "    {line}");
+        }
+        failures.push(format!(
+            "{name}: {} keys whose handler ran more than once or not as answered",
+            doubles.len()
+        ));
+    }
+    if run.load.normal.first_answers.is_empty() {
+        failures.push(format!(
+            "{name}: no request ran the handler; the load never got through"
+        ));
+    }
+}
+
+/// The normal load's answers: no 5xx, no 429, nothing unexpected. A
+/// documented 503 fails too: the flooder must fill its own quota, not the
+/// store the others share.
+fn check_answers(name: &str, tally: &Tally, table: &mut String, failures: &mut Vec<String>) {
+    let too_many = tally.count(429);
     let _ = writeln!(
         table,
-        "  5xx: {} documented 503, {} other; unexpected answers: {}",
+        "  5xx: {} documented 503, {} other; 429: {too_many}; unexpected answers: {}",
         tally.documented_503, tally.other_5xx, tally.unexpected
     );
+    if tally.other_5xx > 0 {
+        failures.push(format!(
+            "{name}: {} 5xx answers besides the documented 503s",
+            tally.other_5xx
+        ));
+    }
+    if tally.documented_503 > 0 {
+        failures.push(format!(
+            "{name}: {} documented 503s reached the normal load",
+            tally.documented_503
+        ));
+    }
+    if too_many > 0 {
+        failures.push(format!("{name}: the normal load got {too_many} 429s"));
+    }
+    if tally.unexpected > 0 {
+        failures.push(format!("{name}: {} unexpected answers", tally.unexpected));
+    }
+}
 
-    // RSS: the sample at the end of the warm-up against the last window.
-    let baseline = rss.iter().find(|(at, _)| *at >= warmup).map(|s| s.1);
+/// The normal load's latency per request against [`p99_bound`].
+fn check_latency(app: App, tally: &Tally, table: &mut String, failures: &mut Vec<String>) {
+    let ms = |d: Option<Duration>| d.map_or("-".to_owned(), |d| format!("{:.1}", millis(d)));
+    let bound = p99_bound(app);
+    let p99 = percentile(&tally.latencies, 99.0);
+    let _ = writeln!(
+        table,
+        "  normal load latency per request (ms): p50 {}, p99 {}, max {} (bound: p99 {})",
+        ms(percentile(&tally.latencies, 50.0)),
+        ms(p99),
+        ms(tally.latencies.iter().max().copied()),
+        ms(Some(bound))
+    );
+    if let Some(p99) = p99.filter(|p99| *p99 > bound) {
+        failures.push(format!(
+            "{}: the normal load's p99 latency is {:.0} ms, above {} ms",
+            app.name(),
+            millis(p99),
+            bound.as_millis()
+        ));
+    }
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The first runs a caller's quota lets through in `elapsed`: the whole
+/// quota in each [`RECORD_TTL`], as records expire, and once more for a
+/// run that does not end on a TTL's end.
+fn quota_allows(quota: u64, elapsed: Duration) -> u64 {
+    let ttls = elapsed.as_secs_f64() / RECORD_TTL.as_secs_f64();
+    (quota as f64 * (ttls + 1.0)) as u64
+}
+
+/// The flooder against its quota: refused, and as many refusals as the
+/// layer counted; no more first runs than the quota lets through; nothing
+/// but first runs and refusals. With the normal load's use of its own
+/// quota beside it, for the headroom.
+fn check_flood(
+    run: &AppRun,
+    metrics: &str,
+    elapsed: Duration,
+    table: &mut String,
+    failures: &mut Vec<String>,
+) {
+    let name = run.app.name();
+    let flood = &run.load.flood;
+    let secs = elapsed.as_secs_f64().max(1.0);
+    let requests = flood.kinds.get("flood").copied().unwrap_or(0);
+    let fresh = flood.recorded.len() as u64;
+    let refused = flood.count(429);
+    let allowed = quota_allows(run.quota, elapsed);
+    // Peaks are by when answers arrived, a little after their counts in
+    // the quota started: a caller at its quota shows a few over it.
+    let ttl = RECORD_TTL.as_secs();
+    let _ = writeln!(
+        table,
+        "  flooder ({}): {requests} requests ({:.0}/s), {fresh} first runs ({:.1}/s, at most \
+         {allowed} allowed), {refused} refused with 429; most answered within {ttl}s: {} \
+         (quota {})",
+        client_address(run.app, Caller::Flooder),
+        requests as f64 / secs,
+        fresh as f64 / secs,
+        run.load.flood_peak,
+        run.quota
+    );
+    let _ = writeln!(
+        table,
+        "  normal load threads: {:.1} records/s each; most answered to one thread within \
+         {ttl}s: {} (quota {})",
+        run.load.normal.recorded.len() as f64 / secs / WORKERS_PER_APP as f64,
+        run.load.normal_peak,
+        run.quota
+    );
+    let section = run.app.section();
+    let counted = counter(metrics, section, "quota_refusals");
+    let _ = writeln!(
+        table,
+        "  quota refusals: {} by the {section} counter, {refused} by the flooder's answers",
+        counted.map_or("-".to_owned(), |n| n.to_string())
+    );
+    if refused == 0 {
+        failures.push(format!(
+            "{name}: the flooder was never refused; its quota did not hold it"
+        ));
+    }
+    if counted != Some(refused) {
+        failures.push(format!(
+            "{name}: the {section} layer counted {} quota refusals, the flooder got {refused}",
+            counted.map_or("(unreadable)".to_owned(), |n| n.to_string())
+        ));
+    }
+    if fresh > allowed {
+        failures.push(format!(
+            "{name}: the flooder got {fresh} first runs, more than the {allowed} its quota allows"
+        ));
+    }
+    let other = flood.unexpected + flood.other_5xx + flood.documented_503;
+    if other > 0 {
+        failures.push(format!(
+            "{name}: the flooder got {other} answers that are neither a first run nor a quota refusal"
+        ));
+    }
+}
+
+/// The records or tokens left in Redis against what the load explains: a
+/// flooder that got past its quota leaves more.
+fn check_live_records(
+    name: &str,
+    live: &Result<LiveRecords, String>,
+    table: &mut String,
+    failures: &mut Vec<String>,
+) {
+    let live = match live {
+        Ok(live) => live,
+        Err(why) => {
+            failures.push(format!(
+                "{name}: could not count the records in Redis: {why}"
+            ));
+            return;
+        }
+    };
+    let _ = writeln!(
+        table,
+        "  Redis: {} live records at the end (bound {}: the normal load's last {}s, {}, \
+         plus the flooder's quota and {CLOCK_SLACK})",
+        live.count,
+        live.bound,
+        RECORD_TTL.as_secs(),
+        live.recent
+    );
+    if live.count > live.bound {
+        failures.push(format!(
+            "{name}: Redis holds {} live records, more than the {} the load explains",
+            live.count, live.bound
+        ));
+    }
+    // Nothing found although the load just left records: the pattern
+    // names no record, and the check above proves nothing.
+    if live.count == 0 && live.recent > 0 {
+        failures.push(format!(
+            "{name}: no records found in Redis, though the normal load left {}",
+            live.recent
+        ));
+    }
+}
+
+/// RSS: the sample at the end of the warm-up against the last window.
+fn check_rss(
+    name: &str,
+    rss: &[(Duration, u64)],
+    phases: &Phases,
+    table: &mut String,
+    failures: &mut Vec<String>,
+) {
+    let baseline = rss.iter().find(|(at, _)| *at >= phases.warmup).map(|s| s.1);
     let window_max = rss
         .iter()
-        .filter(|(at, _)| *at >= window_start)
+        .filter(|(at, _)| *at >= phases.window_start)
         .map(|s| s.1)
         .max();
     let start = rss.first().map_or(0, |s| s.1);
@@ -756,37 +1398,6 @@ fn report(
         window_max.map_or("-".to_owned(), mib),
         mib(RSS_SLACK_KIB)
     );
-    if !tally.problems.is_empty() {
-        let _ = writeln!(table, "  first problems:");
-        for problem in &tally.problems {
-            let _ = writeln!(table, "    {problem}");
-        }
-    }
-
-    if !doubles.is_empty() {
-        let _ = writeln!(table, "  keys run more than once, or not as answered:");
-        for line in doubles.iter().take(QUOTED_PROBLEMS) {
-            let _ = writeln!(table, "    {line}");
-        }
-        failures.push(format!(
-            "{name}: {} keys whose handler ran more than once or not as answered",
-            doubles.len()
-        ));
-    }
-    if tally.other_5xx > 0 {
-        failures.push(format!(
-            "{name}: {} 5xx answers besides the documented 503s",
-            tally.other_5xx
-        ));
-    }
-    if tally.unexpected > 0 {
-        failures.push(format!("{name}: {} unexpected answers", tally.unexpected));
-    }
-    if tally.first_answers.is_empty() {
-        failures.push(format!(
-            "{name}: no request ran the handler; the load never got through"
-        ));
-    }
     match (baseline, window_max) {
         (Some(baseline), Some(window_max)) if window_max > baseline + RSS_SLACK_KIB => {
             failures.push(format!(
@@ -1158,6 +1769,84 @@ fn saas_scenario(w: &mut Worker, n: u64) {
     }
 }
 
+// ---- the flooder --------------------------------------------------------
+
+/// One client of `app` creating new keys (orders) or submitting new tokens
+/// (saas) as fast as it can until `deadline`, from an address of its own,
+/// with a request in flight on each of [`FLOOD_CONNECTIONS`] connections.
+/// Its quota should hold it: every answer is a first run or a quota
+/// refusal (429); anything else is unexpected.
+fn flood(
+    app: App,
+    addr: SocketAddr,
+    run_id: &str,
+    deadline: Instant,
+    stop: &AtomicBool,
+    sent: &AtomicU64,
+) -> Tally {
+    let client = client_address(app, Caller::Flooder);
+    let mut connections: Vec<Connection> = (0..FLOOD_CONNECTIONS)
+        .map(|_| Connection::new(addr).with_header("x-forwarded-for", &client))
+        .collect();
+    let mut tally = Tally::default();
+    let mut n = 0u64;
+    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+        // Every connection's request written before any answer is read.
+        let mut written = Vec::with_capacity(FLOOD_CONNECTIONS);
+        for connection in &mut connections {
+            let (head, body, item) = flood_request(app, run_id, n);
+            n += 1;
+            written.push((item, connection.write(&head, &body)));
+        }
+        for (connection, (item, write)) in connections.iter_mut().zip(written) {
+            let answer = write.and_then(|()| connection.read());
+            judge_flood(&mut tally, app, &item, answer);
+        }
+        sent.fetch_add(FLOOD_CONNECTIONS as u64, Ordering::Relaxed);
+    }
+    tally
+}
+
+/// The flooder's `n`th request: its head, its body, and the item its row
+/// is stored under (orders). Orders get a new key on a valid order; saas
+/// gets a made-up token on the log-out form, which needs no session (none
+/// is sent), stores no row and answers 303 at once: the token's record is
+/// all it leaves behind.
+fn flood_request(app: App, run_id: &str, n: u64) -> (String, Vec<u8>, String) {
+    match app {
+        App::Orders => {
+            let item = format!("{run_id}-flood-{n}");
+            let body = order(&item, 1, None);
+            (keyed(&format!("soak-{item}")), body, item)
+        }
+        App::Saas => (
+            LOGOUT_POST.to_owned(),
+            format!("_submit_token=flood-{run_id}-{n}").into_bytes(),
+            String::new(),
+        ),
+    }
+}
+
+const LOGOUT_POST: &str =
+    "POST /logout HTTP/1.1\r\ncontent-type: application/x-www-form-urlencoded";
+
+/// Counts one of the flooder's answers: a first run (201 for orders, 303
+/// for saas), or the quota's 429.
+fn judge_flood(tally: &mut Tally, app: App, item: &str, answer: Result<Response, String>) {
+    let (fresh, refused): (fn(&Response) -> bool, _) = match app {
+        App::Orders => (fresh_201, problem(429, "idempotency_quota_exceeded")),
+        App::Saas => (fresh_303, problem(429, "submit_token_quota_exceeded")),
+    };
+    let Some(response) = tally.judge("flood", answer, |r| fresh(r) || refused(r)) else {
+        return;
+    };
+    match app {
+        _ if response.status == 429 => {}
+        App::Orders => tally.first_answer(item, true),
+        App::Saas => tally.recorded_run(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1174,10 +1863,51 @@ mod tests {
             .collect()
     }
 
+    /// The counters of an orders app with `misses`, beside a flooder
+    /// refused five times.
     fn metrics(misses: u64) -> String {
+        metrics_refusing(misses, 5)
+    }
+
+    fn metrics_refusing(misses: u64, refusals: u64) -> String {
         format!(
-            r#"{{"idempotency":{{"conflicts":0,"hits":3,"misses":{misses}}},"submit_token":{{"conflicts":0,"hits":0,"misses":0}}}}"#
+            r#"{{"idempotency":{{"conflicts":0,"hits":3,"misses":{misses},"quota_refusals":{refusals}}},"submit_token":{{"conflicts":0,"hits":0,"misses":0,"quota_refusals":0}}}}"#
         )
+    }
+
+    /// The quota of the runs below: over 6 s, it lets 12 first runs by.
+    const QUOTA: u64 = 10;
+
+    /// A flooder whose five requests were all refused.
+    fn refused_flooder() -> Tally {
+        let mut tally = Tally::default();
+        tally.kinds.insert("flood", 5);
+        tally.statuses.insert(429, 5);
+        tally
+    }
+
+    fn run(normal: Tally, flood: Tally, rss: Vec<(Duration, u64)>) -> AppRun {
+        AppRun {
+            app: App::Orders,
+            quota: QUOTA,
+            load: AppLoad {
+                normal,
+                normal_peak: 2,
+                flood,
+                flood_peak: 0,
+                rss,
+            },
+        }
+    }
+
+    /// `count` records in Redis at the end, where the normal load left two
+    /// within the TTL.
+    fn live(count: u64) -> Result<LiveRecords, String> {
+        Ok(LiveRecords {
+            count,
+            recent: 2,
+            bound: 2 + QUOTA + CLOCK_SLACK,
+        })
     }
 
     /// Two keys, each stored once and answered once, both guarded.
@@ -1192,27 +1922,40 @@ mod tests {
         pairs.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect()
     }
 
+    /// What [`report`] finds wrong with `run` over 6 s, the warm-up ending
+    /// at 2 s and the RSS window starting at 4 s.
+    fn report_failures(
+        run: &AppRun,
+        rows: &BTreeMap<String, u32>,
+        metrics: &str,
+        live: Result<LiveRecords, String>,
+    ) -> Vec<String> {
+        let ending = Ending {
+            rows: rows.clone(),
+            metrics: metrics.to_owned(),
+            live,
+        };
+        let phases = Phases {
+            warmup: 2 * SECOND,
+            window_start: 4 * SECOND,
+            elapsed: 6 * SECOND,
+        };
+        let mut table = String::new();
+        let mut failures = Vec::new();
+        report(run, &ending, &phases, &mut table, &mut failures);
+        failures
+    }
+
+    /// What [`report`] finds wrong with the normal load's `tally`, beside
+    /// a flooder held by its quota.
     fn failures(
-        tally: &Tally,
+        tally: Tally,
         rows: &BTreeMap<String, u32>,
         rss: &[(Duration, u64)],
         metrics: &str,
     ) -> Vec<String> {
-        let mut table = String::new();
-        let mut failures = Vec::new();
-        report(
-            App::Orders,
-            tally,
-            rows,
-            rss,
-            2 * SECOND,
-            4 * SECOND,
-            6 * SECOND,
-            metrics,
-            &mut table,
-            &mut failures,
-        );
-        failures
+        let run = run(tally, refused_flooder(), rss.to_vec());
+        report_failures(&run, rows, metrics, live(2))
     }
 
     const FLAT: &[u64] = &[10_000, 18_000, 19_000, 19_100, 19_200, 19_000, 19_300];
@@ -1220,7 +1963,7 @@ mod tests {
     #[test]
     fn clean_figures_pass() {
         let failures = failures(
-            &clean_tally(),
+            clean_tally(),
             &rows(&[("a", 1), ("b", 1)]),
             &rss(FLAT),
             &metrics(2),
@@ -1231,7 +1974,7 @@ mod tests {
     #[test]
     fn a_key_stored_twice_fails() {
         let failures = failures(
-            &clean_tally(),
+            clean_tally(),
             &rows(&[("a", 2), ("b", 1)]),
             &rss(FLAT),
             &metrics(2),
@@ -1244,12 +1987,7 @@ mod tests {
     fn a_key_answered_twice_as_first_fails() {
         let mut tally = clean_tally();
         tally.first_answer("a", true);
-        let failures = failures(
-            &tally,
-            &rows(&[("a", 1), ("b", 1)]),
-            &rss(FLAT),
-            &metrics(3),
-        );
+        let failures = failures(tally, &rows(&[("a", 1), ("b", 1)]), &rss(FLAT), &metrics(3));
         assert_eq!(failures.len(), 1, "{failures:?}");
         assert!(failures[0].contains("ran more than once"));
     }
@@ -1257,7 +1995,7 @@ mod tests {
     #[test]
     fn a_row_nobody_was_answered_for_fails() {
         let failures = failures(
-            &clean_tally(),
+            clean_tally(),
             &rows(&[("a", 1), ("b", 1), ("c", 1)]),
             &rss(FLAT),
             &metrics(2),
@@ -1269,7 +2007,7 @@ mod tests {
     #[test]
     fn more_misses_than_answers_fails() {
         let failures = failures(
-            &clean_tally(),
+            clean_tally(),
             &rows(&[("a", 1), ("b", 1)]),
             &rss(FLAT),
             &metrics(3),
@@ -1284,7 +2022,7 @@ mod tests {
         // the window does.
         let growing = [10_000, 18_000, 19_000, 25_000, 30_000, 34_000, 36_000];
         let failures = failures(
-            &clean_tally(),
+            clean_tally(),
             &rows(&[("a", 1), ("b", 1)]),
             &rss(&growing),
             &metrics(2),
@@ -1301,11 +2039,12 @@ mod tests {
             status,
             headers: Vec::new(),
             body: body.to_owned(),
+            elapsed: Duration::ZERO,
         })
     }
 
     #[test]
-    fn documented_503s_stop_the_scenario_other_5xx_fail() {
+    fn every_5xx_stops_the_scenario_and_fails() {
         let mut tally = Tally::default();
         let documented = answer(
             503,
@@ -1325,13 +2064,165 @@ mod tests {
         assert!(tally.judge("first call", internal, |_| true).is_none());
         assert_eq!((tally.documented_503, tally.other_5xx), (2, 2));
 
-        let failures = failures(&tally, &BTreeMap::new(), &rss(FLAT), &metrics(0));
+        let failures = failures(tally, &BTreeMap::new(), &rss(FLAT), &metrics(0));
         assert!(
             failures
                 .iter()
                 .any(|f| f.contains("2 5xx answers besides the documented 503s")),
             "{failures:?}"
         );
+        // With the flooder held by its quota, the store never has to
+        // refuse the others: a documented 503 fails the soak too.
+        assert!(
+            failures
+                .iter()
+                .any(|f| f.contains("2 documented 503s reached the normal load")),
+            "{failures:?}"
+        );
+    }
+
+    #[test]
+    fn a_429_for_the_normal_load_fails() {
+        let mut tally = clean_tally();
+        let refused = answer(429, r#"{"code":"idempotency_quota_exceeded"}"#);
+        assert!(tally.judge("first call", refused, fresh_201).is_none());
+        let failures = failures(tally, &rows(&[("a", 1), ("b", 1)]), &rss(FLAT), &metrics(2));
+        assert!(
+            failures
+                .iter()
+                .any(|f| f.contains("the normal load got 1 429s")),
+            "{failures:?}"
+        );
+    }
+
+    #[test]
+    fn a_p99_above_the_bound_fails() {
+        let mut tally = clean_tally();
+        // 98 quick answers and two slow ones: the 99th of 100 is slow.
+        tally.latencies = [vec![Duration::from_millis(5); 98], vec![2 * SECOND; 2]].concat();
+        let failures = failures(tally, &rows(&[("a", 1), ("b", 1)]), &rss(FLAT), &metrics(2));
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(failures[0].contains("p99 latency is 2000 ms, above 500 ms"));
+    }
+
+    #[test]
+    fn a_flooder_never_refused_fails() {
+        let mut flood = Tally::default();
+        flood.kinds.insert("flood", 3);
+        flood.statuses.insert(201, 3);
+        let run = run(clean_tally(), flood, rss(FLAT));
+        let failures = report_failures(
+            &run,
+            &rows(&[("a", 1), ("b", 1)]),
+            &metrics_refusing(2, 0),
+            live(2),
+        );
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(failures[0].contains("the flooder was never refused"));
+    }
+
+    #[test]
+    fn a_flooder_past_its_quota_fails() {
+        // 13 first runs in 6 s, where a quota of 10 over a 30 s TTL lets 12.
+        let mut flood = refused_flooder();
+        for n in 0..13 {
+            flood.first_answer(&format!("f{n}"), true);
+        }
+        flood.statuses.insert(201, 13);
+        let stored: Vec<(String, u32)> = (0..13).map(|n| (format!("f{n}"), 1)).collect();
+        let mut rows = rows(&[("a", 1), ("b", 1)]);
+        rows.extend(stored);
+        let run = run(clean_tally(), flood, rss(FLAT));
+        let failures = report_failures(&run, &rows, &metrics(15), live(2));
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(
+            failures[0].contains("13 first runs, more than the 12 its quota allows"),
+            "{failures:?}"
+        );
+    }
+
+    #[test]
+    fn refusals_the_layer_did_not_count_fail() {
+        let run = run(clean_tally(), refused_flooder(), rss(FLAT));
+        let failures = report_failures(
+            &run,
+            &rows(&[("a", 1), ("b", 1)]),
+            &metrics_refusing(2, 4),
+            live(2),
+        );
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(failures[0].contains("counted 4 quota refusals, the flooder got 5"));
+    }
+
+    #[test]
+    fn more_live_records_than_the_load_explains_fail() {
+        let run = run(clean_tally(), refused_flooder(), rss(FLAT));
+        let rows = rows(&[("a", 1), ("b", 1)]);
+        let bound = 2 + QUOTA + CLOCK_SLACK;
+        assert!(report_failures(&run, &rows, &metrics(2), live(bound)).is_empty());
+        let failures = report_failures(&run, &rows, &metrics(2), live(bound + 1));
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(failures[0].contains("more than the"), "{failures:?}");
+        // Nothing found at all: the pattern is wrong, not the store right.
+        let failures = report_failures(&run, &rows, &metrics(2), live(0));
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(failures[0].contains("no records found"), "{failures:?}");
+    }
+
+    #[test]
+    fn the_percentile_is_the_nearest_rank() {
+        let ms = Duration::from_millis;
+        let samples: Vec<Duration> = (1..=100).rev().map(ms).collect();
+        assert_eq!(percentile(&samples, 99.0), Some(ms(99)));
+        assert_eq!(percentile(&samples, 50.0), Some(ms(50)));
+        assert_eq!(percentile(&samples, 100.0), Some(ms(100)));
+        assert_eq!(percentile(&[ms(7)], 99.0), Some(ms(7)));
+        assert_eq!(percentile(&[], 99.0), None);
+    }
+
+    #[test]
+    fn most_in_window_is_what_one_window_holds() {
+        let start = Instant::now();
+        let at = |secs: &[u64]| -> Vec<Instant> {
+            secs.iter().map(|s| start + SECOND * *s as u32).collect()
+        };
+        let window = 30 * SECOND;
+        // 0, 1 and 2 end before 31; 2 and 31 are 29 s apart, 2 and 33 31.
+        assert_eq!(most_in_window(&at(&[0, 1, 2, 31, 32, 33, 34]), window), 4);
+        assert_eq!(most_in_window(&at(&[0, 10, 20, 29]), window), 4);
+        assert_eq!(most_in_window(&at(&[0, 30, 60]), window), 1);
+        assert_eq!(most_in_window(&[], window), 0);
+    }
+
+    #[test]
+    fn each_caller_has_an_address_of_its_own() {
+        let mut addresses = Vec::new();
+        for app in [App::Orders, App::Saas] {
+            for index in 0..WORKERS_PER_APP {
+                addresses.push(client_address(app, Caller::Worker(index)));
+            }
+            addresses.push(client_address(app, Caller::Flooder));
+        }
+        for address in &addresses {
+            let ip: std::net::Ipv4Addr = address.parse().expect("an IPv4 address");
+            assert_eq!(ip.octets()[0], 10, "{address}");
+        }
+        let count = addresses.len();
+        addresses.sort();
+        addresses.dedup();
+        assert_eq!(addresses.len(), count);
+        assert_eq!(client_address(App::Orders, Caller::Worker(0)), "10.0.1.1");
+        assert_eq!(client_address(App::Saas, Caller::Flooder), "10.0.2.250");
+    }
+
+    #[test]
+    fn the_quota_follows_the_measured_rate() {
+        // Ten records a second over a 30 s TTL, three times over.
+        assert_eq!(quota_for(10.0), 900);
+        assert_eq!(quota_for(0.0), 1);
+        // A quota a TTL as records expire, and one more for the part-TTL.
+        assert_eq!(quota_allows(100, 60 * SECOND), 300);
+        assert_eq!(quota_allows(100, 45 * SECOND), 250);
     }
 
     #[test]
@@ -1367,11 +2258,16 @@ mod tests {
     }
 
     #[test]
-    fn misses_are_read_per_section() {
-        let doc = r#"{"idempotency":{"conflicts":1,"hits":2,"misses":30},"submit_token":{"conflicts":0,"hits":5,"misses":7}}"#;
-        assert_eq!(misses(doc, "idempotency"), Some(30));
-        assert_eq!(misses(doc, "submit_token"), Some(7));
-        assert_eq!(misses("(connection refused)", "idempotency"), None);
+    fn counters_are_read_per_section() {
+        let doc = r#"{"idempotency":{"conflicts":1,"hits":2,"misses":30,"quota_refusals":4},"submit_token":{"conflicts":0,"hits":5,"misses":7,"quota_refusals":9}}"#;
+        assert_eq!(counter(doc, "idempotency", "misses"), Some(30));
+        assert_eq!(counter(doc, "submit_token", "misses"), Some(7));
+        assert_eq!(counter(doc, "submit_token", "quota_refusals"), Some(9));
+        assert_eq!(counter(doc, "idempotency", "store_full"), None);
+        assert_eq!(
+            counter("(connection refused)", "idempotency", "misses"),
+            None
+        );
     }
 
     #[test]

@@ -1,14 +1,16 @@
-//! Removes the soak's own keys from the shared Redis once it is done, so that
-//! a run does not leave its records there until their TTL: `SCAN` with the
-//! run's prefix, `UNLINK` what it finds. Just enough RESP for those two.
+//! The soak's own keys in the shared Redis: counted at the end of the load
+//! (how many records the run left live), then removed so that a run does
+//! not leave its records there until their TTL: `SCAN` with a pattern,
+//! `UNLINK` what it finds. Just enough RESP for those two.
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-/// How long the clean-up may take before it gives up (the keys then expire
-/// by their TTL).
-const CLEANUP_DEADLINE: Duration = Duration::from_secs(60);
+/// How long a scan may take before it gives up (the keys then expire by
+/// their TTL).
+const SCAN_DEADLINE: Duration = Duration::from_secs(60);
 const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One RESP reply, as far as `SCAN` and `UNLINK` need.
@@ -22,18 +24,73 @@ enum Reply {
 
 /// Deletes every key matching `pattern`; answers how many were removed.
 pub(crate) fn unlink_matching(addr: SocketAddr, pattern: &str) -> Result<u64, String> {
-    let stream = TcpStream::connect_timeout(&addr, TIMEOUT).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    let mut reader = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
-    let mut writer = stream;
-    let deadline = Instant::now() + CLEANUP_DEADLINE;
-    let mut cursor = b"0".to_vec();
     let mut removed = 0;
+    scan(addr, pattern, |link, keys| {
+        let mut unlink: Vec<&[u8]> = vec![b"UNLINK"];
+        unlink.extend(keys.iter().map(Vec::as_slice));
+        if let Reply::Integer(n) = link.call(&unlink)? {
+            removed += u64::try_from(n).unwrap_or(0);
+        }
+        Ok(())
+    })?;
+    Ok(removed)
+}
+
+/// How many keys match `pattern` (each once: `SCAN` may name a key twice
+/// while Redis resizes its table).
+pub(crate) fn count_matching(addr: SocketAddr, pattern: &str) -> Result<u64, String> {
+    let mut seen = HashSet::new();
+    scan(addr, pattern, |_, keys| {
+        seen.extend(keys);
+        Ok(())
+    })?;
+    Ok(seen.len() as u64)
+}
+
+/// One connection to Redis.
+struct Link {
+    writer: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Link {
+    fn open(addr: SocketAddr) -> Result<Self, String> {
+        let stream = TcpStream::connect_timeout(&addr, TIMEOUT).map_err(|e| e.to_string())?;
+        stream
+            .set_read_timeout(Some(TIMEOUT))
+            .map_err(|e| e.to_string())?;
+        let reader = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
+        Ok(Self {
+            writer: stream,
+            reader,
+        })
+    }
+
+    fn call(&mut self, args: &[&[u8]]) -> Result<Reply, String> {
+        let mut command = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            command.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            command.extend_from_slice(arg);
+            command.extend_from_slice(b"\r\n");
+        }
+        self.writer.write_all(&command).map_err(|e| e.to_string())?;
+        read_reply(&mut self.reader, 0)
+    }
+}
+
+/// `SCAN`s every key matching `pattern`, handing each non-empty batch to
+/// `each` (with the connection, for a command on them).
+fn scan(
+    addr: SocketAddr,
+    pattern: &str,
+    mut each: impl FnMut(&mut Link, Vec<Vec<u8>>) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut link = Link::open(addr)?;
+    let deadline = Instant::now() + SCAN_DEADLINE;
+    let mut cursor = b"0".to_vec();
     loop {
         if Instant::now() > deadline {
-            return Err(format!("gave up after {}s", CLEANUP_DEADLINE.as_secs()));
+            return Err(format!("gave up after {}s", SCAN_DEADLINE.as_secs()));
         }
         let scan = [
             &b"SCAN"[..],
@@ -43,7 +100,7 @@ pub(crate) fn unlink_matching(addr: SocketAddr, pattern: &str) -> Result<u64, St
             b"COUNT",
             b"1000",
         ];
-        let Reply::Array(mut parts) = call(&mut writer, &mut reader, &scan)? else {
+        let Reply::Array(mut parts) = link.call(&scan)? else {
             return Err("SCAN did not answer an array".to_owned());
         };
         let (Some(Reply::Array(keys)), Some(Reply::Bulk(next))) = (parts.pop(), parts.pop()) else {
@@ -57,32 +114,13 @@ pub(crate) fn unlink_matching(addr: SocketAddr, pattern: &str) -> Result<u64, St
             })
             .collect();
         if !keys.is_empty() {
-            let mut unlink: Vec<&[u8]> = vec![b"UNLINK"];
-            unlink.extend(keys.iter().map(Vec::as_slice));
-            if let Reply::Integer(n) = call(&mut writer, &mut reader, &unlink)? {
-                removed += u64::try_from(n).unwrap_or(0);
-            }
+            each(&mut link, keys)?;
         }
         if next == b"0" {
-            return Ok(removed);
+            return Ok(());
         }
         cursor = next;
     }
-}
-
-fn call(
-    writer: &mut TcpStream,
-    reader: &mut BufReader<TcpStream>,
-    args: &[&[u8]],
-) -> Result<Reply, String> {
-    let mut command = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        command.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        command.extend_from_slice(arg);
-        command.extend_from_slice(b"\r\n");
-    }
-    writer.write_all(&command).map_err(|e| e.to_string())?;
-    read_reply(reader, 0)
 }
 
 fn read_reply(reader: &mut impl BufRead, depth: usize) -> Result<Reply, String> {
