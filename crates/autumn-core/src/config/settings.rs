@@ -390,10 +390,7 @@ impl AutumnConfig {
             title,
             version,
         } = openapi;
-        out.optional_string(
-            "openapi.enabled",
-            enabled.map(|on| if on { "true" } else { "false" }),
-        );
+        out.optional("openapi.enabled", *enabled);
         out.string("openapi.path", path);
         out.string("openapi.title", title);
         out.string("openapi.version", version);

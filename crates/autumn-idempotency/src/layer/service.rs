@@ -66,7 +66,7 @@ use crate::key::{
 };
 use crate::metrics::IdempotencyMetrics;
 use crate::problem::IdempotencyRejection;
-use crate::quota::{Refused, retry_after_secs};
+use crate::quota::{NewKey, Refused, charge_claimed};
 use crate::record::IdempotencyRecord;
 use crate::replay::replay_response;
 use crate::rescope::ScopeAfterRun;
@@ -348,34 +348,23 @@ where
         }
         // Only a new key counts against the caller's quota: a retry that
         // found its record was answered above.
-        let charge = match crate::quota::charge_claimed(
-            settings.quota.as_ref(),
-            &parts.extensions,
-            &settings.store,
-            &storage_key,
-            &owner,
-            settings.in_flight_ttl,
-        )
-        .await
-        {
+        let new_key = NewKey {
+            quota: settings.quota.as_ref(),
+            extensions: &parts.extensions,
+            store: &settings.store,
+            storage_key: &storage_key,
+            owner: &owner,
+            in_flight_ttl: settings.in_flight_ttl,
+            layer: "idempotency",
+        };
+        let now = settings.clock.now_millis();
+        let charge = match charge_claimed(new_key, &settings.metrics, now).await {
             Ok(charge) => charge,
-            Err(Refused::Over(wait)) => {
-                settings
-                    .metrics
-                    .quota_refused(settings.clock.now_millis(), "idempotency");
-                return Step::Respond(
-                    IdempotencyRejection::QuotaExceeded {
-                        retry_after: retry_after_secs(wait),
-                    }
-                    .into_response(),
-                );
+            Err(Refused::Over(retry_after)) => {
+                let rejection = IdempotencyRejection::QuotaExceeded { retry_after };
+                return Step::Respond(rejection.into_response());
             }
-            Err(Refused::Failed(error)) => {
-                settings
-                    .metrics
-                    .store_failed(settings.clock.now_millis(), "idempotency", &error);
-                return Step::Respond(store_failure(&settings, &error));
-            }
+            Err(Refused::Failed(error)) => return Step::Respond(store_failure(&settings, &error)),
         };
         settings.metrics.miss();
         tracing::debug!(

@@ -216,34 +216,47 @@ impl Charge {
     }
 }
 
-/// Why a claimed key was not charged; its lock is released already.
+/// Why a claimed key was not charged; its lock is released already, and
+/// the refusal counted.
 pub(crate) enum Refused {
-    /// The caller is over its quota; room comes back after this long.
-    Over(Duration),
+    /// The caller is over its quota; room comes back in this many seconds.
+    Over(u32),
     /// The ledger could not be asked.
     Failed(crate::StoreError),
 }
 
-/// Counts the key a request just claimed (`storage_key`, locked by
-/// `owner`) against the request's subject (in `extensions`) for the
-/// lock's TTL. `None`: no quota, or no subject. Refused, the lock is
-/// released before this returns; dropped meanwhile (the client went away),
-/// it is released on its own task.
+/// A key a guard just claimed, to count against its caller's quota.
+pub(crate) struct NewKey<'a> {
+    pub(crate) quota: Option<&'a Quota>,
+    pub(crate) extensions: &'a http::Extensions,
+    pub(crate) store: &'a Arc<dyn crate::IdempotencyStore>,
+    pub(crate) storage_key: &'a str,
+    /// Who holds its lock.
+    pub(crate) owner: &'a str,
+    pub(crate) in_flight_ttl: Duration,
+    /// `idempotency` or `submit_token`, for the metrics and the log.
+    pub(crate) layer: &'static str,
+}
+
+/// Counts the key a request just claimed against the request's subject
+/// (in its extensions) for the lock's TTL. `None`: no quota, or no
+/// subject. Refused, the refusal is counted in `metrics` (at `now_millis`)
+/// and the lock released before this returns; dropped meanwhile (the client
+/// went away), the lock is released on its own task.
 pub(crate) async fn charge_claimed(
-    quota: Option<&Quota>,
-    extensions: &http::Extensions,
-    store: &Arc<dyn crate::IdempotencyStore>,
-    storage_key: &str,
-    owner: &str,
-    in_flight_ttl: Duration,
+    new_key: NewKey<'_>,
+    metrics: &crate::IdempotencyMetrics,
+    now_millis: u64,
 ) -> Result<Option<Charge>, Refused> {
-    let (Some(quota), Some(subject)) = (quota, extensions.get::<QuotaSubject>()) else {
+    let (Some(quota), Some(subject)) = (new_key.quota, new_key.extensions.get::<QuotaSubject>())
+    else {
         return Ok(None);
     };
-    let pending = crate::detach::PendingClaim::new(store, storage_key, owner);
+    let (store, key, owner) = (new_key.store, new_key.storage_key, new_key.owner);
+    let pending = crate::detach::PendingClaim::new(store, key, owner);
     let taken = quota
         .ledger
-        .take(subject.as_str(), storage_key, in_flight_ttl, quota.limits)
+        .take(subject.as_str(), key, new_key.in_flight_ttl, quota.limits)
         .await;
     pending.settled();
     let refused = match taken {
@@ -253,17 +266,23 @@ pub(crate) async fn charge_claimed(
                 subject: subject.clone(),
             }));
         }
-        Ok(Taken::Over { retry_after }) => Refused::Over(retry_after),
-        Err(error) => Refused::Failed(error),
+        Ok(Taken::Over { retry_after }) => {
+            metrics.quota_refused(now_millis, new_key.layer);
+            Refused::Over(retry_after_secs(retry_after))
+        }
+        Err(error) => {
+            metrics.store_failed(now_millis, new_key.layer, &error);
+            Refused::Failed(error)
+        }
     };
-    if let Err(error) = store.unlock(storage_key, owner).await {
+    if let Err(error) = store.unlock(key, owner).await {
         tracing::warn!(%error, "could not release a key refused by its caller's quota; it lapses after its in-flight TTL");
     }
     Err(refused)
 }
 
 /// Whole seconds for `Retry-After`, at least one.
-pub(crate) fn retry_after_secs(wait: Duration) -> u32 {
+fn retry_after_secs(wait: Duration) -> u32 {
     u32::try_from(wait.as_millis().div_ceil(1000))
         .unwrap_or(u32::MAX)
         .max(1)

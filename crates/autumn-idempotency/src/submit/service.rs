@@ -60,7 +60,7 @@ use crate::key::{hash_parts, prefixed_hex};
 use crate::layer::new_owner;
 use crate::metrics::IdempotencyMetrics;
 use crate::problem::SubmitTokenRejection;
-use crate::quota::{Refused, retry_after_secs};
+use crate::quota::{NewKey, Refused, charge_claimed};
 use crate::rescope::ScopeAfterRun;
 use crate::sealing::RecordSealing;
 use crate::store::{Claim, IdempotencyStore, StoreErrorKind, StoreOperation};
@@ -539,37 +539,27 @@ where
     }
     // Only a new token counts against the caller's quota: a resubmission
     // of a recorded one was answered above.
-    let charge = match crate::quota::charge_claimed(
-        settings.quota.as_ref(),
-        request.extensions(),
-        &settings.store,
-        &storage_key,
-        &owner,
-        settings.in_flight_ttl,
-    )
-    .await
-    {
+    let new_key = NewKey {
+        quota: settings.quota.as_ref(),
+        extensions: request.extensions(),
+        store: &settings.store,
+        storage_key: &storage_key,
+        owner: &owner,
+        in_flight_ttl: settings.in_flight_ttl,
+        layer: "submit_token",
+    };
+    let now = settings.clock.now_millis();
+    let charge = match charge_claimed(new_key, &settings.metrics, now).await {
         Ok(charge) => charge,
-        Err(Refused::Over(wait)) => {
-            settings
-                .metrics
-                .quota_refused(settings.clock.now_millis(), "submit_token");
-            return Step::Respond(
-                SubmitTokenRejection::QuotaExceeded {
-                    retry_after: retry_after_secs(wait),
-                }
-                .into_response(),
-            );
+        Err(Refused::Over(retry_after)) => {
+            let rejection = SubmitTokenRejection::QuotaExceeded { retry_after };
+            return Step::Respond(rejection.into_response());
         }
-        Err(Refused::Failed(error)) => {
-            settings
-                .metrics
-                .store_failed(settings.clock.now_millis(), "submit_token", &error);
-            return Step::Respond(if error.kind() == StoreErrorKind::Full {
-                SubmitTokenRejection::StoreFull.into_response()
-            } else {
-                SubmitTokenRejection::StoreUnavailable.into_response()
-            });
+        Err(Refused::Failed(error)) if error.kind() == StoreErrorKind::Full => {
+            return Step::Respond(SubmitTokenRejection::StoreFull.into_response());
+        }
+        Err(Refused::Failed(_)) => {
+            return Step::Respond(SubmitTokenRejection::StoreUnavailable.into_response());
         }
     };
     settings.metrics.miss();
