@@ -53,6 +53,10 @@ pub struct AppBuilder {
     pub(crate) raw: Vec<RawRouter>,
     pub(crate) layers: Vec<RouterLayer>,
     pub(crate) idempotent: bool,
+    /// `api_tokens` was called: `Some(true)` when every request needs a
+    /// token, `Some(false)` when anonymous requests pass. The OpenAPI
+    /// document's bearer scheme says the same.
+    pub(crate) bearer: Option<bool>,
     pub(crate) config: Option<AutumnConfig>,
     pub(crate) store: Option<Arc<dyn IdempotencyStore>>,
     pub(crate) session_store: Option<Arc<dyn crate::session::SessionStore>>,
@@ -216,6 +220,7 @@ impl AppBuilder {
     /// ```
     pub fn api_tokens(mut self, tokens: crate::api_token::RequireApiTokenLayer) -> Self {
         let tokens = tokens.registered();
+        self.bearer = Some(!tokens.settings.anonymous);
         self = self.with_token_failure_rule();
         self.layers
             .push(Box::new(move |router| router.layer(tokens)));

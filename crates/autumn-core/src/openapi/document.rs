@@ -44,6 +44,12 @@ pub(crate) struct AppFacts<'a> {
     pub(crate) submit_token: Option<(&'a str, u64)>,
     /// `[idempotency.quota]` is on: a new key may get 429.
     pub(crate) quota: bool,
+    /// API tokens are mounted on the whole app: `true` when every request
+    /// needs one, `false` when a request without one passes.
+    pub(crate) bearer: Option<bool>,
+    /// The header tenancy reads the tenant from (strategy `header`), and
+    /// the path prefixes it leaves alone.
+    pub(crate) tenant_header: Option<(&'a str, &'a [String])>,
 }
 
 /// The `Idempotency-Key` header's value: 1 to 255 visible ASCII
@@ -66,11 +72,21 @@ pub(crate) fn build(app: &AppFacts<'_>, sources: Vec<OperationSource>) -> Vec<u8
     let mut schemas = aide::generate::in_context(|ctx| ctx.schema.take_definitions(true));
     aide::generate::reset_context();
     schemas.insert("Problem".to_owned(), problem_schema());
+    let mut components = json!({ "schemas": schemas });
+    if app.bearer.is_some() {
+        components["securitySchemes"] = json!({
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API token made with the app's `create-token` command or `ApiTokens::create`, sent as `Authorization: Bearer <token>`.",
+            },
+        });
+    }
     let document = json!({
         "openapi": "3.1.0",
         "info": { "title": app.title, "version": app.version },
         "paths": paths,
-        "components": { "schemas": schemas },
+        "components": components,
     });
     let mut bytes = serde_json::to_vec_pretty(&sorted(document)).unwrap_or_default();
     bytes.push(b'\n');
@@ -169,6 +185,50 @@ fn operation(app: &AppFacts<'_>, source: &OperationSource, path_names: &[String]
                     .push(codes::SUBMIT_TOKEN_QUOTA_EXCEEDED.as_str());
             }
         }
+    }
+    if let Some(required) = app.bearer {
+        // An empty requirement makes the token optional.
+        let security = if required {
+            json!([{ "bearer": [] }])
+        } else {
+            json!([{ "bearer": [] }, {}])
+        };
+        operation.insert("security".to_owned(), security);
+        problems.entry(401).or_default().extend([
+            crate::codes::API_TOKEN_MISSING.as_str(),
+            crate::codes::API_TOKEN_INVALID.as_str(),
+        ]);
+        problems
+            .entry(503)
+            .or_default()
+            .push(crate::codes::API_TOKEN_STORE_UNAVAILABLE.as_str());
+        problems
+            .entry(429)
+            .or_default()
+            .push(crate::codes::RATE_LIMITED.as_str());
+    }
+    if let Some((header, exempt)) = app.tenant_header
+        && !exempt.iter().any(|prefix| under(&source.path, prefix))
+    {
+        array(&mut operation, "parameters").push(json!({
+            "name": header,
+            "in": "header",
+            "required": true,
+            "description": "The tenant the request acts in.",
+            "schema": { "type": "string" },
+        }));
+        problems
+            .entry(400)
+            .or_default()
+            .push(crate::codes::TENANT_MISSING.as_str());
+        problems
+            .entry(404)
+            .or_default()
+            .push(crate::codes::TENANT_UNKNOWN.as_str());
+        problems
+            .entry(503)
+            .or_default()
+            .push(crate::codes::TENANT_UNAVAILABLE.as_str());
     }
     // What the extractors refuse before the handler runs.
     let reads = operation.contains_key("requestBody")
@@ -335,6 +395,15 @@ fn problem_schema() -> Value {
             "new_key_needed": { "type": "boolean" },
         },
     })
+}
+
+/// Whether `path` is `prefix` or below it, by whole segments.
+fn under(path: &str, prefix: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    path == prefix
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// The array under `key` in `object`, made when absent.

@@ -19,11 +19,19 @@ use crate::config::AutumnConfig;
 #[derive(Debug, Clone)]
 pub(crate) struct PathTenant(pub(super) Option<String>);
 
-/// `/actuator` (probes and metrics never name a tenant) and
-/// `[tenancy] exempt_paths`.
+/// `/actuator` (probes and metrics never name a tenant), the OpenAPI
+/// document's path while it is served, and `[tenancy] exempt_paths`.
 pub(super) fn exempt_paths(config: &AutumnConfig) -> ExemptPaths {
+    // The OpenAPI document describes every tenant's API: a client
+    // generator fetches it before it knows of any tenant.
+    let document = config
+        .openapi
+        .is_served(config.profile.is_production())
+        .then(|| config.openapi.path.clone());
     ExemptPaths::new(
-        std::iter::once("/actuator".to_owned()).chain(config.tenancy.exempt_paths.iter().cloned()),
+        std::iter::once("/actuator".to_owned())
+            .chain(document)
+            .chain(config.tenancy.exempt_paths.iter().cloned()),
     )
 }
 

@@ -231,3 +231,54 @@ fn a_document_path_that_is_a_route_stops_the_launch_naming_the_key() {
         .expect_err("the path is taken");
     assert!(error.to_string().contains("openapi.path"), "{error}");
 }
+
+async fn any_tenant(_: String) -> Result<bool, autumn_web::tenancy::TenantResolveError> {
+    Ok(true)
+}
+
+#[tokio::test]
+async fn api_tokens_get_a_bearer_scheme_and_header_tenancy_its_header() {
+    use std::sync::Arc;
+
+    use autumn_web::api_token::{ApiTokens, MemoryApiTokenStore, RequireApiTokenLayer};
+
+    let tokens = ApiTokens::new(Arc::new(MemoryApiTokenStore::new()));
+    let client = TestApp::from_builder(
+        autumn_web::app()
+            .routes(routes![place_order, show_order])
+            .api_tokens(RequireApiTokenLayer::new(tokens))
+            .with_tenant_resolver(any_tenant),
+    )
+    .with_config(
+        AutumnConfig::from_toml_str(
+            "[tenancy]\nenabled = true\nstrategy = \"header\"\nheader = \"x-tenant\"\n",
+        )
+        .expect("config"),
+    )
+    .idempotent()
+    .build();
+    // Fetched with neither a token nor a tenant: it is how clients learn
+    // they need both.
+    let doc = document(&client).await;
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+    let place = &doc["paths"]["/orders"]["post"];
+    assert_eq!(place["security"], serde_json::json!([{ "bearer": [] }]));
+    assert!(
+        place["responses"]["401"]["x-problem-codes"]
+            .as_array()
+            .is_some_and(|codes| codes.iter().any(|c| c == "api_token_missing"))
+    );
+    let tenant = parameter(place, "x-tenant").expect("the tenant header");
+    assert_eq!(
+        (&tenant["in"], &tenant["required"]),
+        (&serde_json::json!("header"), &serde_json::json!(true))
+    );
+    assert!(
+        doc["paths"]["/orders/{id}"]["get"]["responses"]["404"]["x-problem-codes"]
+            .as_array()
+            .is_some_and(|codes| codes.iter().any(|c| c == "tenant_unknown"))
+    );
+}

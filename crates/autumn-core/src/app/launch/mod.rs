@@ -120,9 +120,8 @@ impl AppBuilder {
             &metrics.http,
             openapi,
         )?;
-        if openapi {
-            router = routes::serve_openapi(&config, router, operations, &metrics.http);
-        }
+        let document =
+            openapi.then(|| routes::openapi_route(&config, operations, self.bearer, &metrics.http));
 
         // The actuator, on the app's router unless it has a port of its own.
         let health = actuator::health(&config, stores.database.as_ref(), given);
@@ -149,6 +148,7 @@ impl AppBuilder {
             &metrics.http,
             stack::Outer {
                 app_layers: self.layers,
+                document,
                 states: self.states,
                 tenant_resolver: self.tenant_resolver,
                 sessions: stores.sessions,

@@ -171,14 +171,15 @@ pub(super) fn check_openapi_path(path: &str, routes: &[Route]) -> Result<(), Lau
     }
 }
 
-/// `router` with `GET [openapi] path` answering the document of
-/// `operations`, built now, once: each request gets a clone of its bytes.
-pub(super) fn serve_openapi(
+/// The route `GET [openapi] path`, answering the document of `operations`,
+/// built now, once: each request gets a clone of its bytes.
+pub(super) fn openapi_route(
     config: &AutumnConfig,
-    router: Router,
     operations: Vec<OperationSource>,
+    bearer: Option<bool>,
     http: &Arc<HttpMetrics>,
 ) -> Router {
+    let tenancy = &config.tenancy;
     let submit = &config.security.submit_token;
     let facts = crate::openapi::AppFacts {
         title: &config.openapi.title,
@@ -187,6 +188,10 @@ pub(super) fn serve_openapi(
             .enabled
             .then_some((submit.field_name.as_str(), submit.ttl_secs)),
         quota: config.idempotency.enabled && config.idempotency.quota.enabled,
+        bearer,
+        tenant_header: (tenancy.enabled
+            && tenancy.strategy == crate::config::TenantStrategy::Header)
+            .then_some((tenancy.header.as_str(), tenancy.exempt_paths.as_slice())),
     };
     let document = bytes::Bytes::from(crate::openapi::build(&facts, operations));
     let path = config.openapi.path.as_str();
@@ -203,7 +208,7 @@ pub(super) fn serve_openapi(
         }
     })
     .layer(RouteLabelLayer::fixed(http.route(path)));
-    router.route(path, answer)
+    Router::new().route(path, answer)
 }
 
 /// The static files' mount must not cover a route of the app (the router

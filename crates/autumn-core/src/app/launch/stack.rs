@@ -21,6 +21,10 @@ use crate::tenancy::{self, TenancyLayer};
 pub(super) struct Outer {
     /// `AppBuilder::layer`'s layers, innermost first.
     pub(super) app_layers: Vec<RouterLayer>,
+    /// The OpenAPI document's route, outside the app's own layers: it
+    /// tells a client what they require (a token, say), so it is fetched
+    /// before the client can meet them.
+    pub(super) document: Option<Router>,
     /// `AppBuilder::with_state`'s values.
     pub(super) states: crate::state::States,
     /// `AppBuilder::with_tenant_resolver`'s resolver.
@@ -42,6 +46,9 @@ pub(super) fn assemble(
 ) -> Result<AppService, LaunchError> {
     for layer in outer.app_layers {
         router = layer(router);
+    }
+    if let Some(document) = outer.document {
+        router = router.merge(document);
     }
     // Outermost first: errors as each client expects them (every error
     // passes through, the timeout's 408 too), a panic outside the guards
