@@ -56,7 +56,8 @@ pub mod principal {
 /// for the types a handler reads and answers. See `docs/openapi.md`.
 pub mod openapi {
     pub use autumn_core::openapi::{
-        Describe, JsonSchema, Operation, Parameter, RequestBody, Response, schemars,
+        ApiKeyLocation, Describe, JsonSchema, Operation, Parameter, RequestBody, Response,
+        SecurityScheme, schemars,
     };
 }
 

@@ -57,6 +57,9 @@ pub struct AppBuilder {
     /// token, `Some(false)` when anonymous requests pass. The OpenAPI
     /// document's bearer scheme says the same.
     pub(crate) bearer: Option<bool>,
+    /// What `scope_by`'s resolver says of its credential, for the OpenAPI
+    /// document.
+    pub(crate) principal_scheme: Option<crate::openapi::SecurityScheme>,
     pub(crate) config: Option<AutumnConfig>,
     pub(crate) store: Option<Arc<dyn IdempotencyStore>>,
     pub(crate) session_store: Option<Arc<dyn crate::session::SessionStore>>,
@@ -233,6 +236,7 @@ impl AppBuilder {
     /// refreshes its credential between two attempts still gets the first
     /// one's answer. See [`principal`](crate::principal).
     pub fn scope_by(mut self, resolver: impl crate::principal::PrincipalResolver) -> Self {
+        self.principal_scheme = resolver.security_scheme();
         let layer = crate::principal::PrincipalLayer::new(resolver);
         self.layers
             .push(Box::new(move |router| router.layer(layer)));

@@ -47,6 +47,8 @@ pub(crate) struct AppFacts<'a> {
     /// API tokens are mounted on the whole app: `true` when every request
     /// needs one, `false` when a request without one passes.
     pub(crate) bearer: Option<bool>,
+    /// The credential `scope_by`'s resolver reads, as it describes it.
+    pub(crate) principal: Option<&'a aide::openapi::SecurityScheme>,
     /// The header tenancy reads the tenant from (strategy `header`), and
     /// the path prefixes it leaves alone.
     pub(crate) tenant_header: Option<(&'a str, &'a [String])>,
@@ -74,13 +76,15 @@ pub(crate) fn build(app: &AppFacts<'_>, sources: Vec<OperationSource>) -> Vec<u8
     schemas.insert("Problem".to_owned(), problem_schema());
     let mut components = json!({ "schemas": schemas });
     if app.bearer.is_some() {
-        components["securitySchemes"] = json!({
-            "bearer": {
-                "type": "http",
-                "scheme": "bearer",
-                "description": "An API token made with the app's `create-token` command or `ApiTokens::create`, sent as `Authorization: Bearer <token>`.",
-            },
+        components["securitySchemes"]["bearer"] = json!({
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API token made with the app's `create-token` command or `ApiTokens::create`, sent as `Authorization: Bearer <token>`.",
         });
+    }
+    if let Some(scheme) = app.principal {
+        components["securitySchemes"]["principal"] =
+            serde_json::to_value(scheme).unwrap_or(Value::Null);
     }
     let document = json!({
         "openapi": "3.1.0",
@@ -186,14 +190,27 @@ fn operation(app: &AppFacts<'_>, source: &OperationSource, path_names: &[String]
             }
         }
     }
+    if app.principal.is_some() {
+        // The resolver lets a request that names nobody through.
+        let security = array(&mut operation, "security");
+        security.push(json!({ "principal": [] }));
+        security.push(json!({}));
+        problems
+            .entry(401)
+            .or_default()
+            .extend([crate::codes::PRINCIPAL_UNAUTHORIZED.as_str()]);
+        problems
+            .entry(503)
+            .or_default()
+            .push(crate::codes::PRINCIPAL_UNAVAILABLE.as_str());
+    }
     if let Some(required) = app.bearer {
         // An empty requirement makes the token optional.
-        let security = if required {
-            json!([{ "bearer": [] }])
-        } else {
-            json!([{ "bearer": [] }, {}])
-        };
-        operation.insert("security".to_owned(), security);
+        let security = array(&mut operation, "security");
+        security.insert(0, json!({ "bearer": [] }));
+        if !required && !security.contains(&json!({})) {
+            security.push(json!({}));
+        }
         problems.entry(401).or_default().extend([
             crate::codes::API_TOKEN_MISSING.as_str(),
             crate::codes::API_TOKEN_INVALID.as_str(),

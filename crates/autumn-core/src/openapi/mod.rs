@@ -26,7 +26,9 @@ mod document;
 #[doc(hidden)]
 pub mod probe;
 
-pub use aide::openapi::{Operation, Parameter, RequestBody, Response};
+pub use aide::openapi::{
+    ApiKeyLocation, Operation, Parameter, RequestBody, Response, SecurityScheme,
+};
 pub use document::Describe;
 pub(crate) use document::{AppFacts, OperationSource, build};
 pub use schemars::{self, JsonSchema};

@@ -71,6 +71,36 @@ pub type PrincipalFuture<'a> =
 pub trait PrincipalResolver: Send + Sync + 'static {
     /// The principal behind the request, read from its parts.
     fn resolve<'a>(&'a self, parts: &'a Parts) -> PrincipalFuture<'a>;
+
+    /// How the OpenAPI document describes the credential
+    /// [`resolve`](Self::resolve) reads (a bearer JWT, an `X-Api-Key`
+    /// header): every operation then accepts it, and may answer 401 and
+    /// 503. `None`, the default, says nothing of it.
+    ///
+    /// ```
+    /// use autumn_core::openapi::SecurityScheme;
+    /// use autumn_core::principal::{Parts, PrincipalFuture, PrincipalResolver};
+    ///
+    /// struct Jwts;
+    ///
+    /// impl PrincipalResolver for Jwts {
+    ///     fn resolve<'a>(&'a self, _parts: &'a Parts) -> PrincipalFuture<'a> {
+    ///         Box::pin(async { Ok(None) })
+    ///     }
+    ///
+    ///     fn security_scheme(&self) -> Option<SecurityScheme> {
+    ///         Some(SecurityScheme::Http {
+    ///             scheme: "bearer".to_owned(),
+    ///             bearer_format: Some("JWT".to_owned()),
+    ///             description: None,
+    ///             extensions: Default::default(),
+    ///         })
+    ///     }
+    /// }
+    /// ```
+    fn security_scheme(&self) -> Option<crate::openapi::SecurityScheme> {
+        None
+    }
 }
 
 /// Who the request acts for, as the app's [`PrincipalResolver`] named it.

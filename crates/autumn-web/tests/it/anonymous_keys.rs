@@ -292,6 +292,9 @@ fn the_raw_key_never_appears_in_any_log_line_at_trace() {
         .build()
         .expect("runtime");
     tracing::subscriber::with_default(subscriber, || {
+        // Another test's thread may have met these callsites first, with
+        // no subscriber that wanted them: ask again, this one included.
+        tracing::callsite::rebuild_interest_cache();
         runtime.block_on(async {
             let client = app("");
             // A first run, its replay, the key reused for another body, and

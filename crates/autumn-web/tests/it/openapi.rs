@@ -282,3 +282,61 @@ async fn api_tokens_get_a_bearer_scheme_and_header_tenancy_its_header() {
             .is_some_and(|codes| codes.iter().any(|c| c == "tenant_unknown"))
     );
 }
+
+/// Reads an `x-user` header: a stand-in for a JWT check.
+struct Users;
+
+impl autumn_web::principal::PrincipalResolver for Users {
+    fn resolve<'a>(
+        &'a self,
+        parts: &'a autumn_web::principal::Parts,
+    ) -> autumn_web::principal::PrincipalFuture<'a> {
+        let user = parts
+            .headers
+            .get("x-user")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        Box::pin(async move { Ok(user) })
+    }
+
+    fn security_scheme(&self) -> Option<autumn_web::openapi::SecurityScheme> {
+        Some(autumn_web::openapi::SecurityScheme::ApiKey {
+            location: autumn_web::openapi::ApiKeyLocation::Header,
+            name: "x-user".to_owned(),
+            description: None,
+            extensions: Default::default(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_principal_resolver_names_its_credential_in_the_document() {
+    let client = TestApp::from_builder(
+        autumn_web::app()
+            .routes(routes![place_order])
+            .scope_by(Users),
+    )
+    .idempotent()
+    .build();
+    let doc = document(&client).await;
+    let scheme = &doc["components"]["securitySchemes"]["principal"];
+    assert_eq!(
+        (&scheme["type"], &scheme["in"], &scheme["name"]),
+        (
+            &serde_json::json!("apiKey"),
+            &serde_json::json!("header"),
+            &serde_json::json!("x-user")
+        )
+    );
+    let place = &doc["paths"]["/orders"]["post"];
+    // A request that names nobody passes: the credential is optional.
+    assert_eq!(
+        place["security"],
+        serde_json::json!([{ "principal": [] }, {}])
+    );
+    assert!(
+        place["responses"]["401"]["x-problem-codes"]
+            .as_array()
+            .is_some_and(|codes| codes.iter().any(|c| c == "principal_unauthorized"))
+    );
+}

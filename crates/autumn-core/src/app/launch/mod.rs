@@ -120,8 +120,10 @@ impl AppBuilder {
             &metrics.http,
             openapi,
         )?;
-        let document =
-            openapi.then(|| routes::openapi_route(&config, operations, self.bearer, &metrics.http));
+        let document = openapi.then(|| {
+            let security = (self.bearer, self.principal_scheme.as_ref());
+            routes::openapi_route(&config, operations, security, &metrics.http)
+        });
 
         // The actuator, on the app's router unless it has a port of its own.
         let health = actuator::health(&config, stores.database.as_ref(), given);

@@ -176,9 +176,10 @@ pub(super) fn check_openapi_path(path: &str, routes: &[Route]) -> Result<(), Lau
 pub(super) fn openapi_route(
     config: &AutumnConfig,
     operations: Vec<OperationSource>,
-    bearer: Option<bool>,
+    security: (Option<bool>, Option<&crate::openapi::SecurityScheme>),
     http: &Arc<HttpMetrics>,
 ) -> Router {
+    let (bearer, principal) = security;
     let tenancy = &config.tenancy;
     let submit = &config.security.submit_token;
     let facts = crate::openapi::AppFacts {
@@ -189,6 +190,7 @@ pub(super) fn openapi_route(
             .then_some((submit.field_name.as_str(), submit.ttl_secs)),
         quota: config.idempotency.enabled && config.idempotency.quota.enabled,
         bearer,
+        principal,
         tenant_header: (tenancy.enabled
             && tenancy.strategy == crate::config::TenantStrategy::Header)
             .then_some((tenancy.header.as_str(), tenancy.exempt_paths.as_slice())),
