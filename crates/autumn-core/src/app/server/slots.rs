@@ -204,7 +204,9 @@ impl Registry {
                 .values()
                 .map(|slot| (slot.idle_since.load(Ordering::Acquire), slot))
                 .filter(|(at, _)| ![BUSY, SHED, WAITING].contains(at))
-                .min_by_key(|(at, _)| *at)
+                // Idle since the same millisecond: the older connection
+                // (the lower id) goes first.
+                .min_by_key(|(at, slot)| (*at, slot.id))
         };
         // The oldest that is still idle when claimed: one that started a
         // request (or was shed) meanwhile is passed over, and the next
