@@ -979,17 +979,22 @@ impl Default for CompressionConfig {
 /// ```
 /// use autumn_core::config::AutumnConfig;
 ///
+/// use autumn_core::config::Profile;
+///
 /// let config = AutumnConfig::default();
-/// assert!(config.openapi.is_served(false));
-/// assert!(!config.openapi.is_served(true), "off in production unless enabled");
+/// assert!(config.openapi.is_served(&Profile::new("dev")));
+/// assert!(!config.openapi.is_served(&Profile::new("prod")));
+/// assert!(!config.openapi.is_served(&Profile::new("staging")), "only local profiles by default");
 /// assert_eq!(config.openapi.path, "/openapi.json");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct OpenApiConfig {
-    /// Whether `GET {path}` serves the document. Unset: served except under
-    /// a production profile, where it tells anyone every route the app has.
+    /// Whether `GET {path}` serves the document. Unset: served under the
+    /// `dev` and `test` profiles only; anywhere else (production, staging,
+    /// a profile of the app's own) it would tell anyone every route the app
+    /// has.
     pub enabled: Option<bool>,
     /// Where the document is served.
     pub path: String,
@@ -1011,11 +1016,12 @@ impl Default for OpenApiConfig {
 }
 
 impl OpenApiConfig {
-    /// Whether the document is served under a profile that is production
-    /// (`true`) or not.
+    /// Whether the document is served under `profile`: as `enabled` says,
+    /// else only under `dev` and `test`.
     #[must_use]
-    pub fn is_served(&self, production: bool) -> bool {
-        self.enabled.unwrap_or(!production)
+    pub fn is_served(&self, profile: &super::Profile) -> bool {
+        self.enabled
+            .unwrap_or(matches!(profile.name(), "dev" | "test"))
     }
 }
 

@@ -26,7 +26,7 @@ pub(super) fn exempt_paths(config: &AutumnConfig) -> ExemptPaths {
     // generator fetches it before it knows of any tenant.
     let document = config
         .openapi
-        .is_served(config.profile.is_production())
+        .is_served(&config.profile)
         .then(|| config.openapi.path.clone());
     ExemptPaths::new(
         std::iter::once("/actuator".to_owned())

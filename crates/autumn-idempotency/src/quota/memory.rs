@@ -175,14 +175,6 @@ impl MemoryQuotaLedger {
             }
         }
     }
-
-    /// Callers counted now (some of whose counts may have ended unswept).
-    pub fn callers(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| shard.lock().unwrap_or_else(PoisonError::into_inner).len())
-            .sum()
-    }
 }
 
 impl std::fmt::Debug for MemoryQuotaLedger {

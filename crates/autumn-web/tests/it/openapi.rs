@@ -188,7 +188,7 @@ async fn the_document_is_the_same_bytes_every_time() {
 }
 
 #[tokio::test]
-async fn production_serves_no_document_unless_enabled() {
+async fn only_dev_and_test_serve_the_document_unless_enabled() {
     let mut config = AutumnConfig::from_toml_str(
         "[security]\nsecret_key = \"0123456789abcdef0123456789abcdef-secret\"\n",
     )
@@ -202,6 +202,16 @@ async fn production_serves_no_document_unless_enabled() {
         .with_config(config.clone())
         .build();
     hidden.get("/openapi.json").send().await.assert_status(404);
+    // Nor under a profile of the app's own: only dev and test serve it
+    // unasked.
+    let mut staging = config.clone();
+    staging.profile = autumn_web::config::Profile::new("staging");
+    let staging = TestApp::new()
+        .routes(routes![place_order])
+        .idempotent()
+        .with_config(staging)
+        .build();
+    staging.get("/openapi.json").send().await.assert_status(404);
     config.openapi.enabled = Some(true);
     config.openapi.path = "/api/openapi.json".to_owned();
     config.openapi.title = "Orders".to_owned();

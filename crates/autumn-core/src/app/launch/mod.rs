@@ -106,7 +106,7 @@ impl AppBuilder {
         let shared = stores.shared_layers(self.commit_hooks, &clock, &startup);
         #[cfg(not(feature = "database"))]
         let shared = stores.shared_layers();
-        let openapi = config.openapi.is_served(config.profile.is_production());
+        let openapi = config.openapi.is_served(&config.profile);
         if openapi {
             routes::check_openapi_path(&config.openapi.path, &routes)?;
         }
