@@ -66,7 +66,10 @@ fn config(toml: &str) -> AutumnConfig {
     AutumnConfig::from_toml_str(toml).expect("valid config")
 }
 
-async fn serve(config: AutumnConfig) -> Served {
+async fn serve(mut config: AutumnConfig) -> Served {
+    // The clients' kept-alive connections are drained on stop: not for the
+    // default 10 s, which is `Served::stop`'s own limit.
+    config.server.shutdown_grace_ms = 1_000;
     Served::start(
         autumn_web::app()
             .routes(routes![place_order, save_note])
