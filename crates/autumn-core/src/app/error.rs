@@ -243,6 +243,17 @@ pub enum CommandError {
     /// key administration being off, or the store's answer.
     #[error("idempotency command: {0}")]
     KeyAdmin(String),
+    /// `openapi FILE` could not write the document to `FILE`.
+    #[error("openapi command: could not write {path}: {source}")]
+    Export {
+        /// The file named on the command line.
+        path: std::path::PathBuf,
+        /// Why it could not be written.
+        source: std::io::Error,
+    },
+    /// `openapi` was given more than one argument.
+    #[error("openapi command: {0}")]
+    ExportUsage(String),
 }
 
 /// A layer's refusal of its setting, as the launch reports it.

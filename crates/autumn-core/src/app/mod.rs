@@ -394,4 +394,37 @@ impl AppBuilder {
         launched.startup.check_blocking()?;
         Ok(launched.router)
     }
+
+    /// The app's OpenAPI document, as `GET [openapi] path` would serve it,
+    /// whatever the profile serves: the same bytes each time for the same
+    /// app and configuration, to be written to a file, committed and
+    /// diffed, or handed to a client generator. Nothing is served and no
+    /// service is reached. The app's binary writes it with `openapi
+    /// [FILE]` (see [`run_command`](Self::run_command)).
+    ///
+    /// ```
+    /// use autumn_core::Route;
+    ///
+    /// async fn create_order() -> &'static str {
+    ///     "created"
+    /// }
+    ///
+    /// let route = Route::new(http::Method::POST, "/orders", axum::routing::post(create_order));
+    /// let document = autumn_core::app()
+    ///     .routes(vec![route])
+    ///     .idempotent()
+    ///     .with_config(autumn_core::config::AutumnConfig::default())
+    ///     .openapi_document()
+    ///     .expect("a valid app");
+    /// let document: serde_json::Value = serde_json::from_slice(&document).unwrap();
+    /// assert_eq!(document["openapi"], "3.1.0");
+    /// assert!(document["paths"]["/orders"]["post"].is_object());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError`] when the configuration or the routes are invalid.
+    pub fn openapi_document(self) -> Result<bytes::Bytes, LaunchError> {
+        self.launch_document()
+    }
 }

@@ -16,7 +16,7 @@ impl AppBuilder {
     ///
     /// The program's arguments are read as
     /// [`run_command`](Self::run_command) reads them, so every app binary
-    /// also understands `idempotency inspect|evict`.
+    /// also understands `idempotency inspect|evict` and `openapi [FILE]`.
     ///
     /// A launch failure (bad configuration, a port in use) prints one line
     /// naming what to fix on standard error and exits the process with
@@ -33,11 +33,16 @@ impl AppBuilder {
     }
 
     /// Runs the command line `args` (the program's arguments, without its
-    /// name): `idempotency inspect|evict ...` looks up or evicts one key in
-    /// the app's idempotency store and prints the outcome as one JSON line
-    /// on standard output; anything else serves, as
-    /// [`try_run`](Self::try_run) does (so arguments meant for the app
-    /// itself are left to it).
+    /// name):
+    ///
+    /// - `idempotency inspect|evict ...` looks up or evicts one key in the
+    ///   app's idempotency store and prints the outcome as one JSON line on
+    ///   standard output;
+    /// - `openapi [FILE]` writes the app's OpenAPI document (see
+    ///   [`openapi_document`](Self::openapi_document)) to `FILE`, or to
+    ///   standard output, and serves nothing;
+    /// - anything else serves, as [`try_run`](Self::try_run) does (so
+    ///   arguments meant for the app itself are left to it).
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), autumn_core::CommandError> {
@@ -64,6 +69,7 @@ impl AppBuilder {
             Some((command, rest)) if command == crate::key_admin::COMMAND => {
                 self.run_key_admin(rest).await
             }
+            Some((command, rest)) if command == "openapi" => self.export_openapi(rest),
             _ => Ok(self.try_run().await?),
         }
     }
@@ -129,6 +135,32 @@ impl AppBuilder {
     /// `my-app idempotency inspect|evict ...`: the app's configuration and
     /// store, one key looked up or evicted, the outcome printed as JSON on
     /// standard output; no server.
+    /// `openapi [FILE]`: the document to `FILE`, or to standard output.
+    fn export_openapi(self, args: &[String]) -> Result<(), CommandError> {
+        use std::io::Write as _;
+        let file = match args {
+            [] => None,
+            [file] => Some(std::path::PathBuf::from(file)),
+            _ => {
+                return Err(CommandError::ExportUsage(format!(
+                    "expected at most one argument, the file to write (none: standard output), got {}",
+                    args.len()
+                )));
+            }
+        };
+        let document = self.openapi_document()?;
+        match file {
+            Some(path) => std::fs::write(&path, &document)
+                .map_err(|source| CommandError::Export { path, source }),
+            None => std::io::stdout()
+                .write_all(&document)
+                .map_err(|source| CommandError::Export {
+                    path: "standard output".into(),
+                    source,
+                }),
+        }
+    }
+
     async fn run_key_admin(self, args: &[String]) -> Result<(), CommandError> {
         let command = crate::key_admin::Command::parse(args).map_err(CommandError::KeyAdmin)?;
         let launched = self.launch()?;

@@ -986,6 +986,7 @@ impl Default for CompressionConfig {
 /// assert!(!config.openapi.is_served(&Profile::new("prod")));
 /// assert!(!config.openapi.is_served(&Profile::new("staging")), "only local profiles by default");
 /// assert_eq!(config.openapi.path, "/openapi.json");
+/// assert_eq!(config.openapi.ui_path, "/openapi", "the interactive page");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -1002,6 +1003,13 @@ pub struct OpenApiConfig {
     pub title: String,
     /// The document's `info.version`: the version of the API, not of Autumn.
     pub version: String,
+    /// Whether an interactive page (Swagger UI, shipped inside Autumn: no
+    /// CDN, no inline script) is served at `ui_path` wherever the document
+    /// is served.
+    pub ui: bool,
+    /// Where the interactive page is served; its script and stylesheet
+    /// are served below it.
+    pub ui_path: String,
 }
 
 impl Default for OpenApiConfig {
@@ -1011,6 +1019,8 @@ impl Default for OpenApiConfig {
             path: "/openapi.json".to_owned(),
             title: "API".to_owned(),
             version: "0.1.0".to_owned(),
+            ui: true,
+            ui_path: "/openapi".to_owned(),
         }
     }
 }

@@ -389,11 +389,15 @@ impl AutumnConfig {
             path,
             title,
             version,
+            ui,
+            ui_path,
         } = openapi;
         out.optional("openapi.enabled", *enabled);
         out.string("openapi.path", path);
         out.string("openapi.title", title);
         out.string("openapi.version", version);
+        out.plain("openapi.ui", ui);
+        out.string("openapi.ui_path", ui_path);
 
         out.0
             .into_iter()

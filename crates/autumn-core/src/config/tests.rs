@@ -1111,6 +1111,8 @@ fn effective_settings_cover_every_key() {
         path = "/api.json"
         title = "Orders"
         version = "2.1.0"
+        ui = false
+        ui_path = "/api"
         [idempotency.quota]
         enabled = true
         max_records = 14
@@ -1182,7 +1184,7 @@ fn effective_settings_cover_every_key() {
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
     // Every key, and each of the rule's six.
-    assert_eq!(settings.len(), 109 + 3 + 6);
+    assert_eq!(settings.len(), 111 + 3 + 6);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

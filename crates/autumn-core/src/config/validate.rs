@@ -101,11 +101,20 @@ impl AutumnConfig {
         let long_enough =
             |secret: &String| secret.len() >= autumn_idempotency::seal::MIN_SECRET_LEN;
         let quota = &self.idempotency.quota;
-        let checks: [(&'static str, bool, &str); 24] = [
+        let checks: [(&'static str, bool, &str); 25] = [
             (
                 "openapi.path",
                 self.openapi.path.starts_with('/') && !self.openapi.path.contains(['{', '}', '*']),
                 "must be a plain path starting with `/`, like \"/openapi.json\"",
+            ),
+            (
+                "openapi.ui_path",
+                self.openapi.ui_path.starts_with('/')
+                    && self.openapi.ui_path.len() > 1
+                    && !self.openapi.ui_path.ends_with('/')
+                    && !self.openapi.ui_path.contains(['{', '}', '*'])
+                    && (!self.openapi.ui || self.openapi.ui_path != self.openapi.path),
+                "must be a plain path starting with `/`, not `/` itself, not ending in `/` and not `openapi.path`, like \"/openapi\"",
             ),
             (
                 "idempotency.quota.max_records",

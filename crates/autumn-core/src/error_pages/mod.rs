@@ -24,6 +24,7 @@ mod service;
 
 pub use future::ResponseFuture;
 pub use layer::ErrorPagesLayer;
+pub(crate) use render::escape as escape_html;
 pub use render::{ErrorInfo, ErrorPageRenderer};
 pub use rewrite::DEFAULT_MAX_BODY_BYTES;
 pub use service::ErrorPages;

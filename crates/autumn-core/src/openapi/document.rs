@@ -256,6 +256,13 @@ fn operation(app: &AppFacts<'_>, source: &OperationSource, path_names: &[String]
     if reads {
         problems.entry(400).or_default();
     }
+    // A path that names a resource may name one that is not there.
+    if !path_names.is_empty() {
+        problems
+            .entry(404)
+            .or_default()
+            .push(autumn_base::problem::codes::NOT_FOUND.as_str());
+    }
     if operation.contains_key("requestBody") {
         problems.entry(413).or_default();
         problems.entry(415).or_default();

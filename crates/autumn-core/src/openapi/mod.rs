@@ -25,6 +25,7 @@
 mod document;
 #[doc(hidden)]
 pub mod probe;
+pub(crate) mod ui;
 
 pub use aide::openapi::{
     ApiKeyLocation, Operation, Parameter, RequestBody, Response, SecurityScheme,

@@ -32,6 +32,8 @@ mod middleware_config;
 mod nested_forms;
 mod observability;
 mod openapi;
+mod openapi_export;
+mod openapi_page;
 mod principals;
 mod quotas;
 mod rate_limits;

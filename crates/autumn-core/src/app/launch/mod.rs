@@ -60,6 +60,22 @@ impl AppBuilder {
     /// Builds the app in its phases (see the module documentation). Every
     /// refusal is a [`LaunchError`] naming the key or route to fix.
     pub(crate) fn launch(self) -> Result<Launched, LaunchError> {
+        match self.build(Purpose::Serve)? {
+            Built::App(launched) => Ok(*launched),
+            Built::Document(_) => unreachable!("built to serve"),
+        }
+    }
+
+    /// Builds the app as far as its OpenAPI document, whether the profile
+    /// serves it or not: phases 1 and 2, then the document's bytes.
+    pub(crate) fn launch_document(self) -> Result<bytes::Bytes, LaunchError> {
+        match self.build(Purpose::Document)? {
+            Built::Document(document) => Ok(document),
+            Built::App(_) => unreachable!("built for the document"),
+        }
+    }
+
+    fn build(self, purpose: Purpose) -> Result<Built, LaunchError> {
         let config = checked_config(self.config, self.rate_limit_rules)?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let mut startup = Startup::default();
@@ -108,7 +124,7 @@ impl AppBuilder {
         let shared = stores.shared_layers();
         let openapi = config.openapi.is_served(&config.profile);
         if openapi {
-            routes::check_openapi_path(&config.openapi.path, &routes)?;
+            routes::check_openapi_paths(&config, &routes)?;
         }
         let (mut router, operations) = routes::mount(
             &config,
@@ -118,12 +134,18 @@ impl AppBuilder {
             &shared,
             limiter.as_ref(),
             &metrics.http,
-            openapi,
+            openapi || purpose == Purpose::Document,
         )?;
-        let document = openapi.then(|| {
+        let document = (openapi || purpose == Purpose::Document).then(|| {
             let security = (self.bearer, self.principal_scheme.as_ref());
-            routes::openapi_route(&config, operations, security, &metrics.http)
+            routes::openapi_document(&config, operations, security)
         });
+        if purpose == Purpose::Document {
+            return Ok(Built::Document(document.unwrap_or_default()));
+        }
+        let document = document
+            .filter(|_| openapi)
+            .map(|document| routes::openapi_routes(&config, document, &metrics.http));
 
         // The actuator, on the app's router unless it has a port of its own.
         let health = actuator::health(&config, stores.database.as_ref(), given);
@@ -161,7 +183,7 @@ impl AppBuilder {
                     .then(|| crate::rate_limit::RateLimits::new(limiter.clone())),
             },
         )?;
-        Ok(Launched {
+        Ok(Built::App(Box::new(Launched {
             router: Router::new().fallback_service(service.clone()),
             service,
             actuator,
@@ -171,8 +193,23 @@ impl AppBuilder {
             config,
             // Phase 4 is the caller's: `Launched::startup` runs the checks.
             startup,
-        })
+        })))
     }
+}
+
+/// What a build is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    /// The whole app, to serve.
+    Serve,
+    /// Only the OpenAPI document, to write out.
+    Document,
+}
+
+/// What a build gives for its [`Purpose`].
+enum Built {
+    App(Box<Launched>),
+    Document(bytes::Bytes),
 }
 
 /// The configuration given in code, or loaded from `autumn.toml` and the

@@ -154,31 +154,48 @@ fn join(prefix: &str, path: &str) -> String {
     }
 }
 
-/// `[openapi] path` must not be a `GET` route of the app's own.
-pub(super) fn check_openapi_path(path: &str, routes: &[Route]) -> Result<(), LaunchError> {
-    match routes
-        .iter()
-        .find(|route| route.path == path && route.method == http::Method::GET)
-    {
-        Some(route) => Err(LaunchError::InvalidSetting {
-            key: "openapi.path",
-            message: format!(
-                "{path:?} is the path of the app's route `{}`; serve the document under another path",
-                route.name
-            ),
-        }),
-        None => Ok(()),
+/// `[openapi] path`, and the interactive page's paths when it is served,
+/// must not be `GET` routes of the app's own.
+pub(super) fn check_openapi_paths(
+    config: &AutumnConfig,
+    routes: &[Route],
+) -> Result<(), LaunchError> {
+    let settings = &config.openapi;
+    let document = std::iter::once(("openapi.path", settings.path.clone()));
+    let page = settings
+        .ui
+        .then(|| crate::openapi::ui::paths(&settings.ui_path))
+        .into_iter()
+        .flatten()
+        .map(|path| ("openapi.ui_path", path));
+    for (key, path) in document.chain(page) {
+        if let Some(route) = routes
+            .iter()
+            .find(|route| route.path == path && route.method == http::Method::GET)
+        {
+            return Err(LaunchError::InvalidSetting {
+                key,
+                message: format!(
+                    "{path:?} is the path of the app's route `{}`; serve the OpenAPI {} under another path",
+                    route.name,
+                    if key == "openapi.path" {
+                        "document"
+                    } else {
+                        "page"
+                    },
+                ),
+            });
+        }
     }
+    Ok(())
 }
 
-/// The route `GET [openapi] path`, answering the document of `operations`,
-/// built now, once: each request gets a clone of its bytes.
-pub(super) fn openapi_route(
+/// The OpenAPI document of `operations`, built now, once.
+pub(super) fn openapi_document(
     config: &AutumnConfig,
     operations: Vec<OperationSource>,
     security: (Option<bool>, Option<&crate::openapi::SecurityScheme>),
-    http: &Arc<HttpMetrics>,
-) -> Router {
+) -> bytes::Bytes {
     let (bearer, principal) = security;
     let tenancy = &config.tenancy;
     let submit = &config.security.submit_token;
@@ -195,8 +212,18 @@ pub(super) fn openapi_route(
             && tenancy.strategy == crate::config::TenantStrategy::Header)
             .then_some((tenancy.header.as_str(), tenancy.exempt_paths.as_slice())),
     };
-    let document = bytes::Bytes::from(crate::openapi::build(&facts, operations));
-    let path = config.openapi.path.as_str();
+    bytes::Bytes::from(crate::openapi::build(&facts, operations))
+}
+
+/// `GET [openapi] path`, answering `document` (each request gets a clone
+/// of its bytes), and the interactive page when `[openapi] ui` is on.
+pub(super) fn openapi_routes(
+    config: &AutumnConfig,
+    document: bytes::Bytes,
+    http: &Arc<HttpMetrics>,
+) -> Router {
+    let settings = &config.openapi;
+    let path = settings.path.as_str();
     let answer = axum::routing::get(move || {
         let document = document.clone();
         async move {
@@ -210,7 +237,14 @@ pub(super) fn openapi_route(
         }
     })
     .layer(RouteLabelLayer::fixed(http.route(path)));
-    Router::new().route(path, answer)
+    let router = Router::new().route(path, answer);
+    if !settings.ui {
+        return router;
+    }
+    // The page and its files count as one route in the metrics.
+    let page = crate::openapi::ui::routes(&settings.ui_path, path, &settings.title)
+        .route_layer(RouteLabelLayer::fixed(http.route(&settings.ui_path)));
+    router.merge(page)
 }
 
 /// The static files' mount must not cover a route of the app (the router
