@@ -7,6 +7,7 @@
 //! - `new`: a new app from the starter template (see `new.rs`).
 //! - `cycles`: the module cycles of every crate (see `cycles.rs`), which
 //!   `ci` checks.
+//! - `openapi`: the examples' committed OpenAPI documents, rewritten.
 //! - `soak`: the examples under load for a while, beside a flooding client,
 //!   checked for double runs, 5xx, the flooder held by its quota and memory
 //!   growth.
@@ -17,6 +18,7 @@ mod bench;
 mod cycles;
 mod http;
 mod new;
+mod openapi;
 mod services;
 mod soak;
 
@@ -47,6 +49,8 @@ commands:
             xtask/src/cycles.rs, and on a listed one that has shrunk)
   new       a new app: cargo xtask new NAME [--path DIR] [--git URL]
             (a page, a form, a JSON API, a test, autumn.toml)
+  openapi   write the OpenAPI documents the examples commit
+            (examples/orders/openapi.json, examples/payments/openapi.json)
   soak      the orders and saas examples on Redis under mixed load for 2
             minutes (--long: 10, --secs N: N) beside a client flooding each
             with new keys, then: no handler run twice per key, no 5xx or
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         }
         Some("new") => new::run(&root, &args.collect::<Vec<_>>()),
         Some("soak") => soak::run(&root, &args.collect::<Vec<_>>()),
+        Some("openapi") => openapi::run(&root),
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

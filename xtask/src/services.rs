@@ -7,8 +7,8 @@
 //! own; and
 //! the browser the saas example's end-to-end tests drive (Debian's Chromium
 //! and ChromeDriver); and the API tools the OpenAPI tests run
-//! (`openapi-spec-validator` and Schemathesis, from the Python registry, in
-//! a virtual environment of their own). Every step prints one line with how long it took; a
+//! (`openapi-spec-validator`, Schemathesis, `openapi-python-client` and
+//! `h2`, from the Python registry, in a virtual environment of their own). Every step prints one line with how long it took; a
 //! step that cannot be done fails naming the manual step.
 //!
 //! The same functions serve the loopback defaults and, in this module's
@@ -881,20 +881,37 @@ fn browser_version() -> String {
 /// so nothing of the system's Python changes. The tests look here unless
 /// `AUTUMN_API_TOOLS` names another directory holding their `bin/`.
 const API_TOOLS_DIR: &str = "/usr/local/lib/autumn-api-tools";
-/// The tools, pinned: a new release of either must not turn CI red or
-/// green by itself.
-const API_TOOLS: [&str; 2] = ["openapi-spec-validator==0.9.0", "schemathesis==4.32.5"];
+/// The tools, pinned: a new release of one must not turn CI red or green
+/// by itself. The validator and Schemathesis check the documents; the
+/// client generator makes the client the orders example's test drives;
+/// `h2` is the HTTP/2 implementation the server's stream-level abuse
+/// tests speak through.
+const API_TOOLS: [&str; 4] = [
+    "openapi-spec-validator==0.9.0",
+    "schemathesis==4.32.5",
+    "openapi-python-client==0.29.1",
+    "h2==4.4.1",
+];
+/// The programs the tests run from the environment's `bin/`.
+const API_TOOL_PROGRAMS: [&str; 4] = [
+    "openapi-spec-validator",
+    "schemathesis",
+    "openapi-python-client",
+    "python",
+];
 
 /// Makes sure the OpenAPI validator and Schemathesis are installed, in
 /// their virtual environment, at the pinned versions.
 fn ensure_api_tools() -> Result<(), String> {
     let started = Instant::now();
-    println!("==> API tools (openapi-spec-validator and Schemathesis for the OpenAPI tests)");
+    println!(
+        "==> API tools (openapi-spec-validator, Schemathesis, openapi-python-client and h2 for the OpenAPI and HTTP/2 tests)"
+    );
     let dir = Path::new(API_TOOLS_DIR);
     let stamp = dir.join("autumn-pins.txt");
     let wanted = API_TOOLS.join("\n");
     let installed = fs::read_to_string(&stamp).is_ok_and(|pins| pins == wanted)
-        && ["openapi-spec-validator", "schemathesis"]
+        && API_TOOL_PROGRAMS
             .iter()
             .all(|tool| dir.join("bin").join(tool).is_file());
     if installed {

@@ -3,8 +3,9 @@
 //!
 //! `POST /orders` takes `{"item": "widget", "qty": 2}` (and an optional
 //! `delay_ms`, capped at 10 s, standing in for a slow payment provider) and
-//! answers 201 with the new order; `GET /orders` lists them, and
-//! `GET /orders/live` streams their number as server-sent events.
+//! answers 201 with the new order and its `Location`; `GET /orders` lists
+//! them, `GET /orders/{id}` shows one, and `GET /orders/live` streams their
+//! number as server-sent events.
 //!
 //! Orders live in memory, or in the app database when `[database] url` is
 //! set (PostgreSQL or SQLite); the idempotency store is whatever
@@ -62,12 +63,13 @@ pub struct NewOrder {
     delay_ms: Option<u64>,
 }
 
-/// `POST /orders`: validates, waits `delay_ms`, creates the order.
+/// `POST /orders`: validates, waits `delay_ms`, creates the order; its
+/// `Location` is `GET /orders/{id}`.
 #[post("/orders")]
 pub async fn create_order(
     orders: Orders,
     Json(new): Json<NewOrder>,
-) -> AutumnResult<(StatusCode, Json<Order>)> {
+) -> AutumnResult<(StatusCode, [(http::HeaderName, String); 1], Json<Order>)> {
     if new.item.trim().is_empty() {
         return Err(AutumnError::unprocessable("item must not be blank"));
     }
@@ -83,7 +85,21 @@ pub async fn create_order(
         qty: new.qty,
     };
     orders.insert(&order).await?;
-    Ok((StatusCode::CREATED, Json(order)))
+    let location = format!("/orders/{}", order.id);
+    Ok((
+        StatusCode::CREATED,
+        [(http::header::LOCATION, location)],
+        Json(order),
+    ))
+}
+
+/// `GET /orders/{id}`: one order, or 404.
+#[get("/orders/{id}")]
+pub async fn show_order(orders: Orders, Path(id): Path<Uuid>) -> AutumnResult<Json<Order>> {
+    match orders.find(id).await? {
+        Some(order) => Ok(Json(order)),
+        None => Err(AutumnError::not_found(format!("no order {id}"))),
+    }
 }
 
 /// `GET /orders`: every order, oldest first.
@@ -129,7 +145,7 @@ pub async fn live_count(orders: Orders) -> impl IntoResponse {
 /// `memory`.
 pub fn app(memory: Orders) -> AppBuilder {
     autumn_web::app()
-        .routes(routes![create_order, list_orders, live_count])
+        .routes(routes![create_order, list_orders, show_order, live_count])
         .layer(axum::Extension(memory))
         .idempotent()
 }

@@ -8,6 +8,9 @@
 //! `cargo run -p orders -- idempotency inspect|evict KEY --path /orders`
 //! looks a key up in the app's idempotency store, or evicts it (`run()`
 //! answers the command).
+//!
+//! `cargo run -p orders -- openapi [FILE]` writes its OpenAPI document to
+//! FILE, or to standard output.
 
 use autumn_web::config::AutumnConfig;
 
@@ -17,7 +20,7 @@ async fn main() {
     match args.as_slice() {
         [] => {}
         // Key administration: `run()` answers it, on the app's own store.
-        [command, ..] if command == "idempotency" => {}
+        [command, ..] if command == "idempotency" || command == "openapi" => {}
         [command, name] if command == "create-token" => {
             let created = match AutumnConfig::load() {
                 Ok(config) => orders::create_token(&config, name).await,
@@ -40,7 +43,7 @@ async fn main() {
         }
         _ => {
             eprintln!(
-                "usage: orders [create-token NAME | idempotency inspect|evict KEY --path PATH]"
+                "usage: orders [create-token NAME | idempotency inspect|evict KEY --path PATH | openapi [FILE]]"
             );
             std::process::exit(2);
         }

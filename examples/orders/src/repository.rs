@@ -41,11 +41,23 @@ struct Row {
     qty: i64,
 }
 
+impl Row {
+    fn into_order(self) -> Result<Order, AutumnError> {
+        Ok(Order {
+            id: Uuid::parse_str(&self.id).map_err(AutumnError::internal)?,
+            item: self.item,
+            qty: self.qty,
+        })
+    }
+}
+
 const POSTGRES_TABLE: &str = "CREATE TABLE IF NOT EXISTS orders \
     (seq BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, item TEXT NOT NULL, qty BIGINT NOT NULL)";
 const SQLITE_TABLE: &str = "CREATE TABLE IF NOT EXISTS orders \
     (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, item TEXT NOT NULL, qty BIGINT NOT NULL)";
 const LIST: &str = "SELECT id, item, qty FROM orders ORDER BY seq";
+const FIND_POSTGRES: &str = "SELECT id, item, qty FROM orders WHERE id = $1";
+const FIND_SQLITE: &str = "SELECT id, item, qty FROM orders WHERE id = ?";
 
 impl Orders {
     fn memory(list: &Mutex<Vec<Order>>) -> std::sync::MutexGuard<'_, Vec<Order>> {
@@ -140,15 +152,42 @@ impl Orders {
                 diesel::sql_query(LIST).load(&mut *db).await?
             }
         };
-        rows.into_iter()
-            .map(|row| {
-                Ok(Order {
-                    id: Uuid::parse_str(&row.id).map_err(AutumnError::internal)?,
-                    item: row.item,
-                    qty: row.qty,
-                })
-            })
-            .collect()
+        rows.into_iter().map(Row::into_order).collect()
+    }
+
+    /// The order `id`, if there is one.
+    ///
+    /// # Errors
+    ///
+    /// When the database fails.
+    pub async fn find(&self, id: Uuid) -> Result<Option<Order>, AutumnError> {
+        let pool = match self.store().await? {
+            Store::Memory(list) => {
+                return Ok(Self::memory(list)
+                    .iter()
+                    .find(|order| order.id == id)
+                    .cloned());
+            }
+            Store::Database(pool) => pool,
+        };
+        let id = id.to_string();
+        let rows: Vec<Row> = match pool.backend() {
+            DbBackend::Sqlite => {
+                let mut db = autumn_web::db::Db::<SqliteConnection>::from_pool(pool).await?;
+                diesel::sql_query(FIND_SQLITE)
+                    .bind::<Text, _>(&id)
+                    .load(&mut *db)
+                    .await?
+            }
+            _ => {
+                let mut db = autumn_web::db::Db::<PgConnection>::from_pool(pool).await?;
+                diesel::sql_query(FIND_POSTGRES)
+                    .bind::<Text, _>(&id)
+                    .load(&mut *db)
+                    .await?
+            }
+        };
+        rows.into_iter().next().map(Row::into_order).transpose()
     }
 
     /// How many orders exist.

@@ -584,7 +584,7 @@ async fn schemathesis_finds_nothing_the_document_does_not_say() {
     let document = server.client().get("/openapi.json").send().await.text();
     api_tools::validate(document.as_bytes());
     let url = server.url("/openapi.json");
-    tokio::task::spawn_blocking(move || {
+    let report = tokio::task::spawn_blocking(move || {
         api_tools::schemathesis(
             &url,
             &[
@@ -598,8 +598,14 @@ async fn schemathesis_finds_nothing_the_document_does_not_say() {
                 "--exclude-path",
                 "/orders/live",
             ],
-        );
+        )
     })
     .await
     .expect("schemathesis ran");
+    // Its stateful phase chained `POST /orders` to `GET /orders/{id}`
+    // through the 201's `Location` and the `Order` schema.
+    assert!(
+        api_tools::stateful_links_covered(&report) >= 1,
+        "the stateful phase followed no link:\n{report}"
+    );
 }

@@ -4,7 +4,8 @@
 //! `POST /payments` takes `{"account": "acct-1", "amount": 1500}`, asks the
 //! payment provider to charge it, and stores the payment row and the
 //! response in one transaction with [`IdempotencyTx::commit`]: both commit,
-//! or neither does. `GET /payments` lists the payments and
+//! or neither does; the 201's `Location` is `GET /payments/{id}`, which
+//! shows one payment. `GET /payments` lists the payments and
 //! `GET /provider/charges` what the provider was asked for.
 //!
 //! The provider is a stand-in (see [`provider`]): tables in the same
@@ -115,6 +116,18 @@ pub async fn list_payments(Extension(pool): Extension<DbPool>) -> AutumnResult<J
     Ok(Json(store::list(&pool).await?))
 }
 
+/// `GET /payments/{id}`: one payment, or 404.
+#[get("/payments/{id}")]
+pub async fn show_payment(
+    Extension(pool): Extension<DbPool>,
+    Path(id): Path<String>,
+) -> AutumnResult<Json<Payment>> {
+    match store::find(&pool, &id).await? {
+        Some(payment) => Ok(Json(payment)),
+        None => Err(AutumnError::not_found(format!("no payment {id}"))),
+    }
+}
+
 /// `GET /provider/charges`: what the provider charged, oldest first, with
 /// how often it was asked for each.
 #[get("/provider/charges")]
@@ -125,7 +138,12 @@ pub async fn list_charges(Extension(pool): Extension<DbPool>) -> AutumnResult<Js
 /// The app.
 pub fn app() -> AppBuilder {
     autumn_web::app()
-        .routes(routes![create_payment, list_payments, list_charges])
+        .routes(routes![
+            create_payment,
+            list_payments,
+            show_payment,
+            list_charges
+        ])
         .idempotent()
 }
 

@@ -29,6 +29,7 @@ const SQLITE_TABLES: &str = "\
 
 const INSERT: &str = "INSERT INTO payments (id, account, amount, charge) VALUES ($1, $2, $3, $4)";
 const LIST: &str = "SELECT id, account, amount, charge FROM payments ORDER BY seq";
+const FIND: &str = "SELECT id, account, amount, charge FROM payments WHERE id = $1";
 
 #[derive(QueryableByName)]
 struct Row {
@@ -81,8 +82,16 @@ macro_rules! insert_and_commit {
                 if let Some(pause) = pause(PAUSE_BEFORE_COMMIT_ENV) {
                     tokio::time::sleep(pause).await;
                 }
+                let location = format!("/payments/{}", $payment.id);
                 $idem
-                    .commit(conn, (StatusCode::CREATED, Json($payment)))
+                    .commit(
+                        conn,
+                        (
+                            StatusCode::CREATED,
+                            [(axum::http::header::LOCATION, location)],
+                            Json($payment),
+                        ),
+                    )
                     .await
             }
             .scope_boxed()
@@ -114,4 +123,21 @@ pub(crate) async fn list(pool: &DbPool) -> Result<Vec<Payment>, AutumnError> {
         diesel::sql_query(LIST).load(&mut *db).await?
     };
     Ok(rows.into_iter().map(Payment::from).collect())
+}
+
+pub(crate) async fn find(pool: &DbPool, id: &str) -> Result<Option<Payment>, AutumnError> {
+    let rows: Vec<Row> = if is_sqlite(pool) {
+        let mut db = Db::<SqliteConnection>::from_pool(pool).await?;
+        diesel::sql_query(FIND)
+            .bind::<Text, _>(id)
+            .load(&mut *db)
+            .await?
+    } else {
+        let mut db = Db::<PgConnection>::from_pool(pool).await?;
+        diesel::sql_query(FIND)
+            .bind::<Text, _>(id)
+            .load(&mut *db)
+            .await?
+    };
+    Ok(rows.into_iter().next().map(Payment::from))
 }

@@ -372,7 +372,14 @@ async fn schemathesis_finds_nothing_the_document_does_not_say() {
         "the guarded operation names its key: {document}"
     );
     let url = server.url("/openapi.json");
-    tokio::task::spawn_blocking(move || api_tools::schemathesis(&url, &["--max-examples", "40"]))
-        .await
-        .expect("schemathesis ran");
+    let report = tokio::task::spawn_blocking(move || {
+        api_tools::schemathesis(&url, &["--max-examples", "40"])
+    })
+    .await
+    .expect("schemathesis ran");
+    // Its stateful phase chained `POST /payments` to `GET /payments/{id}`.
+    assert!(
+        api_tools::stateful_links_covered(&report) >= 1,
+        "the stateful phase followed no link:\n{report}"
+    );
 }
