@@ -217,7 +217,7 @@ pub(crate) fn expand(
         .as_ref()
         .map(|name| quote!(.with_rate_limit(#name)));
     let constant = syn::Ident::new(method.constant(), Span::call_site());
-    let describe = describe(&func);
+    let describe = describe(&func, &path.value());
 
     Ok(quote! {
         #func
@@ -249,11 +249,20 @@ pub(crate) fn expand(
 /// probe that describes it when it can describe itself and adds nothing
 /// otherwise (see `autumn_core::openapi::probe`). `impl Trait` types name
 /// nothing and are left out.
-fn describe(func: &ItemFn) -> TokenStream {
+fn describe(func: &ItemFn, path: &str) -> TokenStream {
+    let names = path_names(path);
     let inputs = func.sig.inputs.iter().filter_map(|input| match input {
         FnArg::Typed(typed) if !mentions_impl(&typed.ty) => {
             let ty = &typed.ty;
-            Some(quote!((&#OPENAPI::Probe::<#ty>::new()).describe_input(operation);))
+            // `Path<T>` over single values: aide names only a struct's
+            // fields, so the values' own schemas are handed over by name.
+            let values = path_value_type(ty).map(|value| {
+                quote!((&#OPENAPI::Probe::<#value>::new()).describe_path_values(operation, &[#(#names),*]);)
+            });
+            Some(quote! {
+                (&#OPENAPI::Probe::<#ty>::new()).describe_input(operation);
+                #values
+            })
         }
         _ => None,
     });
@@ -269,7 +278,10 @@ fn describe(func: &ItemFn) -> TokenStream {
     quote! {
         .describe({
             #[allow(unused_imports)]
-            use #OPENAPI::{DescribeInput as _, DescribeOutput as _, SkipInput as _, SkipOutput as _};
+            use #OPENAPI::{
+                DescribeInput as _, DescribeOutput as _, DescribePathValues as _, SkipInput as _,
+                SkipOutput as _, SkipPathValues as _,
+            };
             #[allow(clippy::needless_borrow)]
             fn describe(operation: &mut #OPENAPI::Operation) {
                 #(#inputs)*
@@ -306,6 +318,34 @@ fn response_body(ty: &syn::Type) -> (&syn::Type, &'static str) {
 }
 
 /// Whether `ty` is or contains `impl Trait`, which no probe can name.
+/// The names of `path`'s parameters, in order: `/a/{id}/{*rest}` has `id`
+/// and `rest`.
+fn path_names(path: &str) -> Vec<String> {
+    path.split('/')
+        .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
+        .map(|name| name.trim_start_matches('*').to_owned())
+        .collect()
+}
+
+/// The `T` of a `Path<T>` argument type (by its last segment's name, as
+/// written in the handler).
+fn path_value_type(ty: &syn::Type) -> Option<&syn::Type> {
+    let syn::Type::Path(path) = ty else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    if last.ident != "Path" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.first()? {
+        syn::GenericArgument::Type(value) if args.args.len() == 1 => Some(value),
+        _ => None,
+    }
+}
+
 fn mentions_impl(ty: &syn::Type) -> bool {
     struct Finder(bool);
     impl<'ast> syn::visit::Visit<'ast> for Finder {

@@ -14,7 +14,8 @@ pub use maud;
 pub mod openapi {
     pub use autumn_core::openapi::Operation;
     pub use autumn_core::openapi::probe::{
-        DescribeInput, DescribeOutput, Probe, SkipInput, SkipOutput,
+        DescribeInput, DescribeOutput, DescribePathValues, Probe, SkipInput, SkipOutput,
+        SkipPathValues,
     };
 }
 

@@ -27,7 +27,7 @@ def main(base_url: str) -> None:
 
     first = create_order.sync_detailed(client=client, body=order, idempotency_key=key)
     retry = create_order.sync_detailed(client=client, body=order, idempotency_key=key)
-    shown = show_order.sync(client=client, id=str(first.parsed.id))
+    shown = show_order.sync(client=client, id=first.parsed.id)
 
     print(
         json.dumps(

@@ -130,15 +130,24 @@ fn operation(app: &AppFacts<'_>, source: &OperationSource, path_names: &[String]
         Ok(Value::Object(operation)) => operation,
         _ => Map::new(),
     };
+    // A `Path<T>` over single values left their schemas by name; any
+    // other parameter of the path is a string.
+    let mut values = match operation.remove(super::probe::PATH_VALUES) {
+        Some(Value::Object(values)) => values,
+        _ => Map::new(),
+    };
     let parameters = array(&mut operation, "parameters");
     for name in path_names {
         let declared = parameters
             .iter()
             .any(|p| p["in"] == "path" && p["name"] == name.as_str());
         if !declared {
+            let schema = values
+                .remove(name)
+                .unwrap_or_else(|| json!({ "type": "string" }));
             parameters.push(json!({
                 "name": name, "in": "path", "required": true,
-                "schema": { "type": "string" },
+                "schema": schema,
             }));
         }
     }

@@ -56,6 +56,58 @@ pub trait SkipInput {
 
 impl<T: ?Sized> SkipInput for &Probe<T> {}
 
+/// The operation extension a `Path<T>` over single values leaves for the
+/// document: each path parameter's name and its value's schema. The
+/// document moves them to the parameters and drops the extension.
+pub(crate) const PATH_VALUES: &str = "x-autumn-path-values";
+
+/// The `T` of a `Path<T>`, when it describes itself: a single value
+/// (`Path<Uuid>`, `Path<u64>`) or a tuple of them (`Path<(u64, String)>`),
+/// whose schemas go to the path's parameters by position. A struct is left
+/// to aide, which names its fields.
+pub trait DescribePathValues {
+    /// Hands the values' schemas to the document, by the path's parameter
+    /// `names`.
+    fn describe_path_values(&self, operation: &mut Operation, names: &[&str]);
+}
+
+impl<T: schemars::JsonSchema> DescribePathValues for Probe<T> {
+    fn describe_path_values(&self, operation: &mut Operation, names: &[&str]) {
+        let own = T::json_schema(&mut schemars::SchemaGenerator::default());
+        let own = own.as_value();
+        if own.get("type").and_then(serde_json::Value::as_str) == Some("object")
+            || own.get("properties").is_some()
+        {
+            return;
+        }
+        let schema = aide::generate::in_context(|ctx| ctx.schema.subschema_for::<T>());
+        let schema = schema.as_value();
+        let values: Vec<serde_json::Value> = match schema.get("prefixItems") {
+            Some(serde_json::Value::Array(items)) => items.clone(),
+            _ if names.len() == 1 => vec![schema.clone()],
+            _ => return,
+        };
+        let by_name: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .map(|name| (*name).to_owned())
+            .zip(values)
+            .collect();
+        operation
+            .extensions
+            .insert(PATH_VALUES.to_owned(), serde_json::Value::Object(by_name));
+    }
+}
+
+/// Any other `T`: nothing to add.
+pub trait SkipPathValues {
+    /// Adds nothing.
+    fn describe_path_values(&self, operation: &mut Operation, names: &[&str]) {
+        let _ = (operation, names);
+    }
+}
+
+impl<T: ?Sized> SkipPathValues for &Probe<T> {}
+
 /// A response body type that describes itself.
 pub trait DescribeOutput {
     /// Adds the type's response to `operation` under `status` (`"200"`, or

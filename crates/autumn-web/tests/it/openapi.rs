@@ -48,6 +48,23 @@ async fn show_order(Path(id): Path<u64>) -> AutumnResult<Json<Order>> {
     }))
 }
 
+#[get("/orders/{id}/lines/{line}")]
+async fn show_line(Path((id, line)): Path<(uuid::Uuid, u8)>) -> String {
+    format!("{id} {line}")
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[schemars(crate = "autumn_web::openapi::schemars")]
+struct Shelf {
+    aisle: u16,
+    shelf: String,
+}
+
+#[get("/aisles/{aisle}/{shelf}")]
+async fn show_shelf(Path(at): Path<Shelf>) -> String {
+    format!("{} {}", at.aisle, at.shelf)
+}
+
 #[post("/payments", idempotency = "required", in_flight_wait_ms = 250)]
 async fn pay(Json(new): Json<NewOrder>) -> Json<Order> {
     Json(Order {
@@ -69,7 +86,15 @@ async fn signup(Form(form): Form<Signup>) -> Redirect {
 
 fn client(toml: &str) -> TestClient {
     TestApp::new()
-        .routes(routes![place_order, show_order, pay, hook, signup])
+        .routes(routes![
+            place_order,
+            show_order,
+            show_line,
+            show_shelf,
+            pay,
+            hook,
+            signup
+        ])
         .idempotent()
         .with_config(AutumnConfig::from_toml_str(toml).expect("config"))
         .build()
@@ -155,9 +180,25 @@ async fn every_route_is_an_operation_with_its_types_and_its_retry_policy() {
     // A read and a route that opted out say nothing of keys.
     let show = &doc["paths"]["/orders/{id}"]["get"];
     assert!(parameter(show, "Idempotency-Key").is_none());
-    assert_eq!(
-        parameter(show, "id").expect("the path parameter")["in"],
-        "path"
+    let id = parameter(show, "id").expect("the path parameter");
+    assert_eq!(id["in"], "path");
+    // A single value's own schema, not a plain string.
+    assert_eq!(id["schema"]["type"], "integer", "{id}");
+    assert_eq!(id["schema"]["format"], "uint64", "{id}");
+    assert_eq!(show["responses"]["404"]["x-problem-codes"][0], "not_found");
+    // A tuple's values by position; a struct's fields by name.
+    let line = &doc["paths"]["/orders/{id}/lines/{line}"]["get"];
+    let schema = |operation, name| parameter(operation, name).expect(name)["schema"].clone();
+    assert_eq!(schema(line, "id")["format"], "uuid");
+    assert_eq!(schema(line, "line")["format"], "uint8");
+    let shelf = &doc["paths"]["/aisles/{aisle}/{shelf}"]["get"];
+    assert_eq!(schema(shelf, "aisle")["format"], "uint16");
+    assert_eq!(schema(shelf, "shelf")["type"], "string");
+    assert!(
+        !serde_json::to_string(&doc)
+            .expect("JSON")
+            .contains("x-autumn-path-values"),
+        "the handover does not reach the document"
     );
     let hook = &doc["paths"]["/hooks"]["post"];
     assert!(parameter(hook, "Idempotency-Key").is_none());
