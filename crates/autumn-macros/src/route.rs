@@ -374,6 +374,17 @@ mod tests {
             .to_string()
     }
 
+    #[test]
+    fn path_parameters_are_named_in_order_and_path_types_found() {
+        assert_eq!(path_names("/a/{id}/b/{*rest}"), ["id", "rest"]);
+        assert!(path_names("/orders").is_empty());
+        let ty: syn::Type = syn::parse_quote!(axum::extract::Path<(Uuid, u8)>);
+        let value = path_value_type(&ty).expect("a Path");
+        assert_eq!(quote!(#value).to_string(), quote!((Uuid, u8)).to_string());
+        let ty: syn::Type = syn::parse_quote!(Json<Order>);
+        assert!(path_value_type(&ty).is_none());
+    }
+
     fn handler() -> TokenStream {
         quote!(
             async fn place_order() -> &'static str {
