@@ -1,8 +1,13 @@
-//! HTTP/2 abuse, frame by frame over a real socket (h2c, so the frames are
-//! the test's own bytes): rapid reset, a header block that never ends, and
-//! floods of PINGs and SETTINGS from a client that never reads. Each time
-//! the abusive connection is closed within a bound, and an ordinary client
-//! on another connection is served within 1 s while the abuse goes on.
+//! HTTP/2 abuse over a real socket (h2c): rapid reset, a header block that
+//! never ends, and floods of PINGs and SETTINGS from a client that never
+//! reads. Each time the abusive connection is closed within a bound, and an
+//! ordinary client on another connection is served within 1 s while the
+//! abuse goes on.
+//!
+//! Each abuse is sent twice: frame by frame as the test's own bytes, and
+//! through Python's `h2` library (`h2_client.py`), an HTTP/2
+//! implementation no one here wrote, which also sends 100 concurrent
+//! duplicate keyed streams on one connection.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,6 +31,16 @@ async fn root() -> &'static str {
 #[get("/hello")]
 async fn hello() -> &'static str {
     "hello"
+}
+
+static PAYS: AtomicUsize = AtomicUsize::new(0);
+
+/// Slow enough that duplicates arrive while the first run is in flight.
+#[post("/pay")]
+async fn pay(body: String) -> String {
+    PAYS.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    format!("paid {}", body.len())
 }
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -67,7 +82,8 @@ impl Server {
         let (stop, stopped) = oneshot::channel::<()>();
         let served = tokio::spawn(
             autumn_web::app()
-                .routes(routes![root, hello])
+                .routes(routes![root, hello, pay])
+                .idempotent()
                 .with_config(config)
                 .serve(listener, async move {
                     let _ = stopped.await;
@@ -277,4 +293,103 @@ async fn a_ping_flood_from_a_client_that_never_reads_is_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settings_flood_from_a_client_that_never_reads_is_closed() {
     flood_without_reading(SETTINGS).await;
+}
+
+// ------------------------------------------------ through Python's h2
+
+/// Runs `h2_client.py` against `address` in `mode`, while an ordinary
+/// request is timed on a connection of its own; returns what the client
+/// saw and how long the ordinary request took.
+async fn python_h2(address: SocketAddr, mode: &[&str]) -> (serde_json::Value, Duration) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/h2_client.py");
+    let mut args = vec![address.ip().to_string(), address.port().to_string()];
+    args.extend(mode.iter().map(|arg| (*arg).to_owned()));
+    let client = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let dir = std::path::Path::new(script)
+            .parent()
+            .expect("the script's directory");
+        autumn_testkit::api_tools::python(std::path::Path::new(script), dir, &args)
+    });
+    // Once the abuse has begun.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let took = ordinary_request(address).await;
+    let seen = client.await.expect("the client ran");
+    let seen = serde_json::from_str(&seen).unwrap_or_else(|e| panic!("{e}: {seen}"));
+    (seen, took)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_h2_100_duplicate_streams_on_one_connection_run_the_handler_once() {
+    let server = Server::start(CONFIG).await;
+    let before = PAYS.load(Ordering::SeqCst);
+    let (seen, _) = python_h2(server.address, &["duplicates", "h2-duplicates-1"]).await;
+    let ran = PAYS.load(Ordering::SeqCst) - before;
+    assert_eq!(seen["unanswered"], 0, "every stream is answered");
+    // Each answer is the run's own, its replay, or "still in flight"
+    // (no in-flight wait is configured): counted by kind.
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    for answer in seen["answers"].as_array().expect("answers") {
+        let body = answer["body"].as_str().unwrap_or_default();
+        let kind = match (answer["status"].as_u64(), answer["replayed"].as_str()) {
+            (Some(200), None) if body == "paid 14" => "run".to_owned(),
+            (Some(200), Some("true")) if body == "paid 14" => "replayed".to_owned(),
+            (Some(409), _) if body.contains("\"idempotency_key_in_flight\"") => {
+                "in flight".to_owned()
+            }
+            (status, _) => format!("unexpected {status:?}: {body}"),
+        };
+        *kinds.entry(kind).or_default() += 1;
+    }
+    assert_eq!(ran, 1, "the handler ran once: {kinds:?}");
+    assert_eq!(kinds.get("run"), Some(&1), "{kinds:?}");
+    assert_eq!(kinds.values().sum::<usize>(), 100, "{kinds:?}");
+    assert!(
+        kinds
+            .keys()
+            .all(|kind| ["run", "replayed", "in flight"].contains(&kind.as_str())),
+        "{kinds:?}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_h2_rapid_reset_is_stopped_with_enhance_your_calm() {
+    let server = Server::start(CONFIG).await;
+    let (seen, took) = python_h2(server.address, &["rapid-reset"]).await;
+    assert!(
+        took < Duration::from_secs(1),
+        "ordinary request took {took:?}"
+    );
+    assert_eq!(seen["closed"], true, "{seen}");
+    assert_eq!(seen["goaway"], 0xb, "ENHANCE_YOUR_CALM: {seen}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_h2_floods_and_an_endless_header_block_are_cut_off() {
+    let server = Server::start(CONFIG).await;
+    for mode in ["ping-flood", "settings-flood"] {
+        let (seen, took) = python_h2(server.address, &[mode]).await;
+        assert!(
+            took < Duration::from_secs(1),
+            "{mode}: ordinary request took {took:?}"
+        );
+        assert_eq!(seen["closed"], true, "{mode}: {seen}");
+        assert!(
+            seen["seconds"].as_f64().is_some_and(|s| s < 10.0),
+            "{mode}: {seen}"
+        );
+    }
+    let (seen, took) = python_h2(server.address, &["endless-headers"]).await;
+    assert!(
+        took < Duration::from_secs(1),
+        "ordinary request took {took:?}"
+    );
+    assert_eq!(seen["closed"], true, "{seen}");
+    assert!(
+        seen["continuations"].as_u64().is_some_and(|n| n < 1_000),
+        "the server stopped taking the block: {seen}"
+    );
+    server.stop().await;
 }
