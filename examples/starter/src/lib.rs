@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use autumn_web::AppBuilder;
+use autumn_web::openapi::JsonSchema;
 use autumn_web::prelude::*;
 use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
 use serde::{Deserialize, Serialize};
@@ -35,8 +36,10 @@ impl Notes {
     }
 }
 
-/// One note.
-#[derive(Clone, Debug, Serialize)]
+/// One note. `JsonSchema` describes it in the app's OpenAPI document
+/// (`/openapi.json`, shown at `/openapi` in development).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[schemars(crate = "autumn_web::openapi::schemars")]
 pub struct Note {
     /// Its number, from 1.
     pub id: usize,
@@ -45,7 +48,8 @@ pub struct Note {
 }
 
 /// The body of a new note, from the form or as JSON.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[schemars(crate = "autumn_web::openapi::schemars")]
 pub struct NewNote {
     text: String,
 }

@@ -83,3 +83,23 @@ async fn a_retried_api_call_adds_one_note() {
         "call Ada"
     );
 }
+
+#[autumn_web::test]
+async fn the_api_is_described_for_clients_and_shown_in_development() {
+    let client = TestApp::from_builder(app()).build();
+
+    let document: autumn_web::reexports::serde_json::Value =
+        client.get("/openapi.json").send().await.json();
+    let create = &document["paths"]["/api/notes"]["post"];
+    assert_eq!(
+        create["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/NewNote"
+    );
+    assert!(
+        create["parameters"]
+            .as_array()
+            .is_some_and(|parameters| parameters.iter().any(|p| p["name"] == "Idempotency-Key")),
+        "the API's POST takes a key"
+    );
+    client.get("/openapi").send().await.assert_ok();
+}
