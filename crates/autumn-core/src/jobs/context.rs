@@ -73,6 +73,30 @@ impl MutationContext {
         }
     }
 
+    /// This context with its rows stamped by `clock` instead of the system
+    /// clock: for a test on a manual clock, or work outside a request that
+    /// keeps to the app's clock. (In a request the app's clock is already
+    /// the one.)
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use autumn_core::jobs::MutationContext;
+    /// use autumn_base::clock::ManualClock;
+    ///
+    /// let clock = ManualClock::starting_at(1_000_000);
+    /// let context = MutationContext::with_idempotency_key("v1:k").with_clock(Arc::new(clock));
+    /// assert_eq!(context.idempotency_key(), Some("v1:k"));
+    /// ```
+    #[must_use]
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        let wake = match self.queue.take() {
+            Some(queue) => queue.wake,
+            None => Arc::new(Notify::new()),
+        };
+        self.queue = Some(CommitQueue { clock, wake });
+        self
+    }
+
     /// The framework-scoped idempotency key, if the mutation runs for an
     /// idempotent request.
     pub fn idempotency_key(&self) -> Option<&str> {

@@ -169,6 +169,8 @@ where
 #[derive(Clone)]
 pub struct CommitHooks {
     pub(crate) hooks: BTreeMap<String, Arc<dyn CommitHook>>,
+    /// Timeouts of hooks that do not take the default.
+    pub(crate) timeouts: BTreeMap<String, Duration>,
     pub(crate) settings: WorkerSettings,
 }
 
@@ -176,6 +178,7 @@ impl std::fmt::Debug for CommitHooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CommitHooks")
             .field("hooks", &self.hooks.keys().collect::<Vec<_>>())
+            .field("timeouts", &self.timeouts)
             .field("settings", &self.settings)
             .finish()
     }
@@ -194,9 +197,38 @@ pub(crate) struct WorkerSettings {
     pub(crate) backoff: Duration,
     pub(crate) max_backoff: Duration,
     pub(crate) lease: Duration,
+    /// How long one run may take, unless its hook has a timeout of its own.
+    pub(crate) timeout: Duration,
     pub(crate) poll_every: Duration,
     pub(crate) batch: u32,
+    /// Jobs one process runs at once.
+    pub(crate) concurrency: u32,
+    pub(crate) retention: Retention,
     pub(crate) paused: bool,
+}
+
+/// How long finished rows are kept (see [`CommitHooks::retention`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Retention {
+    pub(crate) done: Duration,
+    pub(crate) dead: Duration,
+    /// How long a row written under an idempotency key outlives its
+    /// creation at least: the key's record TTL, set by the app from
+    /// `[idempotency] ttl_secs`.
+    pub(crate) keyed_hold: Duration,
+    /// How often the sweep runs.
+    pub(crate) sweep_every: Duration,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self {
+            done: Duration::from_secs(7 * 24 * 3600),
+            dead: Duration::from_secs(30 * 24 * 3600),
+            keyed_hold: Duration::from_secs(24 * 3600),
+            sweep_every: Duration::from_secs(60),
+        }
+    }
 }
 
 impl Default for WorkerSettings {
@@ -205,9 +237,12 @@ impl Default for WorkerSettings {
             max_attempts: 8,
             backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(300),
-            lease: Duration::from_secs(300),
+            lease: Duration::from_secs(60),
+            timeout: Duration::from_secs(300),
             poll_every: Duration::from_secs(1),
             batch: 32,
+            concurrency: 32,
+            retention: Retention::default(),
             paused: false,
         }
     }
@@ -226,12 +261,23 @@ impl WorkerSettings {
 
 impl CommitHooks {
     /// No hooks, and the default settings: 8 attempts, a backoff from 1 s
-    /// doubling up to 5 min, a lease of 5 min per run, a poll every second.
+    /// doubling up to 5 min, a lease of 1 min renewed while a run lasts, a
+    /// timeout of 5 min per run, 32 runs at once, a poll every second, done
+    /// rows kept 7 days and dead ones 30.
     pub fn new() -> Self {
         Self {
             hooks: BTreeMap::new(),
+            timeouts: BTreeMap::new(),
             settings: WorkerSettings::default(),
         }
+    }
+
+    /// How long run of hook `name` may take (see [`timeout`](Self::timeout)).
+    pub(crate) fn timeout_of(&self, name: &str) -> Duration {
+        self.timeouts
+            .get(name)
+            .copied()
+            .unwrap_or(self.settings.timeout)
     }
 
     /// Runs `hook` for the queue rows named `name`.
@@ -240,9 +286,11 @@ impl CommitHooks {
         self
     }
 
-    /// Adds every hook of `other` (its settings are ignored).
+    /// Adds every hook of `other`, with their own timeouts (its other
+    /// settings are ignored).
     pub fn merge(mut self, other: CommitHooks) -> Self {
         self.hooks.extend(other.hooks);
+        self.timeouts.extend(other.timeouts);
         self
     }
 
@@ -265,15 +313,63 @@ impl CommitHooks {
         self
     }
 
-    /// How long a run may take before another worker may take the job over
-    /// (as after a crash). Longer than the slowest run of any hook.
+    /// How long a job stays claimed by a worker that stopped renewing it
+    /// (after a crash): past it, another worker takes the job over. A live
+    /// run renews its lease every third of it, however long it runs, so
+    /// the lease bounds the wait after a crash, not the length of a run.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.settings.lease = lease;
+        self.settings.lease = lease.max(Duration::from_millis(3));
+        self
+    }
+
+    /// How long one run may take (every hook without a timeout of its own;
+    /// 5 min by default). A run past it is dropped and counts as a failed
+    /// attempt (retried after the backoff, or dead when it was the last),
+    /// so a hook that hangs (a call to a server that never answers) holds
+    /// no other job back and is not run on by another worker.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.settings.timeout = timeout;
+        self
+    }
+
+    /// How long one run of hook `name` may take, instead of
+    /// [`timeout`](Self::timeout).
+    pub fn timeout_for(mut self, name: impl Into<String>, timeout: Duration) -> Self {
+        self.timeouts.insert(name.into(), timeout);
+        self
+    }
+
+    /// How many jobs one process runs at once (32 by default, at least 1):
+    /// a slow job holds one of them, never the others.
+    pub fn concurrency(mut self, jobs: u32) -> Self {
+        self.settings.concurrency = jobs.max(1);
+        self
+    }
+
+    /// How long finished rows are kept before the sweep deletes them:
+    /// `done` ones 7 days and `dead` ones 30 by default. Their payloads
+    /// may hold personal data, so nothing is kept for ever. A row written
+    /// under an idempotency key is kept at least as long as that key's
+    /// record (`[idempotency] ttl_secs`), since the row is what stops a
+    /// retried request from queuing the job again. A row's time is set
+    /// when it finishes.
+    pub fn retention(mut self, done: Duration, dead: Duration) -> Self {
+        self.settings.retention.done = done;
+        self.settings.retention.dead = dead;
+        self
+    }
+
+    /// How long a keyed row is kept at least (see
+    /// [`retention`](Self::retention)); the app sets it from its
+    /// idempotency TTL.
+    pub(crate) fn keyed_hold(mut self, hold: Duration) -> Self {
+        self.settings.retention.keyed_hold = hold;
         self
     }
 
     /// How often the worker looks for due jobs when nothing woke it (a
-    /// retry coming due, a row another replica wrote).
+    /// retry coming due, a row another replica wrote), and at the clock
+    /// while a job runs (to renew its lease, or cut it off at its timeout).
     pub fn poll_every(mut self, every: Duration) -> Self {
         self.settings.poll_every = every.max(Duration::from_millis(10));
         self

@@ -19,6 +19,7 @@ mod context;
 mod hook;
 mod launch;
 mod queue;
+mod watch;
 mod worker;
 
 pub use context::MutationContext;

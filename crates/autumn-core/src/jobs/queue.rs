@@ -1,9 +1,11 @@
 //! The statements on `autumn_commit_jobs`: writing a row in the mutation's
-//! transaction, and the worker's claim, finish, retry and dead-letter.
+//! transaction, and the worker's claim, lease renewal, finish, retry,
+//! dead-letter and retention sweep.
 
 // Statement caching is a PostgreSQL setting.
 #[cfg(feature = "postgres")]
 use autumn_base::database::CachedExt as _;
+use autumn_base::database::ExpiringTable;
 #[cfg(feature = "sqlite")]
 use autumn_base::database::sqlite_params;
 use autumn_base::database::{DbConnection, DbError, DbPool};
@@ -40,24 +42,85 @@ const CLAIM_SQLITE: &str = "UPDATE autumn_commit_jobs SET attempts = attempts + 
        ORDER BY run_at, id LIMIT ?4) \
      RETURNING id, record_id, idempotency_key, payload, attempts";
 
-/// $1 hook, $2 now, $3 max attempts: jobs whose last attempt never finished
-/// (the worker died in it, and its lease is over).
-const EXHAUSTED: &str = "UPDATE autumn_commit_jobs SET state = 'dead', finished_at = $2, \
-       last_error = 'the last attempt did not finish within its lease' \
-     WHERE hook = $1 AND state = 'pending' AND run_at <= $2 AND attempts >= $3";
+/// When a finished row may go, given `$E` (now plus the state's retention)
+/// and `$K` (how long a keyed row must outlive its creation): a row written
+/// under an idempotency key is kept while a retry of that request could
+/// still run the handler again, since the row is what stops a second job.
+macro_rules! expiry {
+    ($e:literal, $k:literal) => {
+        concat!(
+            "CASE WHEN idempotency_key IS NOT NULL AND created_at + ",
+            $k,
+            " > ",
+            $e,
+            " THEN created_at + ",
+            $k,
+            " ELSE ",
+            $e,
+            " END"
+        )
+    };
+}
 
-/// $1 id, $2 attempt, $3 now. Fenced on the attempt: a worker whose lease
-/// lapsed and whose job another worker took over changes nothing.
-const DONE: &str = "UPDATE autumn_commit_jobs SET state = 'done', finished_at = $3, last_error = NULL \
-     WHERE id = $1 AND attempts = $2 AND state = 'pending'";
+/// $1 hook, $2 now, $3 max attempts, $4 now plus the dead retention, $5 the
+/// keyed hold: jobs whose last attempt never finished (the worker died in
+/// it, and its lease is over).
+const EXHAUSTED: &str = concat!(
+    "UPDATE autumn_commit_jobs SET state = 'dead', finished_at = $2, \
+       last_error = 'the last attempt did not finish within its lease', expires_at = ",
+    expiry!("$4", "$5"),
+    " WHERE hook = $1 AND state = 'pending' AND run_at <= $2 AND attempts >= $3"
+);
+
+/// $1 id, $2 attempt, $3 now, $4 now plus the done retention, $5 the keyed
+/// hold. Fenced on the attempt: a worker whose lease lapsed and whose job
+/// another worker took over changes nothing.
+const DONE: &str = concat!(
+    "UPDATE autumn_commit_jobs SET state = 'done', finished_at = $3, last_error = NULL, expires_at = ",
+    expiry!("$4", "$5"),
+    " WHERE id = $1 AND attempts = $2 AND state = 'pending'"
+);
 
 /// $1 id, $2 attempt, $3 when to run again, $4 error.
 const RETRY: &str = "UPDATE autumn_commit_jobs SET run_at = $3, last_error = $4 \
      WHERE id = $1 AND attempts = $2 AND state = 'pending'";
 
-/// $1 id, $2 attempt, $3 now, $4 error.
-const DEAD: &str = "UPDATE autumn_commit_jobs SET state = 'dead', finished_at = $3, last_error = $4 \
+/// $1 id, $2 attempt, $3 now, $4 error, $5 now plus the dead retention, $6
+/// the keyed hold.
+const DEAD: &str = concat!(
+    "UPDATE autumn_commit_jobs SET state = 'dead', finished_at = $3, last_error = $4, expires_at = ",
+    expiry!("$5", "$6"),
+    " WHERE id = $1 AND attempts = $2 AND state = 'pending'"
+);
+
+/// $1 id, $2 attempt, $3 the lease's new end: a running job's heartbeat,
+/// fenced on the attempt like a finish.
+const RENEW: &str = "UPDATE autumn_commit_jobs SET run_at = $3 \
      WHERE id = $1 AND attempts = $2 AND state = 'pending'";
+
+/// Finished rows past their `expires_at`, deleted in batches, one replica
+/// at a time (see [`ExpiringTable::sweep`]).
+pub(crate) const FINISHED: ExpiringTable = ExpiringTable {
+    table: "autumn_commit_jobs",
+    delete_batch: "DELETE FROM autumn_commit_jobs WHERE id IN ( \
+        SELECT id FROM autumn_commit_jobs WHERE expires_at <= $1 \
+        ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
+    delete_batch_sqlite: Some(
+        "DELETE FROM autumn_commit_jobs WHERE id IN ( \
+        SELECT id FROM autumn_commit_jobs WHERE expires_at <= ?1 \
+        ORDER BY expires_at LIMIT ?2)",
+    ),
+};
+
+/// When finished rows may be deleted (see [`expiry!`]), as the statements
+/// take it: milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Expiry {
+    /// Now plus the retention of the state the row ends in.
+    pub(crate) at: u64,
+    /// How long a keyed row outlives its creation at least.
+    pub(crate) keyed_hold: u64,
+}
 
 /// Writes the queue row of `hook` for `record_id` on `conn`, in the caller's
 /// transaction, so it commits with the mutation or not at all. Returns
@@ -132,8 +195,8 @@ pub(crate) struct Claimed {
     pub(crate) attempts: i32,
 }
 
-/// Claims up to `batch` due jobs of `hook`, after marking dead those whose
-/// last attempt never finished.
+/// Claims up to `batch` due jobs of `hook`, after marking dead (to expire
+/// at `dead`) those whose last attempt never finished.
 pub(crate) async fn claim(
     pool: &DbPool,
     hook: &str,
@@ -141,6 +204,7 @@ pub(crate) async fn claim(
     lease_end: u64,
     batch: u32,
     max_attempts: u32,
+    dead: Expiry,
 ) -> Result<Vec<Claimed>, DbError> {
     let (now, lease_end) = (as_i64(now), as_i64(lease_end));
     let max = i32::try_from(max_attempts).unwrap_or(i32::MAX);
@@ -152,6 +216,8 @@ pub(crate) async fn claim(
                 .bind::<Text, _>(hook)
                 .bind::<BigInt, _>(now)
                 .bind::<Integer, _>(max)
+                .bind::<BigInt, _>(as_i64(dead.at))
+                .bind::<BigInt, _>(as_i64(dead.keyed_hold))
                 .execute(conn)
                 .await?;
             diesel::sql_query($claim)
@@ -178,9 +244,9 @@ pub(crate) async fn claim(
 
 /// How a run ended, as written to its row.
 pub(crate) enum Outcome<'a> {
-    Done,
+    Done { expiry: Expiry },
     Retry { at: u64, error: &'a str },
-    Dead { error: &'a str },
+    Dead { error: &'a str, expiry: Expiry },
 }
 
 /// Writes how run `attempt` of job `id` ended; `false` when the row was no
@@ -202,7 +268,14 @@ pub(crate) async fn finish(
                     .bind::<Integer, _>(attempt)
             };
             match outcome {
-                Outcome::Done => statement(DONE).bind::<BigInt, _>(now).execute(conn).await?,
+                Outcome::Done { expiry } => {
+                    statement(DONE)
+                        .bind::<BigInt, _>(now)
+                        .bind::<BigInt, _>(as_i64(expiry.at))
+                        .bind::<BigInt, _>(as_i64(expiry.keyed_hold))
+                        .execute(conn)
+                        .await?
+                }
                 Outcome::Retry { at, error } => {
                     statement(RETRY)
                         .bind::<BigInt, _>(as_i64(at))
@@ -210,10 +283,12 @@ pub(crate) async fn finish(
                         .execute(conn)
                         .await?
                 }
-                Outcome::Dead { error } => {
+                Outcome::Dead { error, expiry } => {
                     statement(DEAD)
                         .bind::<BigInt, _>(now)
                         .bind::<Text, _>(error)
+                        .bind::<BigInt, _>(as_i64(expiry.at))
+                        .bind::<BigInt, _>(as_i64(expiry.keyed_hold))
                         .execute(conn)
                         .await?
                 }
@@ -225,6 +300,35 @@ pub(crate) async fn finish(
         DbConnection::Postgres(mut conn) => run!(&mut *conn, str::to_owned),
         #[cfg(feature = "sqlite")]
         DbConnection::Sqlite(mut conn) => run!(&mut *conn, sqlite_params),
+        #[allow(unreachable_patterns)]
+        _ => return Err(no_driver()),
+    };
+    Ok(updated == 1)
+}
+
+/// Moves the end of run `attempt`'s lease on job `id` to `lease_end`;
+/// `false` when the row is no longer this run's.
+pub(crate) async fn renew(
+    pool: &DbPool,
+    id: i64,
+    attempt: i32,
+    lease_end: u64,
+) -> Result<bool, DbError> {
+    macro_rules! run {
+        ($conn:expr, $sql:expr) => {
+            diesel::sql_query($sql)
+                .bind::<BigInt, _>(id)
+                .bind::<Integer, _>(attempt)
+                .bind::<BigInt, _>(as_i64(lease_end))
+                .execute($conn)
+                .await?
+        };
+    }
+    let updated = match pool.get().await? {
+        #[cfg(feature = "postgres")]
+        DbConnection::Postgres(mut conn) => run!(&mut *conn, RENEW),
+        #[cfg(feature = "sqlite")]
+        DbConnection::Sqlite(mut conn) => run!(&mut *conn, sqlite_params(RENEW)),
         #[allow(unreachable_patterns)]
         _ => return Err(no_driver()),
     };

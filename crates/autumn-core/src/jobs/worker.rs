@@ -1,17 +1,16 @@
 //! [`CommitJobWorker`]: drains `autumn_commit_jobs` after commit, with
 //! retries, backoff and a dead-letter state.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use autumn_base::clock::SharedClock;
 use autumn_base::database::{DbError, DbPool};
-use futures_util::FutureExt as _;
 use tokio::sync::Notify;
 
 use super::context::CommitQueue;
-use super::hook::{CommitHook, CommitHooks, CommitJob, JobError};
+use super::hook::{CommitHooks, CommitJob, JobError};
 use super::queue::{self, Claimed, Outcome};
+use super::watch::{Watch, Watched, millis};
 
 /// What one [`CommitJobWorker::run_due`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -32,6 +31,15 @@ impl WorkerRun {
     /// How many jobs ran.
     pub fn ran(&self) -> usize {
         self.done + self.retried + self.dead + self.lost
+    }
+
+    fn count(&mut self, ran: Ran) {
+        match ran {
+            Ran::Done => self.done += 1,
+            Ran::Retried => self.retried += 1,
+            Ran::Dead => self.dead += 1,
+            Ran::Lost => self.lost += 1,
+        }
     }
 }
 
@@ -90,74 +98,139 @@ impl CommitJobWorker {
     }
 
     /// Claims every job due now (by the clock), up to a batch per hook, runs
-    /// them concurrently, and writes how each ended.
+    /// them concurrently, and writes how each ended. Each run is watched:
+    /// its lease is renewed while it runs, and it is cut off at its
+    /// [`timeout`](CommitHooks::timeout), so the batch waits on no job for
+    /// longer than that.
     ///
     /// # Errors
     ///
     /// [`DbError`] when the queue cannot be read or written; a job whose
     /// outcome could not be written runs again when its lease is over.
     pub async fn run_due(&self) -> Result<WorkerRun, DbError> {
-        let settings = self.hooks.settings;
+        let mut claimed = Vec::new();
+        for name in self.hooks.hooks.keys() {
+            claimed.extend(self.claim(name, self.hooks.settings.batch).await?);
+        }
         let mut run = WorkerRun::default();
-        for (name, hook) in &self.hooks.hooks {
-            let now = self.clock.now_millis();
-            let lease_end = now.saturating_add(millis(settings.lease));
-            let claimed = queue::claim(
-                &self.pool,
-                name,
-                now,
-                lease_end,
-                settings.batch,
-                settings.max_attempts,
-            )
-            .await?;
-            let runs = claimed
-                .into_iter()
-                .map(|row| self.run_one(name, hook.as_ref(), row));
-            for outcome in futures_util::future::join_all(runs).await {
-                match outcome? {
-                    Ran::Done => run.done += 1,
-                    Ran::Retried => run.retried += 1,
-                    Ran::Dead => run.dead += 1,
-                    Ran::Lost => run.lost += 1,
-                }
-            }
+        let runs = claimed.into_iter().map(|claim| self.run_one(claim));
+        for ran in futures_util::future::join_all(runs).await {
+            run.count(ran?);
         }
         Ok(run)
     }
 
-    async fn run_one(
-        &self,
-        name: &str,
-        hook: &dyn CommitHook,
-        row: Claimed,
-    ) -> Result<Ran, DbError> {
+    /// Deletes the finished rows whose retention is over (see
+    /// [`CommitHooks::retention`]), in batches; returns how many went. On
+    /// PostgreSQL one replica sweeps at a time: the others find it sweeping
+    /// and return 0. The app's worker runs it every minute.
+    ///
+    /// # Errors
+    ///
+    /// [`DbError`] when the database fails.
+    pub async fn sweep_finished(&self) -> Result<u64, DbError> {
+        queue::FINISHED
+            .sweep(
+                &self.pool,
+                self.clock.now_millis(),
+                autumn_base::database::ExpiringTable::SWEEP_BATCH,
+            )
+            .await
+    }
+
+    /// Claims up to `limit` due jobs of the hook `name`.
+    async fn claim(&self, name: &str, limit: u32) -> Result<Vec<Claim>, DbError> {
+        let settings = &self.hooks.settings;
+        let now = self.clock.now_millis();
+        let rows = queue::claim(
+            &self.pool,
+            name,
+            now,
+            now.saturating_add(millis(settings.lease)),
+            limit,
+            settings.max_attempts,
+            self.expiry(now, settings.retention.dead),
+        )
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| Claim {
+                hook: name.to_owned(),
+                row,
+            })
+            .collect())
+    }
+
+    fn expiry(&self, now: u64, retention: std::time::Duration) -> queue::Expiry {
+        queue::Expiry {
+            at: now.saturating_add(millis(retention)),
+            keyed_hold: millis(self.hooks.settings.retention.keyed_hold),
+        }
+    }
+
+    async fn run_one(&self, claim: Claim) -> Result<Ran, DbError> {
+        let Claim { hook: name, row } = claim;
+        let Some(hook) = self.hooks.hooks.get(&name) else {
+            // Claimed by name from this worker's own hooks: always there.
+            return Ok(Ran::Lost);
+        };
         let settings = self.hooks.settings;
         let attempt = u32::try_from(row.attempts).unwrap_or(u32::MAX);
         let job = CommitJob {
             id: row.id,
-            hook: name.to_owned(),
+            hook: name.clone(),
             record_id: row.record_id,
             idempotency_key: row.idempotency_key,
             payload: row.payload,
             attempt,
             pool: self.pool.clone(),
         };
-        // A panicking hook is a failed attempt, not a dead worker.
-        let result = match AssertUnwindSafe(hook.run(job)).catch_unwind().await {
-            Ok(result) => result,
-            Err(_) => Err(JobError::retry("the hook panicked")),
+        let watched = Watch {
+            pool: &self.pool,
+            clock: &self.clock,
+            id: row.id,
+            attempt: row.attempts,
+            lease: settings.lease,
+            timeout: self.hooks.timeout_of(&name),
+            every: settings.poll_every,
+        }
+        .run(hook.run(job))
+        .await;
+        let result = match watched {
+            Watched::Returned(result) => result,
+            Watched::TimedOut(timeout) => Err(JobError::retry(format!(
+                "the job ran longer than its timeout of {} ms and was stopped",
+                timeout.as_millis()
+            ))),
+            Watched::Lost => {
+                tracing::warn!(
+                    job = row.id,
+                    hook = name,
+                    attempt,
+                    "a running job's lease was taken over by another worker: this run was stopped"
+                );
+                return Ok(Ran::Lost);
+            }
         };
         let now = self.clock.now_millis();
         let (outcome, ran) = match &result {
-            Ok(()) => (Outcome::Done, Ran::Done),
+            Ok(()) => (
+                Outcome::Done {
+                    expiry: self.expiry(now, settings.retention.done),
+                },
+                Ran::Done,
+            ),
             Err(JobError::Retry(error)) if attempt < settings.max_attempts => {
                 let at = now.saturating_add(millis(settings.backoff_after(attempt)));
                 (Outcome::Retry { at, error }, Ran::Retried)
             }
-            Err(JobError::Retry(error) | JobError::Permanent(error)) => {
-                (Outcome::Dead { error }, Ran::Dead)
-            }
+            Err(JobError::Retry(error) | JobError::Permanent(error)) => (
+                Outcome::Dead {
+                    error,
+                    expiry: self.expiry(now, settings.retention.dead),
+                },
+                Ran::Dead,
+            ),
         };
         match &result {
             Ok(()) => tracing::debug!(job = row.id, hook = name, attempt, "commit hook done"),
@@ -202,26 +275,95 @@ impl CommitJobWorker {
         });
     }
 
+    /// Runs the worker on a background task until the task is aborted or
+    /// the runtime ends: due jobs as they come (see
+    /// [`concurrency`](CommitHooks::concurrency)), a look at the queue every
+    /// [`poll_every`](CommitHooks::poll_every), and the retention sweep.
+    /// For draining the queue in a process of its own; an app started with
+    /// [`AppBuilder::with_commit_hooks`](crate::AppBuilder::with_commit_hooks)
+    /// runs one already. Call it from within a tokio runtime.
+    pub fn start(self) -> tokio::task::JoinHandle<()> {
+        self.spawn(Arc::new(Notify::new()))
+    }
+
+    /// The worker's loop: up to [`concurrency`](CommitHooks::concurrency)
+    /// jobs at once, each its own task, so a slow job holds one slot and
+    /// delays no other; a finished job frees its slot for the next due one
+    /// at once. Between runs it waits for a wake-up (a commit in this
+    /// process) or the poll interval. Finished rows are swept beside it.
     pub(crate) fn spawn(self, wake: Arc<Notify>) -> tokio::task::JoinHandle<()> {
-        let every = self.hooks.settings.poll_every;
-        let batch = usize::try_from(self.hooks.settings.batch).unwrap_or(usize::MAX);
+        let settings = self.hooks.settings;
+        let sweeper = {
+            let worker = self.clone();
+            autumn_base::database::spawn_sweeper(
+                settings.retention.sweep_every,
+                "finished commit jobs",
+                move || {
+                    let worker = worker.clone();
+                    async move { worker.sweep_finished().await }
+                },
+            )
+        };
         tokio::spawn(async move {
+            // The sweep ends with the worker.
+            let _sweeper = AbortOnDrop(sweeper);
+            let mut running = tokio::task::JoinSet::new();
+            let names: Vec<String> = self.hooks.hooks.keys().cloned().collect();
+            // Which hook is asked first turns, so one hook's backlog does
+            // not take every free slot each time.
+            let mut first = 0;
             loop {
-                match self.run_due().await {
-                    // A full batch: more may be due at once.
-                    Ok(run) if run.ran() >= batch => continue,
-                    Ok(_) => {}
-                    Err(error) => {
-                        tracing::warn!(%error, "the commit-hook worker could not read its queue")
+                let mut free = settings.concurrency.saturating_sub(as_u32(running.len()));
+                for offset in 0..names.len() {
+                    if free == 0 {
+                        break;
+                    }
+                    let name = &names[(first + offset) % names.len()];
+                    match self.claim(name, free.min(settings.batch)).await {
+                        Ok(claimed) => {
+                            free = free.saturating_sub(as_u32(claimed.len()));
+                            for claim in claimed {
+                                let worker = self.clone();
+                                running.spawn(async move { worker.run_one(claim).await });
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "the commit-hook worker could not read its queue");
+                        }
                     }
                 }
+                first = first.wrapping_add(1);
                 tokio::select! {
+                    Some(ended) = running.join_next(), if !running.is_empty() => {
+                        if let Ok(Err(error)) = ended {
+                            tracing::warn!(%error, "a commit hook's outcome could not be written; it runs again after its lease");
+                        }
+                    }
                     () = wake.notified() => {}
-                    () = tokio::time::sleep(every) => {}
+                    () = tokio::time::sleep(settings.poll_every) => {}
                 }
             }
         })
     }
+}
+
+/// Aborts a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn as_u32(count: usize) -> u32 {
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+/// A claimed row and the hook it is for.
+struct Claim {
+    hook: String,
+    row: Claimed,
 }
 
 enum Ran {
@@ -229,10 +371,6 @@ enum Ran {
     Retried,
     Dead,
     Lost,
-}
-
-fn millis(duration: std::time::Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Puts the commit queue in the request extensions of an app on `pool`,

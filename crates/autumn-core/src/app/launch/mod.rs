@@ -119,7 +119,18 @@ impl AppBuilder {
             routes::check_static_mount(&config.static_files.mount, &routes, &self.raw)?;
         }
         #[cfg(feature = "database")]
-        let shared = stores.shared_layers(self.commit_hooks, &clock, &startup);
+        let shared = {
+            // A keyed job row is kept while its key's record lives: a
+            // retry within it must find the row and queue nothing.
+            let keyed_hold = std::time::Duration::from_secs(
+                config
+                    .idempotency
+                    .ttl_secs
+                    .max(config.security.submit_token.ttl_secs),
+            );
+            let hooks = self.commit_hooks.map(|hooks| hooks.keyed_hold(keyed_hold));
+            stores.shared_layers(hooks, &clock, &startup)
+        };
         #[cfg(not(feature = "database"))]
         let shared = stores.shared_layers();
         let openapi = config.openapi.is_served(&config.profile);

@@ -7,6 +7,9 @@
 
 use autumn_testkit::on_databases;
 
+mod retention;
+mod watch;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS autumn_commit_jobs_expiry;
+ALTER TABLE autumn_commit_jobs DROP COLUMN expires_at;
