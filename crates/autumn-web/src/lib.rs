@@ -278,6 +278,9 @@ pub mod docs {
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     #[doc = include_str!("../../../docs/repositories.md")]
     pub mod repositories {}
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    #[doc = include_str!("../../../docs/jobs.md")]
+    pub mod jobs {}
     #[doc = include_str!("../../../docs/security.md")]
     pub mod security {}
     #[doc = include_str!("../../../docs/api-tokens.md")]

@@ -286,6 +286,18 @@ impl CommitHooks {
         self
     }
 
+    /// Runs the [`Job`](super::Job) `J`: its rows (named `J::NAME`) are
+    /// read back into a `J` and performed, with `J::TIMEOUT` when it names
+    /// one.
+    pub fn job<J: super::Job>(mut self) -> Self {
+        self.hooks
+            .insert(J::NAME.to_owned(), Arc::new(super::typed::hook::<J>()));
+        if let Some(timeout) = J::TIMEOUT {
+            self.timeouts.insert(J::NAME.to_owned(), timeout);
+        }
+        self
+    }
+
     /// Adds every hook of `other`, with their own timeouts (its other
     /// settings are ignored).
     pub fn merge(mut self, other: CommitHooks) -> Self {

@@ -1,7 +1,12 @@
-//! Durable after-commit hooks: work a mutation asks for, written to the
-//! `autumn_commit_jobs` table in the mutation's own transaction and run by a
-//! worker once it committed, with retries, backoff and a dead-letter state.
+//! Jobs and durable after-commit hooks: work a mutation asks for, written to
+//! the `autumn_commit_jobs` table in the mutation's own transaction and run
+//! by a worker once it committed, with retries, backoff, a timeout per run,
+//! a lease renewed while a run lives, and a dead-letter state (see the jobs
+//! guide, `docs/jobs.md`).
 //!
+//! - [`Job`] / [`Jobs`]: typed jobs, queued with the [`Jobs`] extractor in
+//!   the mutation's transaction or on their own, at once, later or under a
+//!   unique key, once per request however often it is retried.
 //! - [`MutationContext`]: the framework-scoped idempotency key of the
 //!   request (when it was idempotent), so duplicate attempts of one request
 //!   write one queue row: the table is unique on (key, hook, record).
@@ -19,12 +24,14 @@ mod context;
 mod hook;
 mod launch;
 mod queue;
+mod typed;
 mod watch;
 mod worker;
 
 pub use context::MutationContext;
 pub use hook::{CommitHook, CommitHooks, CommitJob, JobError, JobFuture};
 pub use queue::enqueue;
+pub use typed::{Job, Jobs, Queued};
 pub use worker::{CommitJobWorker, WorkerRun};
 
 pub(crate) use context::CommitQueue;

@@ -16,13 +16,26 @@ use diesel_async::RunQueryDsl as _;
 
 use super::context::MutationContext;
 
-/// $1 hook, $2 record id, $3 key, $4 payload, $5 now. A duplicate attempt of
-/// the same request finds its row and writes none. A new row is due at once
-/// (`run_at` 0), whatever the clock of the worker that reads it.
+/// $1 hook, $2 record id, $3 key, $4 payload, $5 now, $6 when it is due. A
+/// duplicate attempt of the same request finds its row and writes none.
 const ENQUEUE: &str = "INSERT INTO autumn_commit_jobs \
        (hook, record_id, idempotency_key, payload, state, attempts, run_at, created_at) \
-     VALUES ($1, $2, $3, $4, 'pending', 0, 0, $5) \
+     VALUES ($1, $2, $3, $4, 'pending', 0, $6, $5) \
      ON CONFLICT (idempotency_key, hook, record_id) DO NOTHING";
+
+/// A queue row to write.
+pub(crate) struct NewRow<'a> {
+    pub(crate) hook: &'a str,
+    pub(crate) record_id: String,
+    /// What the row is unique by beside its hook and record: a request's
+    /// storage key, or none (every row its own).
+    pub(crate) idempotency_key: Option<String>,
+    pub(crate) payload: String,
+    /// When it is due: 0 is at once, whatever the clock of the worker that
+    /// reads it.
+    pub(crate) run_at: u64,
+    pub(crate) now: u64,
+}
 
 /// $1 hook, $2 now, $3 lease end, $4 batch, $5 max attempts. Moves `run_at`
 /// to the end of the lease, so a worker that dies mid-run leaves the job
@@ -144,40 +157,63 @@ pub async fn enqueue<C>(
 where
     C: IdempotencyConnection + ?Sized,
 {
-    let now = as_i64(context.clock().now_millis());
-    let key = context.idempotency_key();
+    let row = NewRow {
+        hook,
+        record_id: record_id.to_owned(),
+        idempotency_key: context.idempotency_key().map(str::to_owned),
+        payload: payload.to_owned(),
+        run_at: 0,
+        now: context.clock().now_millis(),
+    };
+    insert(conn, &row).await
+}
+
+/// Writes `row` on `conn` (in the caller's transaction, if any); `false`
+/// when a row unique by the same key, hook and record exists.
+pub(crate) async fn insert<C>(conn: &mut C, row: &NewRow<'_>) -> Result<bool, diesel::result::Error>
+where
+    C: IdempotencyConnection + ?Sized,
+{
+    let (now, run_at) = (as_i64(row.now), as_i64(row.run_at));
+    macro_rules! run {
+        ($conn:expr, $sql:expr) => {
+            diesel::sql_query($sql)
+                .bind::<Text, _>(row.hook)
+                .bind::<Text, _>(&row.record_id)
+                .bind::<Nullable<Text>, _>(row.idempotency_key.as_deref())
+                .bind::<Text, _>(&row.payload)
+                .bind::<BigInt, _>(now)
+                .bind::<BigInt, _>(run_at)
+        };
+    }
     let written = match conn.idempotency_connection() {
         #[cfg(feature = "postgres")]
-        Some(TxConnection::Postgres(conn)) => {
-            diesel::sql_query(ENQUEUE)
-                .bind::<Text, _>(hook)
-                .bind::<Text, _>(record_id)
-                .bind::<Nullable<Text>, _>(key)
-                .bind::<Text, _>(payload)
-                .bind::<BigInt, _>(now)
-                .cached()
-                .execute(conn)
-                .await?
-        }
+        Some(TxConnection::Postgres(conn)) => run!(conn, ENQUEUE).cached().execute(conn).await?,
         #[cfg(feature = "sqlite")]
         Some(TxConnection::Sqlite(conn)) => {
-            diesel::sql_query(sqlite_params(ENQUEUE))
-                .bind::<Text, _>(hook)
-                .bind::<Text, _>(record_id)
-                .bind::<Nullable<Text>, _>(key)
-                .bind::<Text, _>(payload)
-                .bind::<BigInt, _>(now)
-                .execute(conn)
-                .await?
+            run!(conn, sqlite_params(ENQUEUE)).execute(conn).await?
         }
         #[allow(unreachable_patterns)]
         _ => {
             return Err(diesel::result::Error::QueryBuilderError(
-                "commit-hook rows live on the primary database; write them on a Db connection, not a ShardedDb".into(),
+                "job rows live on the primary database; write them on a Db connection, not a ShardedDb".into(),
             ));
         }
     };
     Ok(written == 1)
+}
+
+/// Writes `row` on a connection of its own from `pool`, committed at once.
+pub(crate) async fn insert_on(pool: &DbPool, row: &NewRow<'_>) -> Result<bool, DbError> {
+    let written = match pool.get().await? {
+        #[cfg(feature = "postgres")]
+        DbConnection::Postgres(mut conn) => insert(&mut *conn, row).await?,
+        #[cfg(feature = "sqlite")]
+        DbConnection::Sqlite(mut conn) => insert(&mut *conn, row).await?,
+        #[allow(unreachable_patterns)]
+        _ => return Err(no_driver()),
+    };
+    Ok(written)
 }
 
 /// A claimed row.

@@ -23,6 +23,7 @@ mod h2_abuse;
 mod https;
 mod idempotency_policy;
 mod idempotency_tx;
+mod jobs;
 mod key_admin;
 mod launch;
 mod layers_built_once;

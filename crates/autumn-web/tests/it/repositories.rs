@@ -8,6 +8,8 @@
 
 use autumn_testkit::on_databases;
 
+use crate::support::database::{count, eventually};
+
 use std::time::Duration;
 
 use autumn_web::config::AutumnConfig;
@@ -173,37 +175,6 @@ async fn setup(url: &str) -> DbPool {
     }
     .expect("create the tables");
     pool
-}
-
-#[derive(diesel::QueryableByName)]
-struct Count {
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    n: i64,
-}
-
-async fn count(pool: &DbPool, sql: &str) -> i64 {
-    use autumn_web::reexports::diesel_async::RunQueryDsl as _;
-    let counted: Count = match pool.get().await.expect("connection") {
-        DbConnection::Postgres(mut conn) => diesel::sql_query(sql).get_result(&mut *conn).await,
-        DbConnection::Sqlite(mut conn) => diesel::sql_query(sql).get_result(&mut *conn).await,
-        _ => unreachable!("the tests build both backends"),
-    }
-    .expect("count");
-    counted.n
-}
-
-/// Waits (up to 20 s) until `sql` counts `n`: the worker runs on its own
-/// task, woken by the commit.
-async fn eventually(pool: &DbPool, sql: &str, n: i64) {
-    autumn_testkit::eventually_async(sql, Duration::from_secs(20), || async move {
-        let now = count(pool, sql).await;
-        if now == n {
-            Ok(())
-        } else {
-            Err(format!("{now}, expected {n}"))
-        }
-    })
-    .await;
 }
 
 fn app(url: &str) -> autumn_web::test::TestClient {

@@ -8,6 +8,7 @@
 use autumn_testkit::on_databases;
 
 mod retention;
+mod typed;
 mod watch;
 
 use std::sync::{Arc, Mutex};
