@@ -171,6 +171,8 @@ pub struct CommitHooks {
     pub(crate) hooks: BTreeMap<String, Arc<dyn CommitHook>>,
     /// Timeouts of hooks that do not take the default.
     pub(crate) timeouts: BTreeMap<String, Duration>,
+    /// Jobs queued on a schedule.
+    pub(crate) schedules: Vec<Scheduled>,
     pub(crate) settings: WorkerSettings,
 }
 
@@ -179,6 +181,7 @@ impl std::fmt::Debug for CommitHooks {
         f.debug_struct("CommitHooks")
             .field("hooks", &self.hooks.keys().collect::<Vec<_>>())
             .field("timeouts", &self.timeouts)
+            .field("schedules", &self.schedules)
             .field("settings", &self.settings)
             .finish()
     }
@@ -188,6 +191,15 @@ impl Default for CommitHooks {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// A job queued at every tick of a schedule.
+#[derive(Debug, Clone)]
+pub(crate) struct Scheduled {
+    pub(crate) name: String,
+    pub(crate) cron: super::Cron,
+    pub(crate) hook: &'static str,
+    pub(crate) payload: String,
 }
 
 /// How the worker polls, retries and gives up.
@@ -268,6 +280,7 @@ impl CommitHooks {
         Self {
             hooks: BTreeMap::new(),
             timeouts: BTreeMap::new(),
+            schedules: Vec::new(),
             settings: WorkerSettings::default(),
         }
     }
@@ -298,11 +311,66 @@ impl CommitHooks {
         self
     }
 
-    /// Adds every hook of `other`, with their own timeouts (its other
-    /// settings are ignored).
+    /// Queues `job` at every tick of `cron` (UTC), as a [`Job`](super::Job)
+    /// registered like [`job`](Self::job), under the schedule's `name`.
+    ///
+    /// Every replica's worker looks at the schedule, and each tick is
+    /// queued once among them: its row is unique by the schedule's name
+    /// and the tick, so the first replica to write it wins and the others
+    /// write nothing (no leader to elect). A process that was down queues
+    /// only the latest tick it missed, once, and only when that tick is
+    /// within the done [`retention`](Self::retention) (7 days), since an
+    /// older tick's row may be gone.
+    ///
+    /// ```
+    /// use autumn_core::jobs::{CommitHooks, CommitJob, Cron, Job, JobError};
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct NightlyReport {}
+    ///
+    /// impl Job for NightlyReport {
+    ///     const NAME: &'static str = "reports.nightly";
+    ///     async fn perform(self, _run: CommitJob) -> Result<(), JobError> {
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let nightly: Cron = "30 3 * * *".parse().expect("a valid expression");
+    /// let hooks = CommitHooks::new().schedule("nightly-report", nightly, NightlyReport {});
+    /// # let _ = hooks;
+    /// ```
+    pub fn schedule<J: super::Job>(
+        self,
+        name: impl Into<String>,
+        cron: super::Cron,
+        job: J,
+    ) -> Self {
+        let name = name.into();
+        let payload = match serde_json::to_string(&job) {
+            Ok(payload) => payload,
+            Err(error) => {
+                // A job that cannot be serialized cannot be queued at all;
+                // said at once, not at every tick.
+                tracing::error!(schedule = %name, %error, "a scheduled job cannot be serialized: the schedule is not kept");
+                return self.job::<J>();
+            }
+        };
+        let mut hooks = self.job::<J>();
+        hooks.schedules.push(Scheduled {
+            name,
+            cron,
+            hook: J::NAME,
+            payload,
+        });
+        hooks
+    }
+
+    /// Adds every hook of `other`, with their own timeouts and schedules
+    /// (its other settings are ignored).
     pub fn merge(mut self, other: CommitHooks) -> Self {
         self.hooks.extend(other.hooks);
         self.timeouts.extend(other.timeouts);
+        self.schedules.extend(other.schedules);
         self
     }
 

@@ -7,6 +7,8 @@
 //! - [`Job`] / [`Jobs`]: typed jobs, queued with the [`Jobs`] extractor in
 //!   the mutation's transaction or on their own, at once, later or under a
 //!   unique key, once per request however often it is retried.
+//! - [`Cron`] and [`CommitHooks::schedule`]: jobs queued on a schedule,
+//!   once per tick across every replica.
 //! - [`MutationContext`]: the framework-scoped idempotency key of the
 //!   request (when it was idempotent), so duplicate attempts of one request
 //!   write one queue row: the table is unique on (key, hook, record).
@@ -21,6 +23,7 @@
 //! The table comes from the framework migrations, which launch runs.
 
 mod context;
+mod cron;
 mod hook;
 mod launch;
 mod queue;
@@ -29,6 +32,7 @@ mod watch;
 mod worker;
 
 pub use context::MutationContext;
+pub use cron::{Cron, CronError};
 pub use hook::{CommitHook, CommitHooks, CommitJob, JobError, JobFuture};
 pub use queue::enqueue;
 pub use typed::{Job, Jobs, Queued};

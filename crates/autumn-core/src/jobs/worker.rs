@@ -75,6 +75,9 @@ pub struct CommitJobWorker {
     pool: DbPool,
     hooks: Arc<CommitHooks>,
     clock: SharedClock,
+    /// The latest tick this worker queued (or found queued), per schedule:
+    /// the database is asked once per tick, not at every look.
+    ticks: Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
 }
 
 impl std::fmt::Debug for CommitJobWorker {
@@ -94,7 +97,58 @@ impl CommitJobWorker {
             pool,
             hooks: Arc::new(hooks),
             clock,
+            ticks: Arc::default(),
         }
+    }
+
+    /// Queues the latest due tick of each schedule (see
+    /// [`CommitHooks::schedule`]) that is not queued yet; returns how many
+    /// rows this worker wrote (a tick another replica queued first writes
+    /// none). The worker's loop calls it at every look.
+    ///
+    /// # Errors
+    ///
+    /// [`DbError`] when the queue cannot be written; the tick is tried
+    /// again at the next call.
+    pub async fn schedule_due(&self) -> Result<usize, DbError> {
+        let now = self.clock.now_millis();
+        // An older tick's row may be swept already: not caught up.
+        let since = now.saturating_sub(millis(self.hooks.settings.retention.done));
+        let mut written = 0;
+        for schedule in &self.hooks.schedules {
+            let Some(tick) = schedule.cron.latest_at_or_before(now, since) else {
+                continue;
+            };
+            let queued = self.queued_tick(&schedule.name);
+            if queued.is_some_and(|queued| queued >= tick) {
+                continue;
+            }
+            let row = queue::NewRow {
+                hook: schedule.hook,
+                record_id: tick.to_string(),
+                idempotency_key: Some(format!("schedule:{}", schedule.name)),
+                payload: schedule.payload.clone(),
+                run_at: 0,
+                now,
+            };
+            if queue::insert_on(&self.pool, &row).await? {
+                written += 1;
+                tracing::debug!(schedule = %schedule.name, tick, "scheduled job queued");
+            }
+            self.ticks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(schedule.name.clone(), tick);
+        }
+        Ok(written)
+    }
+
+    fn queued_tick(&self, name: &str) -> Option<u64> {
+        self.ticks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .copied()
     }
 
     /// Claims every job due now (by the clock), up to a batch per hook, runs
@@ -313,6 +367,9 @@ impl CommitJobWorker {
             // not take every free slot each time.
             let mut first = 0;
             loop {
+                if let Err(error) = self.schedule_due().await {
+                    tracing::warn!(%error, "the commit-hook worker could not queue a scheduled job");
+                }
                 let mut free = settings.concurrency.saturating_sub(as_u32(running.len()));
                 for offset in 0..names.len() {
                     if free == 0 {

@@ -8,6 +8,7 @@
 use autumn_testkit::on_databases;
 
 mod retention;
+mod schedules;
 mod typed;
 mod watch;
 
