@@ -243,6 +243,10 @@ pub enum CommandError {
     /// key administration being off, or the store's answer.
     #[error("idempotency command: {0}")]
     KeyAdmin(String),
+    /// A `jobs dead|retry|discard` command could not run: its arguments, no
+    /// database, or the database's answer.
+    #[error("jobs command: {0}")]
+    Jobs(String),
     /// `openapi FILE` could not write the document to `FILE`.
     #[error("openapi command: could not write {path}: {source}")]
     Export {

@@ -38,6 +38,9 @@ impl AppBuilder {
     /// - `idempotency inspect|evict ...` looks up or evicts one key in the
     ///   app's idempotency store and prints the outcome as one JSON line on
     ///   standard output;
+    /// - `jobs dead [--limit N]`, `jobs retry ID` and `jobs discard ID` list
+    ///   the dead jobs of the app database's queue (one JSON line each), run
+    ///   one again, or delete it (with a database feature);
     /// - `openapi [FILE]` writes the app's OpenAPI document (see
     ///   [`openapi_document`](Self::openapi_document)) to `FILE`, or to
     ///   standard output, and serves nothing;
@@ -70,6 +73,10 @@ impl AppBuilder {
                 self.run_key_admin(rest).await
             }
             Some((command, rest)) if command == "openapi" => self.export_openapi(rest),
+            #[cfg(feature = "database")]
+            Some((command, rest)) if command == crate::jobs::admin::COMMAND => {
+                self.run_jobs_admin(rest).await
+            }
             _ => Ok(self.try_run().await?),
         }
     }
@@ -159,6 +166,29 @@ impl AppBuilder {
                     source,
                 }),
         }
+    }
+
+    /// `jobs ...`: the dead jobs of the app database's queue.
+    #[cfg(feature = "database")]
+    async fn run_jobs_admin(mut self, args: &[String]) -> Result<(), CommandError> {
+        let command = crate::jobs::admin::Command::parse(args).map_err(CommandError::Jobs)?;
+        // This process answers and exits: it runs no job, or one it
+        // claimed would wait out its lease.
+        self.commit_hooks = self.commit_hooks.map(|hooks| hooks.paused(true));
+        let launched = self.launch()?;
+        let Some(pool) = launched.database.clone() else {
+            return Err(CommandError::Jobs(
+                "the queue lives in the app database: set database.url (AUTUMN_DATABASE__URL)"
+                    .to_owned(),
+            ));
+        };
+        launched.startup.check().await?;
+        let lines = command.run(&pool).await.map_err(CommandError::Jobs)?;
+        crate::telemetry::flush_logs();
+        for line in lines {
+            println!("{line}");
+        }
+        Ok(())
     }
 
     async fn run_key_admin(self, args: &[String]) -> Result<(), CommandError> {

@@ -22,6 +22,7 @@
 //!
 //! The table comes from the framework migrations, which launch runs.
 
+pub(crate) mod admin;
 mod context;
 mod cron;
 mod hook;

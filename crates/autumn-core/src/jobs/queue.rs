@@ -371,6 +371,79 @@ pub(crate) async fn renew(
     Ok(updated == 1)
 }
 
+/// A dead job, as the `jobs dead` command lists it (no payload: it may
+/// hold personal data).
+#[derive(QueryableByName, serde::Serialize)]
+pub(crate) struct DeadJob {
+    #[diesel(sql_type = BigInt)]
+    pub(crate) id: i64,
+    #[diesel(sql_type = Text)]
+    pub(crate) hook: String,
+    #[diesel(sql_type = Text)]
+    pub(crate) record_id: String,
+    #[diesel(sql_type = Integer)]
+    pub(crate) attempts: i32,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub(crate) last_error: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub(crate) finished_at: Option<i64>,
+}
+
+/// $1 the most rows.
+const LIST_DEAD: &str = "SELECT id, hook, record_id, attempts, last_error, finished_at \
+     FROM autumn_commit_jobs WHERE state = 'dead' ORDER BY id LIMIT $1";
+
+/// $1 id: a dead job due again at once, with all its attempts.
+const REVIVE: &str = "UPDATE autumn_commit_jobs SET state = 'pending', attempts = 0, run_at = 0, \
+       finished_at = NULL, expires_at = NULL, last_error = NULL \
+     WHERE id = $1 AND state = 'dead'";
+
+/// $1 id.
+const DISCARD: &str = "DELETE FROM autumn_commit_jobs WHERE id = $1 AND state = 'dead'";
+
+/// Up to `limit` dead jobs, oldest first.
+pub(crate) async fn dead(pool: &DbPool, limit: i64) -> Result<Vec<DeadJob>, DbError> {
+    macro_rules! run {
+        ($conn:expr, $sql:expr) => {
+            diesel::sql_query($sql)
+                .bind::<BigInt, _>(limit)
+                .load::<DeadJob>($conn)
+                .await?
+        };
+    }
+    Ok(match pool.get().await? {
+        #[cfg(feature = "postgres")]
+        DbConnection::Postgres(mut conn) => run!(&mut *conn, LIST_DEAD),
+        #[cfg(feature = "sqlite")]
+        DbConnection::Sqlite(mut conn) => run!(&mut *conn, sqlite_params(LIST_DEAD)),
+        #[allow(unreachable_patterns)]
+        _ => return Err(no_driver()),
+    })
+}
+
+/// Runs the dead job `id` again (`revive`) or deletes it; `false` when no
+/// dead job has that id.
+pub(crate) async fn settle_dead(pool: &DbPool, id: i64, revive: bool) -> Result<bool, DbError> {
+    let sql = if revive { REVIVE } else { DISCARD };
+    macro_rules! run {
+        ($conn:expr, $sql:expr) => {
+            diesel::sql_query($sql)
+                .bind::<BigInt, _>(id)
+                .execute($conn)
+                .await?
+        };
+    }
+    let changed = match pool.get().await? {
+        #[cfg(feature = "postgres")]
+        DbConnection::Postgres(mut conn) => run!(&mut *conn, sql),
+        #[cfg(feature = "sqlite")]
+        DbConnection::Sqlite(mut conn) => run!(&mut *conn, sqlite_params(sql)),
+        #[allow(unreachable_patterns)]
+        _ => return Err(no_driver()),
+    };
+    Ok(changed == 1)
+}
+
 fn no_driver() -> DbError {
     DbError::Connect("this build has no driver for the app database".to_owned())
 }

@@ -150,4 +150,82 @@ async fn a_retried_request_queues_its_jobs_once_and_each_runs_once(url: String) 
     );
 }
 
-on_databases!(a_retried_request_queues_its_jobs_once_and_each_runs_once,);
+/// Refused for good: its rows die at once.
+#[derive(Serialize, Deserialize)]
+struct Doomed {}
+
+impl Job for Doomed {
+    const NAME: &'static str = "mail.doomed";
+
+    async fn perform(self, _run: CommitJob) -> Result<(), JobError> {
+        Err(JobError::permanent("the mailbox does not exist"))
+    }
+}
+
+/// The app binary's `jobs retry|discard ID` on a dead job, through
+/// `run_command`, and the one-line refusals.
+async fn the_jobs_command_runs_a_dead_job_again_or_discards_it(url: String) {
+    let config =
+        AutumnConfig::from_toml_str(&format!("[database]\nurl = \"{url}\"\npool_size = 2\n"))
+            .expect("config");
+    let pool =
+        autumn_web::db::DbPool::new(&url, 2, std::time::Duration::from_secs(5)).expect("pool");
+    let app = || {
+        autumn_web::app()
+            .with_commit_hooks(CommitHooks::new().job::<Doomed>())
+            .with_config(config.clone())
+    };
+    Jobs::new(pool.clone(), autumn_web::jobs::MutationContext::detached())
+        .enqueue(Doomed {})
+        .await
+        .expect("queued");
+    let worker = autumn_web::jobs::CommitJobWorker::new(
+        pool.clone(),
+        CommitHooks::new().job::<Doomed>(),
+        std::sync::Arc::new(autumn_web::clock::SystemClock),
+    );
+    assert_eq!(worker.run_due().await.expect("run").dead, 1);
+    let id = count(&pool, "SELECT MAX(id) AS n FROM autumn_commit_jobs").await;
+    let dead =
+        format!("SELECT COUNT(*) AS n FROM autumn_commit_jobs WHERE id = {id} AND state = 'dead'");
+
+    app()
+        .run_command(["jobs", "retry", &id.to_string()])
+        .await
+        .expect("retried");
+    assert_eq!(count(&pool, &dead).await, 0, "pending again");
+    assert_eq!(
+        worker.run_due().await.expect("run").dead,
+        1,
+        "and run again"
+    );
+    app()
+        .run_command(["jobs", "discard", &id.to_string()])
+        .await
+        .expect("discarded");
+    assert_eq!(
+        count(&pool, "SELECT COUNT(*) AS n FROM autumn_commit_jobs").await,
+        0
+    );
+    let error = app()
+        .run_command(["jobs", "retry", &id.to_string()])
+        .await
+        .expect_err("no dead job now")
+        .to_string();
+    assert!(
+        error.starts_with("jobs command: no dead job has the id"),
+        "{error}"
+    );
+    let error = autumn_web::app()
+        .with_config(AutumnConfig::default())
+        .run_command(["jobs", "dead"])
+        .await
+        .expect_err("no database")
+        .to_string();
+    assert!(error.contains("database.url"), "{error}");
+}
+
+on_databases!(
+    a_retried_request_queues_its_jobs_once_and_each_runs_once,
+    the_jobs_command_runs_a_dead_job_again_or_discards_it,
+);

@@ -45,6 +45,10 @@ pub(crate) struct Launched {
     /// The store of the idempotency layer, when it is on: the one key
     /// administration works on.
     pub(crate) idempotency_store: Option<Arc<dyn autumn_idempotency::IdempotencyStore>>,
+    /// The app database, when `[database] url` names one: what the `jobs`
+    /// command works on.
+    #[cfg_attr(not(feature = "database"), allow(dead_code))]
+    pub(crate) database: Option<Database>,
     /// The request metrics, whose open connections the server counts.
     pub(crate) http_metrics: Arc<crate::telemetry::metrics::HttpMetrics>,
     /// Set by the server when it starts stopping: readiness then answers 503.
@@ -199,6 +203,7 @@ impl AppBuilder {
             service,
             actuator,
             idempotency_store: metrics.idempotency_store.clone(),
+            database: stores.database.clone(),
             http_metrics: metrics.http.clone(),
             draining,
             config,
