@@ -132,6 +132,7 @@ mod tests {
             payload: "{\"email\":\"ada@example.com\"}".to_owned(),
             run_at: 0,
             now: 1_000,
+            priority: 0,
         };
         assert!(queue::insert_on(&pool, &row).await.expect("queued"));
         let refuse =

@@ -173,6 +173,10 @@ pub struct CommitHooks {
     pub(crate) timeouts: BTreeMap<String, Duration>,
     /// Jobs queued on a schedule.
     pub(crate) schedules: Vec<Scheduled>,
+    /// The queue of each hook that is not in `default`.
+    pub(crate) hook_queues: BTreeMap<String, String>,
+    /// Runs at once per process of the queues that say.
+    pub(crate) queue_concurrency: BTreeMap<String, u32>,
     pub(crate) settings: WorkerSettings,
 }
 
@@ -182,6 +186,8 @@ impl std::fmt::Debug for CommitHooks {
             .field("hooks", &self.hooks.keys().collect::<Vec<_>>())
             .field("timeouts", &self.timeouts)
             .field("schedules", &self.schedules)
+            .field("hook_queues", &self.hook_queues)
+            .field("queue_concurrency", &self.queue_concurrency)
             .field("settings", &self.settings)
             .finish()
     }
@@ -193,6 +199,9 @@ impl Default for CommitHooks {
     }
 }
 
+/// The queue of every hook and job that names none.
+pub(crate) const DEFAULT_QUEUE: &str = "default";
+
 /// A job queued at every tick of a schedule.
 #[derive(Debug, Clone)]
 pub(crate) struct Scheduled {
@@ -200,6 +209,7 @@ pub(crate) struct Scheduled {
     pub(crate) cron: super::Cron,
     pub(crate) hook: &'static str,
     pub(crate) payload: String,
+    pub(crate) priority: i32,
 }
 
 /// How the worker polls, retries and gives up.
@@ -281,8 +291,35 @@ impl CommitHooks {
             hooks: BTreeMap::new(),
             timeouts: BTreeMap::new(),
             schedules: Vec::new(),
+            hook_queues: BTreeMap::new(),
+            queue_concurrency: BTreeMap::new(),
             settings: WorkerSettings::default(),
         }
+    }
+
+    /// Every queue with its hooks, by name: the hooks of no named queue
+    /// are in `default`.
+    pub(crate) fn queues(&self) -> Vec<(String, Vec<String>)> {
+        let mut queues: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for name in self.hooks.keys() {
+            let queue = self
+                .hook_queues
+                .get(name)
+                .map_or(DEFAULT_QUEUE, String::as_str);
+            queues.entry(queue).or_default().push(name.clone());
+        }
+        queues
+            .into_iter()
+            .map(|(queue, hooks)| (queue.to_owned(), hooks))
+            .collect()
+    }
+
+    /// How many runs of `queue` one process runs at once.
+    pub(crate) fn concurrency_of(&self, queue: &str) -> u32 {
+        self.queue_concurrency
+            .get(queue)
+            .copied()
+            .unwrap_or(self.settings.concurrency)
     }
 
     /// How long run of hook `name` may take (see [`timeout`](Self::timeout)).
@@ -305,6 +342,10 @@ impl CommitHooks {
     pub fn job<J: super::Job>(mut self) -> Self {
         self.hooks
             .insert(J::NAME.to_owned(), Arc::new(super::typed::hook::<J>()));
+        if J::QUEUE != DEFAULT_QUEUE {
+            self.hook_queues
+                .insert(J::NAME.to_owned(), J::QUEUE.to_owned());
+        }
         if let Some(timeout) = J::TIMEOUT {
             self.timeouts.insert(J::NAME.to_owned(), timeout);
         }
@@ -361,6 +402,7 @@ impl CommitHooks {
             cron,
             hook: J::NAME,
             payload,
+            priority: J::PRIORITY,
         });
         hooks
     }
@@ -371,6 +413,8 @@ impl CommitHooks {
         self.hooks.extend(other.hooks);
         self.timeouts.extend(other.timeouts);
         self.schedules.extend(other.schedules);
+        self.hook_queues.extend(other.hook_queues);
+        self.queue_concurrency.extend(other.queue_concurrency);
         self
     }
 
@@ -419,10 +463,29 @@ impl CommitHooks {
         self
     }
 
-    /// How many jobs one process runs at once (32 by default, at least 1):
-    /// a slow job holds one of them, never the others.
+    /// How many jobs of one queue a process runs at once (32 by default,
+    /// at least 1), for every queue without its own
+    /// ([`queue`](Self::queue)): a slow job holds one of them, never the
+    /// others.
     pub fn concurrency(mut self, jobs: u32) -> Self {
         self.settings.concurrency = jobs.max(1);
+        self
+    }
+
+    /// How many jobs of `queue` a process runs at once (at least 1). Each
+    /// queue has its own slots, so a flood of one kind of job (a bulk
+    /// import) never holds back another (mail); within a queue, the higher
+    /// priority runs first. A [`Job`](super::Job) names its queue
+    /// (`QUEUE`); a hook is in `default` unless [`in_queue`](Self::in_queue)
+    /// says otherwise.
+    pub fn queue(mut self, queue: impl Into<String>, jobs: u32) -> Self {
+        self.queue_concurrency.insert(queue.into(), jobs.max(1));
+        self
+    }
+
+    /// Puts the hook `name` in `queue`.
+    pub fn in_queue(mut self, name: impl Into<String>, queue: impl Into<String>) -> Self {
+        self.hook_queues.insert(name.into(), queue.into());
         self
     }
 

@@ -16,11 +16,12 @@ use diesel_async::RunQueryDsl as _;
 
 use super::context::MutationContext;
 
-/// $1 hook, $2 record id, $3 key, $4 payload, $5 now, $6 when it is due. A
+/// $1 hook, $2 record id, $3 key, $4 payload, $5 now, $6 when it is due, $7
+/// priority. A
 /// duplicate attempt of the same request finds its row and writes none.
 const ENQUEUE: &str = "INSERT INTO autumn_commit_jobs \
-       (hook, record_id, idempotency_key, payload, state, attempts, run_at, created_at) \
-     VALUES ($1, $2, $3, $4, 'pending', 0, $6, $5) \
+       (hook, record_id, idempotency_key, payload, state, attempts, run_at, created_at, priority) \
+     VALUES ($1, $2, $3, $4, 'pending', 0, $6, $5, $7) \
      ON CONFLICT (idempotency_key, hook, record_id) DO NOTHING";
 
 /// A queue row to write.
@@ -35,25 +36,30 @@ pub(crate) struct NewRow<'a> {
     /// reads it.
     pub(crate) run_at: u64,
     pub(crate) now: u64,
+    /// Among one queue's due jobs, the higher runs first.
+    pub(crate) priority: i32,
 }
 
-/// $1 hook, $2 now, $3 lease end, $4 batch, $5 max attempts. Moves `run_at`
-/// to the end of the lease, so a worker that dies mid-run leaves the job
-/// due again once the lease is over.
+/// $1 the hooks (an array), $2 now, $3 lease end, $4 batch, $5 max
+/// attempts. The highest priority first, then the longest due. Moves
+/// `run_at` to the end of the lease, so a worker that dies mid-run leaves
+/// the job due again once the lease is over.
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 const CLAIM: &str = "UPDATE autumn_commit_jobs SET attempts = attempts + 1, run_at = $3 \
      WHERE id IN (SELECT id FROM autumn_commit_jobs \
-       WHERE hook = $1 AND state = 'pending' AND run_at <= $2 AND attempts < $5 \
-       ORDER BY run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) \
-     RETURNING id, record_id, idempotency_key, payload, attempts";
+       WHERE hook = ANY($1) AND state = 'pending' AND run_at <= $2 AND attempts < $5 \
+       ORDER BY priority DESC, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) \
+     RETURNING id, hook, record_id, idempotency_key, payload, attempts";
 
-/// SQLite runs one writer at a time: nothing to skip.
+/// SQLite runs one writer at a time: nothing to skip. ?1 the hooks as a
+/// JSON array.
 #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 const CLAIM_SQLITE: &str = "UPDATE autumn_commit_jobs SET attempts = attempts + 1, run_at = ?3 \
      WHERE id IN (SELECT id FROM autumn_commit_jobs \
-       WHERE hook = ?1 AND state = 'pending' AND run_at <= ?2 AND attempts < ?5 \
-       ORDER BY run_at, id LIMIT ?4) \
-     RETURNING id, record_id, idempotency_key, payload, attempts";
+       WHERE hook IN (SELECT value FROM json_each(?1)) AND state = 'pending' \
+         AND run_at <= ?2 AND attempts < ?5 \
+       ORDER BY priority DESC, run_at, id LIMIT ?4) \
+     RETURNING id, hook, record_id, idempotency_key, payload, attempts";
 
 /// When a finished row may go, given `$E` (now plus the state's retention)
 /// and `$K` (how long a keyed row must outlive its creation): a row written
@@ -164,6 +170,7 @@ where
         payload: payload.to_owned(),
         run_at: 0,
         now: context.clock().now_millis(),
+        priority: 0,
     };
     insert(conn, &row).await
 }
@@ -184,6 +191,7 @@ where
                 .bind::<Text, _>(&row.payload)
                 .bind::<BigInt, _>(now)
                 .bind::<BigInt, _>(run_at)
+                .bind::<Integer, _>(row.priority)
         };
     }
     let written = match conn.idempotency_connection() {
@@ -222,6 +230,8 @@ pub(crate) struct Claimed {
     #[diesel(sql_type = BigInt)]
     pub(crate) id: i64,
     #[diesel(sql_type = Text)]
+    pub(crate) hook: String,
+    #[diesel(sql_type = Text)]
     pub(crate) record_id: String,
     #[diesel(sql_type = Nullable<Text>)]
     pub(crate) idempotency_key: Option<String>,
@@ -231,11 +241,12 @@ pub(crate) struct Claimed {
     pub(crate) attempts: i32,
 }
 
-/// Claims up to `batch` due jobs of `hook`, after marking dead (to expire
-/// at `dead`) those whose last attempt never finished.
+/// Claims up to `batch` due jobs of `hooks` (one queue's), the highest
+/// priority first, after marking dead (to expire at `dead`) those whose
+/// last attempt never finished.
 pub(crate) async fn claim(
     pool: &DbPool,
-    hook: &str,
+    hooks: &[String],
     now: u64,
     lease_end: u64,
     batch: u32,
@@ -246,18 +257,20 @@ pub(crate) async fn claim(
     let max = i32::try_from(max_attempts).unwrap_or(i32::MAX);
     let batch = i64::from(batch);
     macro_rules! run {
-        ($conn:expr, $claim:expr, $exhausted:expr) => {{
+        ($conn:expr, $claim:expr, $hooks:ty, $hooks_value:expr, $exhausted:expr) => {{
             let conn = $conn;
-            diesel::sql_query($exhausted)
-                .bind::<Text, _>(hook)
-                .bind::<BigInt, _>(now)
-                .bind::<Integer, _>(max)
-                .bind::<BigInt, _>(as_i64(dead.at))
-                .bind::<BigInt, _>(as_i64(dead.keyed_hold))
-                .execute(conn)
-                .await?;
+            for hook in hooks {
+                diesel::sql_query($exhausted)
+                    .bind::<Text, _>(hook)
+                    .bind::<BigInt, _>(now)
+                    .bind::<Integer, _>(max)
+                    .bind::<BigInt, _>(as_i64(dead.at))
+                    .bind::<BigInt, _>(as_i64(dead.keyed_hold))
+                    .execute(conn)
+                    .await?;
+            }
             diesel::sql_query($claim)
-                .bind::<Text, _>(hook)
+                .bind::<$hooks, _>($hooks_value)
                 .bind::<BigInt, _>(now)
                 .bind::<BigInt, _>(lease_end)
                 .bind::<BigInt, _>(batch)
@@ -268,10 +281,23 @@ pub(crate) async fn claim(
     }
     Ok(match pool.get().await? {
         #[cfg(feature = "postgres")]
-        DbConnection::Postgres(mut conn) => run!(&mut *conn, CLAIM, EXHAUSTED),
+        DbConnection::Postgres(mut conn) => run!(
+            &mut *conn,
+            CLAIM,
+            diesel::sql_types::Array<Text>,
+            hooks,
+            EXHAUSTED
+        ),
         #[cfg(feature = "sqlite")]
         DbConnection::Sqlite(mut conn) => {
-            run!(&mut *conn, CLAIM_SQLITE, sqlite_params(EXHAUSTED))
+            let hooks_json = serde_json::Value::from(hooks.to_vec()).to_string();
+            run!(
+                &mut *conn,
+                CLAIM_SQLITE,
+                Text,
+                &hooks_json,
+                sqlite_params(EXHAUSTED)
+            )
         }
         #[allow(unreachable_patterns)]
         _ => return Err(no_driver()),

@@ -54,6 +54,14 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// ([`CommitHooks::timeout`](super::CommitHooks::timeout)).
     const TIMEOUT: Option<Duration> = None;
 
+    /// The queue it runs in (`"default"` unless named): each queue has its
+    /// own slots per process ([`CommitHooks::queue`](super::CommitHooks::queue)).
+    const QUEUE: &'static str = "default";
+
+    /// Its priority within its queue: the higher runs first among due
+    /// jobs. [`Queued::priority`] overrides it for one job.
+    const PRIORITY: i32 = 0;
+
     /// Performs the job. It runs at least once: make a second run change
     /// nothing (see the jobs guide).
     fn perform(self, run: CommitJob) -> impl Future<Output = Result<(), JobError>> + Send;
@@ -81,6 +89,7 @@ pub struct Queued<J> {
     job: J,
     due: Due,
     unique: Option<String>,
+    priority: Option<i32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -96,6 +105,7 @@ impl<J: Job> From<J> for Queued<J> {
             job,
             due: Due::Now,
             unique: None,
+            priority: None,
         }
     }
 }
@@ -119,6 +129,14 @@ impl<J: Job> Queued<J> {
     #[must_use]
     pub fn unique(mut self, key: impl Into<String>) -> Self {
         self.unique = Some(key.into());
+        self
+    }
+
+    /// Run before the due jobs of its queue with a lower priority (instead
+    /// of `J::PRIORITY`).
+    #[must_use]
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = Some(priority);
         self
     }
 }
@@ -235,6 +253,7 @@ impl Jobs {
             payload,
             run_at,
             now,
+            priority: queued.priority.unwrap_or(J::PRIORITY),
         })
     }
 

@@ -130,6 +130,7 @@ impl CommitJobWorker {
                 payload: schedule.payload.clone(),
                 run_at: 0,
                 now,
+                priority: schedule.priority,
             };
             if queue::insert_on(&self.pool, &row).await? {
                 written += 1;
@@ -163,8 +164,8 @@ impl CommitJobWorker {
     /// outcome could not be written runs again when its lease is over.
     pub async fn run_due(&self) -> Result<WorkerRun, DbError> {
         let mut claimed = Vec::new();
-        for name in self.hooks.hooks.keys() {
-            claimed.extend(self.claim(name, self.hooks.settings.batch).await?);
+        for (_, hooks) in self.hooks.queues() {
+            claimed.extend(self.claim(&hooks, self.hooks.settings.batch).await?);
         }
         let mut run = WorkerRun::default();
         let runs = claimed.into_iter().map(|claim| self.run_one(claim));
@@ -192,27 +193,21 @@ impl CommitJobWorker {
             .await
     }
 
-    /// Claims up to `limit` due jobs of the hook `name`.
-    async fn claim(&self, name: &str, limit: u32) -> Result<Vec<Claim>, DbError> {
+    /// Claims up to `limit` due jobs of `hooks` (one queue's), the highest
+    /// priority first.
+    async fn claim(&self, hooks: &[String], limit: u32) -> Result<Vec<Claimed>, DbError> {
         let settings = &self.hooks.settings;
         let now = self.clock.now_millis();
-        let rows = queue::claim(
+        queue::claim(
             &self.pool,
-            name,
+            hooks,
             now,
             now.saturating_add(millis(settings.lease)),
             limit,
             settings.max_attempts,
             self.expiry(now, settings.retention.dead),
         )
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| Claim {
-                hook: name.to_owned(),
-                row,
-            })
-            .collect())
+        .await
     }
 
     fn expiry(&self, now: u64, retention: std::time::Duration) -> queue::Expiry {
@@ -222,8 +217,8 @@ impl CommitJobWorker {
         }
     }
 
-    async fn run_one(&self, claim: Claim) -> Result<Ran, DbError> {
-        let Claim { hook: name, row } = claim;
+    async fn run_one(&self, row: Claimed) -> Result<Ran, DbError> {
+        let name = row.hook.clone();
         let Some(hook) = self.hooks.hooks.get(&name) else {
             // Claimed by name from this worker's own hooks: always there.
             return Ok(Ran::Lost);
@@ -361,38 +356,53 @@ impl CommitJobWorker {
         tokio::spawn(async move {
             // The sweep ends with the worker.
             let _sweeper = AbortOnDrop(sweeper);
+            let queues = self.hooks.queues();
+            // Each queue's runs in flight, by its place in `queues`, and
+            // the place of each running task.
+            let mut busy = vec![0_u32; queues.len()];
+            let mut places = std::collections::HashMap::new();
             let mut running = tokio::task::JoinSet::new();
-            let names: Vec<String> = self.hooks.hooks.keys().cloned().collect();
-            // Which hook is asked first turns, so one hook's backlog does
-            // not take every free slot each time.
+            // Which queue is asked first turns, so that none waits on the
+            // others' database round trips every time.
             let mut first = 0;
             loop {
                 if let Err(error) = self.schedule_due().await {
                     tracing::warn!(%error, "the commit-hook worker could not queue a scheduled job");
                 }
-                let mut free = settings.concurrency.saturating_sub(as_u32(running.len()));
-                for offset in 0..names.len() {
+                for offset in 0..queues.len() {
+                    let place = (first + offset) % queues.len();
+                    let (queue, hooks) = &queues[place];
+                    let free = self.hooks.concurrency_of(queue).saturating_sub(busy[place]);
                     if free == 0 {
-                        break;
+                        continue;
                     }
-                    let name = &names[(first + offset) % names.len()];
-                    match self.claim(name, free.min(settings.batch)).await {
+                    match self.claim(hooks, free.min(settings.batch)).await {
                         Ok(claimed) => {
-                            free = free.saturating_sub(as_u32(claimed.len()));
-                            for claim in claimed {
+                            busy[place] += as_u32(claimed.len());
+                            for row in claimed {
                                 let worker = self.clone();
-                                running.spawn(async move { worker.run_one(claim).await });
+                                let task = running.spawn(async move { worker.run_one(row).await });
+                                places.insert(task.id(), place);
                             }
                         }
                         Err(error) => {
-                            tracing::warn!(%error, "the commit-hook worker could not read its queue");
+                            tracing::warn!(%error, queue = %queue, "the commit-hook worker could not read its queue");
                         }
                     }
                 }
                 first = first.wrapping_add(1);
                 tokio::select! {
-                    Some(ended) = running.join_next(), if !running.is_empty() => {
-                        if let Ok(Err(error)) = ended {
+                    Some(ended) = running.join_next_with_id(), if !running.is_empty() => {
+                        let (task, outcome) = match ended {
+                            Ok((task, outcome)) => (task, outcome.map(|_| ())),
+                            // Panics in a hook are caught: this is one
+                            // outside it, its job due again after its lease.
+                            Err(error) => (error.id(), Ok(())),
+                        };
+                        if let Some(place) = places.remove(&task) {
+                            busy[place] = busy[place].saturating_sub(1);
+                        }
+                        if let Err(error) = outcome {
                             tracing::warn!(%error, "a commit hook's outcome could not be written; it runs again after its lease");
                         }
                     }
@@ -415,12 +425,6 @@ impl Drop for AbortOnDrop {
 
 fn as_u32(count: usize) -> u32 {
     u32::try_from(count).unwrap_or(u32::MAX)
-}
-
-/// A claimed row and the hook it is for.
-struct Claim {
-    hook: String,
-    row: Claimed,
 }
 
 enum Ran {

@@ -7,6 +7,7 @@
 
 use autumn_testkit::on_databases;
 
+mod queues;
 mod retention;
 mod schedules;
 mod typed;

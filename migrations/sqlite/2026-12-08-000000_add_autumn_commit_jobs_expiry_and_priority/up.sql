@@ -1,7 +1,7 @@
 -- Finished jobs are kept until expires_at (milliseconds since the epoch),
 -- set when a job ends done or dead; NULL while it is pending. The retention
--- sweep deletes by it, in batches, one replica at a time.
-ALTER TABLE autumn_commit_jobs ADD COLUMN IF NOT EXISTS expires_at BIGINT;
+-- sweep deletes by it, in batches.
+ALTER TABLE autumn_commit_jobs ADD COLUMN expires_at BIGINT;
 -- Rows that finished before the column existed get the default retention:
 -- done 7 days, dead 30 days.
 UPDATE autumn_commit_jobs SET expires_at = finished_at + 604800000
@@ -10,3 +10,5 @@ UPDATE autumn_commit_jobs SET expires_at = finished_at + 2592000000
     WHERE state = 'dead' AND expires_at IS NULL AND finished_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS autumn_commit_jobs_expiry
     ON autumn_commit_jobs (expires_at) WHERE expires_at IS NOT NULL;
+-- Among a queue's due jobs, the higher priority runs first.
+ALTER TABLE autumn_commit_jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
