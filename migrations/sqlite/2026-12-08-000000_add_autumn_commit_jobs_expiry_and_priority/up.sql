@@ -12,3 +12,6 @@ CREATE INDEX IF NOT EXISTS autumn_commit_jobs_expiry
     ON autumn_commit_jobs (expires_at) WHERE expires_at IS NOT NULL;
 -- Among a queue's due jobs, the higher priority runs first.
 ALTER TABLE autumn_commit_jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+-- The id of the request that queued the job (its x-request-id), on every
+-- log line of the job's runs.
+ALTER TABLE autumn_commit_jobs ADD COLUMN request_id TEXT;

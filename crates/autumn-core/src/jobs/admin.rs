@@ -133,6 +133,7 @@ mod tests {
             run_at: 0,
             now: 1_000,
             priority: 0,
+            request_id: None,
         };
         assert!(queue::insert_on(&pool, &row).await.expect("queued"));
         let refuse =

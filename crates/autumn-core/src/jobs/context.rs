@@ -52,6 +52,8 @@ pub struct MutationContext {
     /// generated code and apps read it as the field the docs name.
     pub idempotency_key: Option<Arc<str>>,
     queue: Option<CommitQueue>,
+    /// The request's id, carried to the jobs it queues.
+    request_id: Option<Arc<str>>,
 }
 
 impl MutationContext {
@@ -61,6 +63,7 @@ impl MutationContext {
         Self {
             idempotency_key: None,
             queue: None,
+            request_id: None,
         }
     }
 
@@ -70,6 +73,7 @@ impl MutationContext {
         Self {
             idempotency_key: Some(key.into()),
             queue: None,
+            request_id: None,
         }
     }
 
@@ -94,6 +98,19 @@ impl MutationContext {
             None => Arc::new(Notify::new()),
         };
         self.queue = Some(CommitQueue { clock, wake });
+        self
+    }
+
+    /// The id of the request the mutation runs for (its `x-request-id`),
+    /// which the jobs it queues carry into their log lines.
+    pub fn request_id(&self) -> Option<&str> {
+        self.request_id.as_deref()
+    }
+
+    /// This context as the request `id`'s (for work that continues it).
+    #[must_use]
+    pub fn with_request_id(mut self, id: impl Into<Arc<str>>) -> Self {
+        self.request_id = Some(id.into());
         self
     }
 
@@ -139,6 +156,10 @@ impl<S: Send + Sync> FromRequestParts<S> for MutationContext {
                 .get::<IdempotencyContext>()
                 .map(|context| Arc::from(context.storage_key())),
             queue: parts.extensions.get::<CommitQueue>().cloned(),
+            request_id: parts
+                .extensions
+                .get::<crate::telemetry::RequestId>()
+                .map(|id| Arc::from(id.as_str())),
         })
     }
 }

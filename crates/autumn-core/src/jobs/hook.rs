@@ -32,9 +32,17 @@ pub struct CommitJob {
     pub(crate) payload: String,
     pub(crate) attempt: u32,
     pub(crate) pool: DbPool,
+    pub(crate) request_id: Option<String>,
 }
 
 impl CommitJob {
+    /// The id of the request that queued the job (its `x-request-id`), also
+    /// on every line the job logs; `None` for a job queued outside a
+    /// request (a schedule, a background task).
+    pub fn request_id(&self) -> Option<&str> {
+        self.request_id.as_deref()
+    }
+
     /// The queue row's id.
     pub fn id(&self) -> i64 {
         self.id

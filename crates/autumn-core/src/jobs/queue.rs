@@ -17,11 +17,11 @@ use diesel_async::RunQueryDsl as _;
 use super::context::MutationContext;
 
 /// $1 hook, $2 record id, $3 key, $4 payload, $5 now, $6 when it is due, $7
-/// priority. A
+/// priority, $8 the queuing request's id. A
 /// duplicate attempt of the same request finds its row and writes none.
 const ENQUEUE: &str = "INSERT INTO autumn_commit_jobs \
-       (hook, record_id, idempotency_key, payload, state, attempts, run_at, created_at, priority) \
-     VALUES ($1, $2, $3, $4, 'pending', 0, $6, $5, $7) \
+       (hook, record_id, idempotency_key, payload, state, attempts, run_at, created_at, priority, request_id) \
+     VALUES ($1, $2, $3, $4, 'pending', 0, $6, $5, $7, $8) \
      ON CONFLICT (idempotency_key, hook, record_id) DO NOTHING";
 
 /// A queue row to write.
@@ -38,6 +38,8 @@ pub(crate) struct NewRow<'a> {
     pub(crate) now: u64,
     /// Among one queue's due jobs, the higher runs first.
     pub(crate) priority: i32,
+    /// The id of the request that queued it.
+    pub(crate) request_id: Option<String>,
 }
 
 /// $1 the hooks (an array), $2 now, $3 lease end, $4 batch, $5 max
@@ -49,7 +51,7 @@ const CLAIM: &str = "UPDATE autumn_commit_jobs SET attempts = attempts + 1, run_
      WHERE id IN (SELECT id FROM autumn_commit_jobs \
        WHERE hook = ANY($1) AND state = 'pending' AND run_at <= $2 AND attempts < $5 \
        ORDER BY priority DESC, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) \
-     RETURNING id, hook, record_id, idempotency_key, payload, attempts";
+     RETURNING id, hook, record_id, idempotency_key, payload, attempts, request_id";
 
 /// SQLite runs one writer at a time: nothing to skip. ?1 the hooks as a
 /// JSON array.
@@ -59,7 +61,7 @@ const CLAIM_SQLITE: &str = "UPDATE autumn_commit_jobs SET attempts = attempts + 
        WHERE hook IN (SELECT value FROM json_each(?1)) AND state = 'pending' \
          AND run_at <= ?2 AND attempts < ?5 \
        ORDER BY priority DESC, run_at, id LIMIT ?4) \
-     RETURNING id, hook, record_id, idempotency_key, payload, attempts";
+     RETURNING id, hook, record_id, idempotency_key, payload, attempts, request_id";
 
 /// When a finished row may go, given `$E` (now plus the state's retention)
 /// and `$K` (how long a keyed row must outlive its creation): a row written
@@ -171,6 +173,7 @@ where
         run_at: 0,
         now: context.clock().now_millis(),
         priority: 0,
+        request_id: context.request_id().map(str::to_owned),
     };
     insert(conn, &row).await
 }
@@ -192,6 +195,7 @@ where
                 .bind::<BigInt, _>(now)
                 .bind::<BigInt, _>(run_at)
                 .bind::<Integer, _>(row.priority)
+                .bind::<Nullable<Text>, _>(row.request_id.as_deref())
         };
     }
     let written = match conn.idempotency_connection() {
@@ -239,6 +243,8 @@ pub(crate) struct Claimed {
     pub(crate) payload: String,
     #[diesel(sql_type = Integer)]
     pub(crate) attempts: i32,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub(crate) request_id: Option<String>,
 }
 
 /// Claims up to `batch` due jobs of `hooks` (one queue's), the highest

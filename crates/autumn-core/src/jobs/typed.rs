@@ -254,6 +254,7 @@ impl Jobs {
             run_at,
             now,
             priority: queued.priority.unwrap_or(J::PRIORITY),
+            request_id: self.context.request_id().map(str::to_owned),
         })
     }
 

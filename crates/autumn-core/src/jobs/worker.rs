@@ -131,6 +131,7 @@ impl CommitJobWorker {
                 run_at: 0,
                 now,
                 priority: schedule.priority,
+                request_id: None,
             };
             if queue::insert_on(&self.pool, &row).await? {
                 written += 1;
@@ -217,7 +218,21 @@ impl CommitJobWorker {
         }
     }
 
+    /// Runs one claimed job in a span of its own: every line the job (and
+    /// the worker about it) logs names the request that queued it, as the
+    /// request's own lines do.
     async fn run_one(&self, row: Claimed) -> Result<Ran, DbError> {
+        let span = tracing::info_span!(
+            "job",
+            job = row.id,
+            hook = %row.hook,
+            attempt = row.attempts,
+            request_id = row.request_id.as_deref().unwrap_or(""),
+        );
+        tracing::Instrument::instrument(self.run_claimed(row), span).await
+    }
+
+    async fn run_claimed(&self, row: Claimed) -> Result<Ran, DbError> {
         let name = row.hook.clone();
         let Some(hook) = self.hooks.hooks.get(&name) else {
             // Claimed by name from this worker's own hooks: always there.
@@ -233,6 +248,7 @@ impl CommitJobWorker {
             payload: row.payload,
             attempt,
             pool: self.pool.clone(),
+            request_id: row.request_id.clone(),
         };
         let watched = Watch {
             pool: &self.pool,

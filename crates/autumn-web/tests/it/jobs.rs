@@ -29,9 +29,10 @@ impl Job for Welcome {
 
     async fn perform(self, run: CommitJob) -> Result<(), JobError> {
         let sql = format!(
-            "INSERT INTO welcomes (user_id, attempt) VALUES ({}, {})",
+            "INSERT INTO welcomes (user_id, attempt, request_id) VALUES ({}, {}, '{}')",
             self.user,
-            run.attempt()
+            run.attempt(),
+            run.request_id().unwrap_or("none")
         );
         let written = match run.pool().get().await.map_err(JobError::retry)? {
             DbConnection::Postgres(mut conn) => diesel::sql_query(sql).execute(&mut *conn).await,
@@ -85,9 +86,9 @@ async fn a_retried_request_queues_its_jobs_once_and_each_runs_once(url: String) 
     let pool =
         autumn_web::db::DbPool::new(&url, 4, std::time::Duration::from_secs(5)).expect("pool");
     let ddl = if url.starts_with("sqlite") {
-        "CREATE TABLE welcomes (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id BIGINT NOT NULL UNIQUE, attempt INTEGER NOT NULL);"
+        "CREATE TABLE welcomes (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id BIGINT NOT NULL UNIQUE, attempt INTEGER NOT NULL, request_id TEXT NOT NULL);"
     } else {
-        "CREATE TABLE welcomes (id BIGSERIAL PRIMARY KEY, user_id BIGINT NOT NULL UNIQUE, attempt INTEGER NOT NULL);"
+        "CREATE TABLE welcomes (id BIGSERIAL PRIMARY KEY, user_id BIGINT NOT NULL UNIQUE, attempt INTEGER NOT NULL, request_id TEXT NOT NULL);"
     };
     match pool.get().await.expect("connection") {
         DbConnection::Postgres(mut conn) => conn.batch_execute(ddl).await,
@@ -117,10 +118,15 @@ async fn a_retried_request_queues_its_jobs_once_and_each_runs_once(url: String) 
     };
     post()
         .header("x-fail-after-commit", "1")
+        .header("x-request-id", "signup-first")
         .send()
         .await
         .assert_status(500);
-    post().send().await.assert_status(201);
+    post()
+        .header("x-request-id", "signup-retry")
+        .send()
+        .await
+        .assert_status(201);
     // The retry's replay: nothing runs.
     post().send().await.assert_status(201);
     assert_eq!(
@@ -147,6 +153,16 @@ async fn a_retried_request_queues_its_jobs_once_and_each_runs_once(url: String) 
         .await,
         2,
         "each sent on its first run"
+    );
+    // The jobs carry the id of the request that queued them, the first
+    // attempt's (into their log lines too).
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT COUNT(*) AS n FROM welcomes WHERE request_id = 'signup-first'"
+        )
+        .await,
+        2
     );
 }
 
