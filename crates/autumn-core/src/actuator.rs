@@ -32,6 +32,9 @@ pub(crate) struct AppMetrics {
     pub(crate) pool: Option<Pool>,
     /// What the `[rate_limit]` rules decided, when any is enforced.
     pub(crate) rate_limits: Option<Arc<crate::rate_limit::RateLimitMetrics>>,
+    /// What the job worker did, per queue, when the app runs one.
+    #[cfg(feature = "database")]
+    pub(crate) jobs: Option<Arc<crate::jobs::metrics::JobMetrics>>,
     /// Whether anything reads the request metrics and the store timings
     /// (`[actuator] enabled`): when not, nothing counts them.
     pub(crate) off: bool,
@@ -410,6 +413,10 @@ fn prometheus(metrics: &AppMetrics) -> String {
     if let Some(rate_limits) = &metrics.rate_limits {
         rate_limits.prometheus(&mut out);
     }
+    #[cfg(feature = "database")]
+    if let Some(jobs) = &metrics.jobs {
+        jobs.prometheus(&mut out);
+    }
     out
 }
 
@@ -440,6 +447,10 @@ fn metrics_routes(metrics: AppMetrics) -> Router {
                     (&json_metrics.rate_limits, report.as_object_mut())
                 {
                     fields.insert("rate_limits".to_owned(), rate_limits.json());
+                }
+                #[cfg(feature = "database")]
+                if let (Some(jobs), Some(fields)) = (&json_metrics.jobs, report.as_object_mut()) {
+                    fields.insert("jobs".to_owned(), jobs.json());
                 }
                 if let (Some(usage), Some(fields)) = (
                     json_metrics.pool.as_ref().and_then(metrics::pool_usage),

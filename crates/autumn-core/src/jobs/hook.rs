@@ -322,6 +322,13 @@ impl CommitHooks {
             .collect()
     }
 
+    /// The queue of hook `name`.
+    pub(crate) fn queue_of(&self, name: &str) -> &str {
+        self.hook_queues
+            .get(name)
+            .map_or(DEFAULT_QUEUE, String::as_str)
+    }
+
     /// How many runs of `queue` one process runs at once.
     pub(crate) fn concurrency_of(&self, queue: &str) -> u32 {
         self.queue_concurrency

@@ -27,6 +27,7 @@ mod context;
 mod cron;
 mod hook;
 mod launch;
+pub(crate) mod metrics;
 mod queue;
 mod typed;
 mod watch;

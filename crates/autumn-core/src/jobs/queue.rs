@@ -403,6 +403,39 @@ pub(crate) async fn renew(
     Ok(updated == 1)
 }
 
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// The pending jobs (due or not) of `hooks`.
+pub(crate) async fn pending(pool: &DbPool, hooks: &[String]) -> Result<u64, DbError> {
+    const POSTGRES: &str =
+        "SELECT COUNT(*) AS n FROM autumn_commit_jobs WHERE state = 'pending' AND hook = ANY($1)";
+    const SQLITE: &str = "SELECT COUNT(*) AS n FROM autumn_commit_jobs \
+         WHERE state = 'pending' AND hook IN (SELECT value FROM json_each(?1))";
+    let counted: Count = match pool.get().await? {
+        #[cfg(feature = "postgres")]
+        DbConnection::Postgres(mut conn) => {
+            diesel::sql_query(POSTGRES)
+                .bind::<diesel::sql_types::Array<Text>, _>(hooks)
+                .get_result(&mut *conn)
+                .await?
+        }
+        #[cfg(feature = "sqlite")]
+        DbConnection::Sqlite(mut conn) => {
+            diesel::sql_query(SQLITE)
+                .bind::<Text, _>(serde_json::Value::from(hooks.to_vec()).to_string())
+                .get_result(&mut *conn)
+                .await?
+        }
+        #[allow(unreachable_patterns)]
+        _ => return Err(no_driver()),
+    };
+    Ok(u64::try_from(counted.n).unwrap_or(0))
+}
+
 /// A dead job, as the `jobs dead` command lists it (no payload: it may
 /// hold personal data).
 #[derive(QueryableByName, serde::Serialize)]

@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 
 use super::context::CommitQueue;
 use super::hook::{CommitHooks, CommitJob, JobError};
+use super::metrics::{Counted, JobMetrics};
 use super::queue::{self, Claimed, Outcome};
 use super::watch::{Watch, Watched, millis};
 
@@ -78,6 +79,7 @@ pub struct CommitJobWorker {
     /// The latest tick this worker queued (or found queued), per schedule:
     /// the database is asked once per tick, not at every look.
     ticks: Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
+    metrics: Arc<JobMetrics>,
 }
 
 impl std::fmt::Debug for CommitJobWorker {
@@ -93,12 +95,22 @@ impl CommitJobWorker {
     /// A worker on `pool` running `hooks`, timing retries and leases by
     /// `clock`.
     pub fn new(pool: DbPool, hooks: CommitHooks, clock: SharedClock) -> Self {
+        let metrics = Arc::new(JobMetrics::new(
+            hooks.queues().into_iter().map(|(queue, _)| queue),
+        ));
         Self {
             pool,
             hooks: Arc::new(hooks),
             clock,
             ticks: Arc::default(),
+            metrics,
         }
+    }
+
+    /// This worker counting into `metrics` (the app's, for the actuator).
+    pub(crate) fn with_metrics(mut self, metrics: Arc<JobMetrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Queues the latest due tick of each schedule (see
@@ -250,6 +262,8 @@ impl CommitJobWorker {
             pool: self.pool.clone(),
             request_id: row.request_id.clone(),
         };
+        let started = std::time::Instant::now();
+        let in_queue = self.hooks.queue_of(&name);
         let watched = Watch {
             pool: &self.pool,
             clock: &self.clock,
@@ -261,6 +275,8 @@ impl CommitJobWorker {
         }
         .run(hook.run(job))
         .await;
+        let run_millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let timed_out = matches!(watched, Watched::TimedOut(_));
         let result = match watched {
             Watched::Returned(result) => result,
             Watched::TimedOut(timeout) => Err(JobError::retry(format!(
@@ -274,6 +290,7 @@ impl CommitJobWorker {
                     attempt,
                     "a running job's lease was taken over by another worker: this run was stopped"
                 );
+                self.metrics.ran(in_queue, Counted::Lost, false, run_millis);
                 return Ok(Ran::Lost);
             }
         };
@@ -308,9 +325,18 @@ impl CommitJobWorker {
                 }
             },
         }
+        let counted = match ran {
+            Ran::Done => Counted::Done,
+            Ran::Retried => Counted::Retried,
+            Ran::Dead => Counted::Dead,
+            Ran::Lost => Counted::Lost,
+        };
         if queue::finish(&self.pool, row.id, row.attempts, now, outcome).await? {
+            self.metrics.ran(in_queue, counted, timed_out, run_millis);
             Ok(ran)
         } else {
+            self.metrics
+                .ran(in_queue, Counted::Lost, timed_out, run_millis);
             tracing::warn!(
                 job = row.id,
                 hook = name,
@@ -381,7 +407,19 @@ impl CommitJobWorker {
             // Which queue is asked first turns, so that none waits on the
             // others' database round trips every time.
             let mut first = 0;
+            let mut counted_pending: Option<tokio::time::Instant> = None;
             loop {
+                if counted_pending.is_none_or(|at| at.elapsed() >= PENDING_EVERY) {
+                    counted_pending = Some(tokio::time::Instant::now());
+                    for (name, hooks) in &queues {
+                        match queue::pending(&self.pool, hooks).await {
+                            Ok(pending) => self.metrics.set_pending(name, pending),
+                            Err(error) => {
+                                tracing::debug!(%error, "could not count the pending jobs")
+                            }
+                        }
+                    }
+                }
                 if let Err(error) = self.schedule_due().await {
                     tracing::warn!(%error, "the commit-hook worker could not queue a scheduled job");
                 }
@@ -430,6 +468,9 @@ impl CommitJobWorker {
     }
 }
 
+/// How often the worker counts the pending jobs of each queue.
+const PENDING_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Aborts a background task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -451,12 +492,14 @@ enum Ran {
 }
 
 /// Puts the commit queue in the request extensions of an app on `pool`,
-/// and starts the worker when the app registered hooks (unless paused).
+/// and starts the worker when the app registered hooks (unless paused),
+/// counting into `metrics`.
 pub(crate) fn install(
     pool: &DbPool,
     clock: &SharedClock,
     hooks: Option<CommitHooks>,
     checked: tokio::sync::watch::Receiver<bool>,
+    metrics: Option<Arc<JobMetrics>>,
 ) -> axum::Extension<CommitQueue> {
     let queue = CommitQueue {
         clock: clock.clone(),
@@ -469,8 +512,12 @@ pub(crate) fn install(
             let _guard = runtime.enter();
             let names: Vec<&String> = hooks.hooks.keys().collect();
             tracing::info!(hooks = ?names, "commit-hook worker started");
-            CommitJobWorker::new(pool.clone(), hooks, clock.clone())
-                .spawn_when_checked(queue.wake.clone(), checked);
+            let worker = CommitJobWorker::new(pool.clone(), hooks, clock.clone());
+            let worker = match metrics {
+                Some(metrics) => worker.with_metrics(metrics),
+                None => worker,
+            };
+            worker.spawn_when_checked(queue.wake.clone(), checked);
         }
     }
     axum::Extension(queue)

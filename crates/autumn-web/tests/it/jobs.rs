@@ -97,7 +97,8 @@ async fn a_retried_request_queues_its_jobs_once_and_each_runs_once(url: String) 
     }
     .expect("the welcomes table");
     let config = AutumnConfig::from_toml_str(&format!(
-        "[idempotency]\nbackend = \"database\"\n[database]\nurl = \"{url}\"\npool_size = 4\n"
+        "[idempotency]\nbackend = \"database\"\n[database]\nurl = \"{url}\"\npool_size = 4\n\
+         [actuator]\nmetrics_on_app_port = true\n"
     ))
     .expect("config");
     let client = TestApp::from_builder(
@@ -153,6 +154,27 @@ async fn a_retried_request_queues_its_jobs_once_and_each_runs_once(url: String) 
         .await,
         2,
         "each sent on its first run"
+    );
+    // The worker's counts, per queue, for operators (counted just after
+    // each row is written done).
+    let metrics = autumn_testkit::eventually_async(
+        "two jobs counted done",
+        std::time::Duration::from_secs(10),
+        || async {
+            let metrics: serde_json::Value = client.get("/actuator/metrics").send().await.json();
+            if metrics["jobs"]["default"]["done"] == 2 {
+                Ok(metrics)
+            } else {
+                Err(metrics.to_string())
+            }
+        },
+    )
+    .await;
+    assert_eq!(metrics["jobs"]["default"]["dead"], 0, "{metrics}");
+    let prometheus = client.get("/actuator/prometheus").send().await.text();
+    assert!(
+        prometheus.contains("autumn_job_runs_total{queue=\"default\",outcome=\"done\"} 2"),
+        "{prometheus}"
     );
     // The jobs carry the id of the request that queued them, the first
     // attempt's (into their log lines too).

@@ -133,7 +133,16 @@ impl AppBuilder {
                     .max(config.security.submit_token.ttl_secs),
             );
             let hooks = self.commit_hooks.map(|hooks| hooks.keyed_hold(keyed_hold));
-            stores.shared_layers(hooks, &clock, &startup)
+            // What the worker does, per queue, for the actuator.
+            metrics.jobs = hooks
+                .as_ref()
+                .filter(|_| stores.database.is_some())
+                .map(|hooks| {
+                    Arc::new(crate::jobs::metrics::JobMetrics::new(
+                        hooks.queues().into_iter().map(|(queue, _)| queue),
+                    ))
+                });
+            stores.shared_layers(hooks, &clock, &startup, metrics.jobs.clone())
         };
         #[cfg(not(feature = "database"))]
         let shared = stores.shared_layers();

@@ -131,6 +131,7 @@ impl Stores {
         commit_hooks: Option<crate::jobs::CommitHooks>,
         clock: &SharedClock,
         startup: &Startup,
+        job_metrics: Option<Arc<crate::jobs::metrics::JobMetrics>>,
     ) -> SharedLayers {
         let (pool, queue) = match &self.database {
             Some(pool) => (
@@ -140,6 +141,7 @@ impl Stores {
                     clock,
                     commit_hooks,
                     startup.checked.subscribe(),
+                    job_metrics,
                 )),
             ),
             None => (None, None),
