@@ -39,7 +39,8 @@ commands:
             medians and ratios (--rounds 3 --secs 10 --connections 32
             --threads 2); `bench sizing`: the same, once per store (memory,
             Redis, a Redis Cluster, PostgreSQL direct and through PgBouncer),
-            req/s per app core and the store's CPU; `bench micro`: the
+            req/s per app core and the store's CPU; `bench jobs`: one job
+            worker's jobs/s on PostgreSQL and SQLite; `bench micro`: the
             in-process bench (memory per key, store round trips, sessions)
   services  make sure Redis and PostgreSQL answer on loopback and the tests
             can log in (as root on Debian/Ubuntu: apt-get install, start

@@ -2,7 +2,8 @@
 //! `cargo xtask bench tls`, its HTTPS and HTTP/2 rows (the same, served
 //! over TLS with a certificate made for the run, see `cert.rs`, HTTP/2
 //! loaded by h2load, see `h2load.rs`); `cargo xtask bench sizing`, the same setup once per store, for the
-//! sizing guide (see `sizing.rs`); and `cargo xtask bench micro`, the
+//! sizing guide (see `sizing.rs`); `cargo xtask bench jobs`, one job
+//! worker's throughput on PostgreSQL and SQLite; and `cargo xtask bench micro`, the
 //! in-process one under `crates/autumn-web/benches/idempotency` (per-key
 //! memory, store round trips, sessions).
 
@@ -24,9 +25,41 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         Some("micro") => micro(root)?,
         Some("sizing") => sizing::run(root, &e2e::Settings::parse(&args[1..])?)?,
         Some("tls") => e2e::run(root, &e2e::Settings::parse(&args[1..])?, e2e::Suite::Tls)?,
+        Some("jobs") => jobs(root)?,
         _ => e2e::run(root, &e2e::Settings::parse(args)?, e2e::Suite::Http)?,
     }
     println!("==> bench done in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// One job worker's throughput on PostgreSQL and on SQLite: the release
+/// `autumn-jobs` pinned to core 0 (the database runs where the kernel puts
+/// it), no-op jobs, from the worker's start until every job is done.
+fn jobs(root: &Path) -> Result<(), String> {
+    let args = [
+        "build",
+        "--release",
+        "-p",
+        "autumn-bench",
+        "--bin",
+        "autumn-jobs",
+    ]
+    .map(str::to_owned);
+    crate::cargo(root, &args, &[])?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), std::path::PathBuf::from);
+    let binary = target.join("release").join("autumn-jobs");
+    for backend in ["postgres", "sqlite"] {
+        let status = std::process::Command::new("taskset")
+            .args(["-c", "0"])
+            .arg(&binary)
+            .arg(backend)
+            .status()
+            .map_err(|error| format!("cannot run {}: {error}", binary.display()))?;
+        if !status.success() {
+            return Err(format!("autumn-jobs {backend} failed ({status})"));
+        }
+    }
     Ok(())
 }
 
