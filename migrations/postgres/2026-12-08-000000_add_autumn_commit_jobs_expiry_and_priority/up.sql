@@ -15,3 +15,7 @@ ALTER TABLE autumn_commit_jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 -- The id of the request that queued the job (its x-request-id), on every
 -- log line of the job's runs.
 ALTER TABLE autumn_commit_jobs ADD COLUMN request_id TEXT;
+-- What the worker claims: due pending rows, highest priority first, read
+-- in index order and stopped at the batch instead of sorted whole.
+CREATE INDEX IF NOT EXISTS autumn_commit_jobs_claim
+    ON autumn_commit_jobs (priority DESC, run_at, id) WHERE state = 'pending';

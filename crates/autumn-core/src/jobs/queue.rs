@@ -16,6 +16,31 @@ use diesel_async::RunQueryDsl as _;
 
 use super::context::MutationContext;
 
+/// Runs `$body` on a connection of `$pool`: `$conn` the connection, and
+/// `$sql` a function giving a statement in its dialect (PostgreSQL's `$N`
+/// as written, SQLite's `?N`). The one place for the match on the backend
+/// that every statement below needs.
+macro_rules! on_pool {
+    ($pool:expr, |$conn:ident, $sql:ident| $body:expr) => {
+        match $pool.get().await? {
+            #[cfg(feature = "postgres")]
+            DbConnection::Postgres(mut conn) => {
+                let $conn = &mut *conn;
+                let $sql = |statement: &str| statement.to_owned();
+                $body
+            }
+            #[cfg(feature = "sqlite")]
+            DbConnection::Sqlite(mut conn) => {
+                let $conn = &mut *conn;
+                let $sql = |statement: &str| sqlite_params(statement);
+                $body
+            }
+            #[allow(unreachable_patterns)]
+            _ => return Err(no_driver()),
+        }
+    };
+}
+
 /// $1 hook, $2 record id, $3 key, $4 payload, $5 now, $6 when it is due, $7
 /// priority, $8 the queuing request's id. A
 /// duplicate attempt of the same request finds its row and writes none.
@@ -217,15 +242,7 @@ where
 
 /// Writes `row` on a connection of its own from `pool`, committed at once.
 pub(crate) async fn insert_on(pool: &DbPool, row: &NewRow<'_>) -> Result<bool, DbError> {
-    let written = match pool.get().await? {
-        #[cfg(feature = "postgres")]
-        DbConnection::Postgres(mut conn) => insert(&mut *conn, row).await?,
-        #[cfg(feature = "sqlite")]
-        DbConnection::Sqlite(mut conn) => insert(&mut *conn, row).await?,
-        #[allow(unreachable_patterns)]
-        _ => return Err(no_driver()),
-    };
-    Ok(written)
+    Ok(on_pool!(pool, |conn, _dialect| insert(conn, row).await?))
 }
 
 /// A claimed row.
@@ -248,8 +265,7 @@ pub(crate) struct Claimed {
 }
 
 /// Claims up to `batch` due jobs of `hooks` (one queue's), the highest
-/// priority first, after marking dead (to expire at `dead`) those whose
-/// last attempt never finished.
+/// priority first.
 pub(crate) async fn claim(
     pool: &DbPool,
     hooks: &[String],
@@ -257,57 +273,59 @@ pub(crate) async fn claim(
     lease_end: u64,
     batch: u32,
     max_attempts: u32,
-    dead: Expiry,
 ) -> Result<Vec<Claimed>, DbError> {
     let (now, lease_end) = (as_i64(now), as_i64(lease_end));
     let max = i32::try_from(max_attempts).unwrap_or(i32::MAX);
     let batch = i64::from(batch);
     macro_rules! run {
-        ($conn:expr, $claim:expr, $hooks:ty, $hooks_value:expr, $exhausted:expr) => {{
-            let conn = $conn;
-            for hook in hooks {
-                diesel::sql_query($exhausted)
-                    .bind::<Text, _>(hook)
-                    .bind::<BigInt, _>(now)
-                    .bind::<Integer, _>(max)
-                    .bind::<BigInt, _>(as_i64(dead.at))
-                    .bind::<BigInt, _>(as_i64(dead.keyed_hold))
-                    .execute(conn)
-                    .await?;
-            }
+        ($conn:expr, $claim:expr, $hooks:ty, $hooks_value:expr) => {
             diesel::sql_query($claim)
                 .bind::<$hooks, _>($hooks_value)
                 .bind::<BigInt, _>(now)
                 .bind::<BigInt, _>(lease_end)
                 .bind::<BigInt, _>(batch)
                 .bind::<Integer, _>(max)
-                .load::<Claimed>(conn)
+                .load::<Claimed>($conn)
                 .await?
-        }};
+        };
     }
     Ok(match pool.get().await? {
         #[cfg(feature = "postgres")]
-        DbConnection::Postgres(mut conn) => run!(
-            &mut *conn,
-            CLAIM,
-            diesel::sql_types::Array<Text>,
-            hooks,
-            EXHAUSTED
-        ),
+        DbConnection::Postgres(mut conn) => {
+            run!(&mut *conn, CLAIM, diesel::sql_types::Array<Text>, hooks)
+        }
         #[cfg(feature = "sqlite")]
         DbConnection::Sqlite(mut conn) => {
             let hooks_json = serde_json::Value::from(hooks.to_vec()).to_string();
-            run!(
-                &mut *conn,
-                CLAIM_SQLITE,
-                Text,
-                &hooks_json,
-                sqlite_params(EXHAUSTED)
-            )
+            run!(&mut *conn, CLAIM_SQLITE, Text, &hooks_json)
         }
         #[allow(unreachable_patterns)]
         _ => return Err(no_driver()),
     })
+}
+
+/// Marks dead (to expire at `dead`) the jobs of `hook` whose last attempt
+/// never finished: the worker died in it, and its lease is over. They are
+/// never claimed again (out of attempts); this writes down why. Returns how
+/// many.
+pub(crate) async fn bury_exhausted(
+    pool: &DbPool,
+    hook: &str,
+    now: u64,
+    max_attempts: u32,
+    dead: Expiry,
+) -> Result<usize, DbError> {
+    let max = i32::try_from(max_attempts).unwrap_or(i32::MAX);
+    Ok(on_pool!(pool, |conn, sql| {
+        diesel::sql_query(sql(EXHAUSTED))
+            .bind::<Text, _>(hook)
+            .bind::<BigInt, _>(as_i64(now))
+            .bind::<Integer, _>(max)
+            .bind::<BigInt, _>(as_i64(dead.at))
+            .bind::<BigInt, _>(as_i64(dead.keyed_hold))
+            .execute(conn)
+            .await?
+    }))
 }
 
 /// How a run ended, as written to its row.
@@ -327,50 +345,39 @@ pub(crate) async fn finish(
     outcome: Outcome<'_>,
 ) -> Result<bool, DbError> {
     let now = as_i64(now);
-    macro_rules! run {
-        ($conn:expr, $dialect:expr) => {{
-            let conn = $conn;
-            let statement = |sql: &str| {
-                diesel::sql_query($dialect(sql))
-                    .bind::<BigInt, _>(id)
-                    .bind::<Integer, _>(attempt)
-            };
-            match outcome {
-                Outcome::Done { expiry } => {
-                    statement(DONE)
-                        .bind::<BigInt, _>(now)
-                        .bind::<BigInt, _>(as_i64(expiry.at))
-                        .bind::<BigInt, _>(as_i64(expiry.keyed_hold))
-                        .execute(conn)
-                        .await?
-                }
-                Outcome::Retry { at, error } => {
-                    statement(RETRY)
-                        .bind::<BigInt, _>(as_i64(at))
-                        .bind::<Text, _>(error)
-                        .execute(conn)
-                        .await?
-                }
-                Outcome::Dead { error, expiry } => {
-                    statement(DEAD)
-                        .bind::<BigInt, _>(now)
-                        .bind::<Text, _>(error)
-                        .bind::<BigInt, _>(as_i64(expiry.at))
-                        .bind::<BigInt, _>(as_i64(expiry.keyed_hold))
-                        .execute(conn)
-                        .await?
-                }
+    let updated = on_pool!(pool, |conn, sql| {
+        let statement = |text: &str| {
+            diesel::sql_query(sql(text))
+                .bind::<BigInt, _>(id)
+                .bind::<Integer, _>(attempt)
+        };
+        match outcome {
+            Outcome::Done { expiry } => {
+                statement(DONE)
+                    .bind::<BigInt, _>(now)
+                    .bind::<BigInt, _>(as_i64(expiry.at))
+                    .bind::<BigInt, _>(as_i64(expiry.keyed_hold))
+                    .execute(conn)
+                    .await?
             }
-        }};
-    }
-    let updated = match pool.get().await? {
-        #[cfg(feature = "postgres")]
-        DbConnection::Postgres(mut conn) => run!(&mut *conn, str::to_owned),
-        #[cfg(feature = "sqlite")]
-        DbConnection::Sqlite(mut conn) => run!(&mut *conn, sqlite_params),
-        #[allow(unreachable_patterns)]
-        _ => return Err(no_driver()),
-    };
+            Outcome::Retry { at, error } => {
+                statement(RETRY)
+                    .bind::<BigInt, _>(as_i64(at))
+                    .bind::<Text, _>(error)
+                    .execute(conn)
+                    .await?
+            }
+            Outcome::Dead { error, expiry } => {
+                statement(DEAD)
+                    .bind::<BigInt, _>(now)
+                    .bind::<Text, _>(error)
+                    .bind::<BigInt, _>(as_i64(expiry.at))
+                    .bind::<BigInt, _>(as_i64(expiry.keyed_hold))
+                    .execute(conn)
+                    .await?
+            }
+        }
+    });
     Ok(updated == 1)
 }
 
@@ -382,24 +389,14 @@ pub(crate) async fn renew(
     attempt: i32,
     lease_end: u64,
 ) -> Result<bool, DbError> {
-    macro_rules! run {
-        ($conn:expr, $sql:expr) => {
-            diesel::sql_query($sql)
-                .bind::<BigInt, _>(id)
-                .bind::<Integer, _>(attempt)
-                .bind::<BigInt, _>(as_i64(lease_end))
-                .execute($conn)
-                .await?
-        };
-    }
-    let updated = match pool.get().await? {
-        #[cfg(feature = "postgres")]
-        DbConnection::Postgres(mut conn) => run!(&mut *conn, RENEW),
-        #[cfg(feature = "sqlite")]
-        DbConnection::Sqlite(mut conn) => run!(&mut *conn, sqlite_params(RENEW)),
-        #[allow(unreachable_patterns)]
-        _ => return Err(no_driver()),
-    };
+    let updated = on_pool!(pool, |conn, sql| {
+        diesel::sql_query(sql(RENEW))
+            .bind::<BigInt, _>(id)
+            .bind::<Integer, _>(attempt)
+            .bind::<BigInt, _>(as_i64(lease_end))
+            .execute(conn)
+            .await?
+    });
     Ok(updated == 1)
 }
 
@@ -468,44 +465,24 @@ const DISCARD: &str = "DELETE FROM autumn_commit_jobs WHERE id = $1 AND state = 
 
 /// Up to `limit` dead jobs, oldest first.
 pub(crate) async fn dead(pool: &DbPool, limit: i64) -> Result<Vec<DeadJob>, DbError> {
-    macro_rules! run {
-        ($conn:expr, $sql:expr) => {
-            diesel::sql_query($sql)
-                .bind::<BigInt, _>(limit)
-                .load::<DeadJob>($conn)
-                .await?
-        };
-    }
-    Ok(match pool.get().await? {
-        #[cfg(feature = "postgres")]
-        DbConnection::Postgres(mut conn) => run!(&mut *conn, LIST_DEAD),
-        #[cfg(feature = "sqlite")]
-        DbConnection::Sqlite(mut conn) => run!(&mut *conn, sqlite_params(LIST_DEAD)),
-        #[allow(unreachable_patterns)]
-        _ => return Err(no_driver()),
-    })
+    Ok(on_pool!(pool, |conn, sql| {
+        diesel::sql_query(sql(LIST_DEAD))
+            .bind::<BigInt, _>(limit)
+            .load::<DeadJob>(conn)
+            .await?
+    }))
 }
 
 /// Runs the dead job `id` again (`revive`) or deletes it; `false` when no
 /// dead job has that id.
 pub(crate) async fn settle_dead(pool: &DbPool, id: i64, revive: bool) -> Result<bool, DbError> {
-    let sql = if revive { REVIVE } else { DISCARD };
-    macro_rules! run {
-        ($conn:expr, $sql:expr) => {
-            diesel::sql_query($sql)
-                .bind::<BigInt, _>(id)
-                .execute($conn)
-                .await?
-        };
-    }
-    let changed = match pool.get().await? {
-        #[cfg(feature = "postgres")]
-        DbConnection::Postgres(mut conn) => run!(&mut *conn, sql),
-        #[cfg(feature = "sqlite")]
-        DbConnection::Sqlite(mut conn) => run!(&mut *conn, sqlite_params(sql)),
-        #[allow(unreachable_patterns)]
-        _ => return Err(no_driver()),
-    };
+    let statement = if revive { REVIVE } else { DISCARD };
+    let changed = on_pool!(pool, |conn, sql| {
+        diesel::sql_query(sql(statement))
+            .bind::<BigInt, _>(id)
+            .execute(conn)
+            .await?
+    });
     Ok(changed == 1)
 }
 

@@ -176,6 +176,7 @@ impl CommitJobWorker {
     /// [`DbError`] when the queue cannot be read or written; a job whose
     /// outcome could not be written runs again when its lease is over.
     pub async fn run_due(&self) -> Result<WorkerRun, DbError> {
+        self.bury_exhausted().await?;
         let mut claimed = Vec::new();
         for (_, hooks) in self.hooks.queues() {
             claimed.extend(self.claim(&hooks, self.hooks.settings.batch).await?);
@@ -218,9 +219,27 @@ impl CommitJobWorker {
             now.saturating_add(millis(settings.lease)),
             limit,
             settings.max_attempts,
-            self.expiry(now, settings.retention.dead),
         )
         .await
+    }
+
+    /// Marks dead the jobs whose last attempt never finished (see
+    /// [`queue::bury_exhausted`]). It reads every due row of a hook, so the
+    /// loop runs it every few seconds, not before each claim.
+    async fn bury_exhausted(&self) -> Result<(), DbError> {
+        let settings = &self.hooks.settings;
+        let now = self.clock.now_millis();
+        for name in self.hooks.hooks.keys() {
+            queue::bury_exhausted(
+                &self.pool,
+                name,
+                now,
+                settings.max_attempts,
+                self.expiry(now, settings.retention.dead),
+            )
+            .await?;
+        }
+        Ok(())
     }
 
     fn expiry(&self, now: u64, retention: std::time::Duration) -> queue::Expiry {
@@ -407,10 +426,13 @@ impl CommitJobWorker {
             // Which queue is asked first turns, so that none waits on the
             // others' database round trips every time.
             let mut first = 0;
-            let mut counted_pending: Option<tokio::time::Instant> = None;
+            let mut housekept: Option<tokio::time::Instant> = None;
             loop {
-                if counted_pending.is_none_or(|at| at.elapsed() >= PENDING_EVERY) {
-                    counted_pending = Some(tokio::time::Instant::now());
+                if housekept.is_none_or(|at| at.elapsed() >= HOUSEKEEPING_EVERY) {
+                    housekept = Some(tokio::time::Instant::now());
+                    if let Err(error) = self.bury_exhausted().await {
+                        tracing::warn!(%error, "the commit-hook worker could not mark crashed runs dead");
+                    }
                     for (name, hooks) in &queues {
                         match queue::pending(&self.pool, hooks).await {
                             Ok(pending) => self.metrics.set_pending(name, pending),
@@ -426,8 +448,12 @@ impl CommitJobWorker {
                 for offset in 0..queues.len() {
                     let place = (first + offset) % queues.len();
                     let (queue, hooks) = &queues[place];
-                    let free = self.hooks.concurrency_of(queue).saturating_sub(busy[place]);
-                    if free == 0 {
+                    let slots = self.hooks.concurrency_of(queue);
+                    let free = slots.saturating_sub(busy[place]);
+                    // A claim is a round trip: while the queue is busy, wait
+                    // for a quarter of its slots to free up and claim them
+                    // together, rather than one by one.
+                    if free == 0 || (busy[place] > 0 && free < (slots / 4).max(1)) {
                         continue;
                     }
                     match self.claim(hooks, free.min(settings.batch)).await {
@@ -468,8 +494,9 @@ impl CommitJobWorker {
     }
 }
 
-/// How often the worker counts the pending jobs of each queue.
-const PENDING_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often the worker counts the pending jobs of each queue and marks
+/// dead the runs that crashed on their last attempt.
+const HOUSEKEEPING_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Aborts a background task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
