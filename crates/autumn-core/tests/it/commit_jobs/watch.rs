@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use autumn_core::jobs::{CommitHooks, CommitJob, CommitJobWorker, JobError, MutationContext};
+use autumn_core::jobs::{
+    CommitHooks, CommitJob, CommitJobWorker, JobError, MutationContext, WorkerRun,
+};
 use autumn_idempotency::clock::ManualClock;
 use autumn_idempotency::database::{DbConnection, DbPool};
 use autumn_testkit::{eventually_async, on_databases};
@@ -28,6 +30,27 @@ async fn row_when(pool: &DbPool, record: &str, what: &str, check: impl Fn(&Row) 
         }
     })
     .await
+}
+
+/// Waits until `started` counts `runs` runs of the slow record.
+async fn runs_started(started: &AtomicUsize, runs: usize) {
+    eventually_async("the slow record's run to start", WITHIN, || async {
+        started.load(Ordering::SeqCst) == runs
+    })
+    .await;
+}
+
+/// What the worker's `run_due` on `task` did, once it ended (`what`, within
+/// 10 s).
+async fn ended(
+    task: tokio::task::JoinHandle<Result<WorkerRun, autumn_idempotency::database::DbError>>,
+    what: &str,
+) -> WorkerRun {
+    tokio::time::timeout(WITHIN, task)
+        .await
+        .unwrap_or_else(|_| panic!("{what}"))
+        .expect("the task")
+        .expect("the run")
 }
 
 /// A hook that waits on `release` for the record "slow" (counting its
@@ -84,11 +107,7 @@ async fn a_job_that_hangs_is_cut_off_at_its_timeout(url: String) {
     tokio::time::sleep(LOOK * 5).await;
     assert!(!batch.is_finished(), "not before its timeout");
     clock.advance(Duration::from_secs(1));
-    let run = tokio::time::timeout(WITHIN, batch)
-        .await
-        .expect("the batch ends at the timeout")
-        .expect("the batch task")
-        .expect("the run");
+    let run = ended(batch, "the batch ends at the timeout").await;
     assert_eq!((run.done, run.retried), (2, 1));
     let hung = row_when(&pool, "slow", "the hung job's row", |_| true).await;
     assert_eq!(hung.state, "pending");
@@ -104,10 +123,7 @@ async fn a_job_that_hangs_is_cut_off_at_its_timeout(url: String) {
         let worker = worker.clone();
         async move { worker.run_due().await }
     });
-    eventually_async("the second run", WITHIN, || async {
-        started.load(Ordering::SeqCst) == 2
-    })
-    .await;
+    runs_started(&started, 2).await;
     release.notify_one();
     let run = second.await.expect("the task").expect("the run");
     assert_eq!(run.done, 1);
@@ -132,10 +148,7 @@ async fn a_slow_job_keeps_its_lease_and_runs_once(url: String) {
     let other = CommitJobWorker::new(pool.clone(), hooks(), Arc::new(clock.clone()));
     write(&pool, &MutationContext::detached(), "slow", true).await;
     let first = tokio::spawn(async move { running.run_due().await });
-    eventually_async("the run starts", WITHIN, || async {
-        started.load(Ordering::SeqCst) == 1
-    })
-    .await;
+    runs_started(&started, 1).await;
     let mut lease_end = 1_030_000;
     for _ in 0..9 {
         // A third of the lease on: the running worker renews it.
@@ -174,17 +187,10 @@ async fn a_run_whose_job_was_taken_over_stops(url: String) {
     let worker = CommitJobWorker::new(pool.clone(), hooks, Arc::new(clock.clone()));
     write(&pool, &MutationContext::detached(), "slow", true).await;
     let run = tokio::spawn(async move { worker.run_due().await });
-    eventually_async("the run starts", WITHIN, || async {
-        started.load(Ordering::SeqCst) == 1
-    })
-    .await;
+    runs_started(&started, 1).await;
     take_over(&pool).await;
     clock.advance(Duration::from_secs(10));
-    let run = tokio::time::timeout(WITHIN, run)
-        .await
-        .expect("the run stops at its renewal")
-        .expect("the task")
-        .expect("the run");
+    let run = ended(run, "the run stops at its renewal").await;
     assert_eq!((run.lost, run.done), (1, 0));
     let row = row_when(&pool, "slow", "the row", |_| true).await;
     assert_eq!((row.state.as_str(), row.attempts), ("pending", 2));
@@ -215,10 +221,7 @@ async fn a_slow_job_holds_no_other_back(url: String) {
         .poll_every(LOOK);
     write(&pool, &MutationContext::detached(), "slow", true).await;
     let worker = CommitJobWorker::new(pool.clone(), hooks, Arc::new(clock.clone())).start();
-    eventually_async("the slow run starts", WITHIN, || async {
-        started.load(Ordering::SeqCst) == 1
-    })
-    .await;
+    runs_started(&started, 1).await;
     for record in 0..6 {
         write(
             &pool,
