@@ -29,14 +29,16 @@ mod hook;
 mod launch;
 pub(crate) mod metrics;
 mod queue;
+mod run;
 mod typed;
 mod watch;
 mod worker;
 
 pub use context::MutationContext;
 pub use cron::{Cron, CronError};
-pub use hook::{CommitHook, CommitHooks, CommitJob, JobError, JobFuture};
+pub use hook::CommitHooks;
 pub use queue::enqueue;
+pub use run::{CommitHook, CommitJob, JobError, JobFuture};
 pub use typed::{Job, Jobs, Queued};
 pub use worker::{CommitJobWorker, WorkerRun};
 

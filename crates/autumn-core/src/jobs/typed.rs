@@ -19,8 +19,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::context::MutationContext;
-use super::hook::{CommitJob, JobError, JobFuture};
 use super::queue::{self, NewRow};
+use super::run::{CommitJob, JobError, JobFuture};
 use crate::AutumnError;
 
 /// Work a mutation asks for, performed later by the worker: a value that

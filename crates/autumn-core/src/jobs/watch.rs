@@ -15,8 +15,8 @@ use autumn_base::clock::SharedClock;
 use autumn_base::database::{DbError, DbPool};
 use futures_util::FutureExt as _;
 
-use super::hook::{JobError, JobFuture};
 use super::queue;
+use super::run::{JobError, JobFuture};
 
 /// How a watched run ended.
 pub(crate) enum Watched {

@@ -8,9 +8,10 @@ use autumn_base::database::{DbError, DbPool};
 use tokio::sync::Notify;
 
 use super::context::CommitQueue;
-use super::hook::{CommitHooks, CommitJob, JobError};
+use super::hook::CommitHooks;
 use super::metrics::{Counted, JobMetrics};
 use super::queue::{self, Claimed, Outcome};
+use super::run::{CommitJob, JobError};
 use super::watch::{Watch, Watched, millis};
 
 /// What one [`CommitJobWorker::run_due`] did.
