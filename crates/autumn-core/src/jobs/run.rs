@@ -46,7 +46,7 @@ impl CommitJob {
         self.id
     }
 
-    /// The hook's name, as registered in [`CommitHooks`].
+    /// The hook's name, as registered in [`CommitHooks`](super::CommitHooks).
     pub fn hook(&self) -> &str {
         &self.hook
     }
