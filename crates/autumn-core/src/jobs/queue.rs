@@ -408,8 +408,10 @@ struct Count {
 
 /// The pending jobs (due or not) of `hooks`.
 pub(crate) async fn pending(pool: &DbPool, hooks: &[String]) -> Result<u64, DbError> {
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     const POSTGRES: &str =
         "SELECT COUNT(*) AS n FROM autumn_commit_jobs WHERE state = 'pending' AND hook = ANY($1)";
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     const SQLITE: &str = "SELECT COUNT(*) AS n FROM autumn_commit_jobs \
          WHERE state = 'pending' AND hook IN (SELECT value FROM json_each(?1))";
     let counted: Count = match pool.get().await? {

@@ -47,7 +47,7 @@ pub(crate) struct Launched {
     pub(crate) idempotency_store: Option<Arc<dyn autumn_idempotency::IdempotencyStore>>,
     /// The app database, when `[database] url` names one: what the `jobs`
     /// command works on.
-    #[cfg_attr(not(feature = "database"), allow(dead_code))]
+    #[cfg(feature = "database")]
     pub(crate) database: Option<Database>,
     /// The request metrics, whose open connections the server counts.
     pub(crate) http_metrics: Arc<crate::telemetry::metrics::HttpMetrics>,
@@ -212,6 +212,7 @@ impl AppBuilder {
             service,
             actuator,
             idempotency_store: metrics.idempotency_store.clone(),
+            #[cfg(feature = "database")]
             database: stores.database.clone(),
             http_metrics: metrics.http.clone(),
             draining,
