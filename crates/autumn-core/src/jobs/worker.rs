@@ -77,8 +77,9 @@ pub struct CommitJobWorker {
     pool: DbPool,
     hooks: Arc<CommitHooks>,
     clock: SharedClock,
-    /// The latest tick this worker queued (or found queued), per schedule:
-    /// the database is asked once per tick, not at every look.
+    /// Per schedule, the tick after the one this worker queued (or found
+    /// queued): until then a look costs a comparison, not a walk through
+    /// the calendar or a round trip to the database.
     ticks: Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
     metrics: Arc<JobMetrics>,
 }
@@ -129,13 +130,15 @@ impl CommitJobWorker {
         let since = now.saturating_sub(millis(self.hooks.settings.retention.done));
         let mut written = 0;
         for schedule in &self.hooks.schedules {
+            if self
+                .next_tick(&schedule.name)
+                .is_some_and(|next| now < next)
+            {
+                continue;
+            }
             let Some(tick) = schedule.cron.latest_at_or_before(now, since) else {
                 continue;
             };
-            let queued = self.queued_tick(&schedule.name);
-            if queued.is_some_and(|queued| queued >= tick) {
-                continue;
-            }
             let row = queue::NewRow {
                 hook: schedule.hook,
                 record_id: tick.to_string(),
@@ -153,12 +156,15 @@ impl CommitJobWorker {
             self.ticks
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(schedule.name.clone(), tick);
+                .insert(
+                    schedule.name.clone(),
+                    schedule.cron.next_after(tick).unwrap_or(u64::MAX),
+                );
         }
         Ok(written)
     }
 
-    fn queued_tick(&self, name: &str) -> Option<u64> {
+    fn next_tick(&self, name: &str) -> Option<u64> {
         self.ticks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
