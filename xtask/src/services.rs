@@ -885,12 +885,14 @@ const API_TOOLS_DIR: &str = "/usr/local/lib/autumn-api-tools";
 /// by itself. The validator and Schemathesis check the documents; the
 /// client generator makes the client the orders example's test drives;
 /// `h2` is the HTTP/2 implementation the server's stream-level abuse
-/// tests speak through.
-const API_TOOLS: [&str; 4] = [
+/// tests speak through; `aiosmtpd` is the SMTP server the mailer's tests
+/// send to.
+const API_TOOLS: [&str; 5] = [
     "openapi-spec-validator==0.9.0",
     "schemathesis==4.32.5",
     "openapi-python-client==0.29.1",
     "h2==4.4.1",
+    "aiosmtpd==1.4.6",
 ];
 /// The programs the tests run from the environment's `bin/`.
 const API_TOOL_PROGRAMS: [&str; 4] = [
@@ -905,7 +907,7 @@ const API_TOOL_PROGRAMS: [&str; 4] = [
 fn ensure_api_tools() -> Result<(), String> {
     let started = Instant::now();
     println!(
-        "==> API tools (openapi-spec-validator, Schemathesis, openapi-python-client and h2 for the OpenAPI and HTTP/2 tests)"
+        "==> API tools (openapi-spec-validator, Schemathesis, openapi-python-client, h2 and aiosmtpd for the OpenAPI, HTTP/2 and mail tests)"
     );
     let dir = Path::new(API_TOOLS_DIR);
     let stamp = dir.join("autumn-pins.txt");

@@ -21,6 +21,8 @@ pub mod idempotency_tx;
 #[cfg(feature = "database")]
 pub mod jobs;
 mod key_admin;
+#[cfg(feature = "mail")]
+pub mod mail;
 pub mod openapi;
 mod pool;
 pub mod principal;

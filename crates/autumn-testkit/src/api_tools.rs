@@ -1,6 +1,6 @@
 //! The tools from the Python registry the tests run as other programs: the
 //! `openapi-spec-validator`, Schemathesis, the `openapi-python-client`
-//! generator and the `h2` HTTP/2 library, installed by
+//! generator, the `h2` HTTP/2 library and the `aiosmtpd` SMTP server, installed by
 //! `cargo xtask services` in a virtual environment of their own
 //! (`/usr/local/lib/autumn-api-tools`, or where `AUTUMN_API_TOOLS` says).
 
@@ -9,7 +9,7 @@ use std::process::Command;
 
 const HOW_TO_INSTALL: &str = "run `cargo xtask services` (as root), or make a virtual environment \
     with `python3 -m venv DIR && DIR/bin/pip install openapi-spec-validator==0.9.0 \
-    schemathesis==4.32.5 openapi-python-client==0.29.1 h2==4.4.1` and point AUTUMN_API_TOOLS at DIR";
+    schemathesis==4.32.5 openapi-python-client==0.29.1 h2==4.4.1 aiosmtpd==1.4.6` and point AUTUMN_API_TOOLS at DIR";
 
 /// The program `name` of the tools' environment, ready to be given
 /// arguments. Panics with how to install the tools when it is not there: a

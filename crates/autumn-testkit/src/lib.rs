@@ -13,6 +13,8 @@
 //!   private `redis-server`s, a six-node Redis Cluster, a `MONITOR` reader;
 //! - [`tls`] (on with `redis` and `postgres`): a certificate authority of
 //!   the test's own ([`tls::TestCa`]), certificates made at run time;
+//! - [`smtp`] (feature `smtp`): a real SMTP server (`aiosmtpd`), with
+//!   STARTTLS, AUTH, and a mail left unanswered on request;
 //! - [`chromium`] (feature `chromium`): headless Chromium through
 //!   chromedriver.
 //!
@@ -36,6 +38,8 @@ pub mod logs;
 pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "smtp")]
+pub mod smtp;
 #[cfg(feature = "tls")]
 pub mod tls;
 mod wait;

@@ -103,6 +103,14 @@ pub mod jobs {
     pub use autumn_core::jobs::*;
 }
 
+/// Mail, sent once: the [`Mailer`](mail::Mailer) extractor queues a
+/// [`Mail`](mail::Mail) as a job in the mutation's transaction, and the
+/// worker sends it through `[mail]`'s transport. See `docs/mail.md`.
+#[cfg(all(feature = "mail", any(feature = "postgres", feature = "sqlite")))]
+pub mod mail {
+    pub use autumn_core::mail::*;
+}
+
 /// What `#[repository]` generates code against: paging, the transaction
 /// mutations share ([`RepoTx`](repository::RepoTx)), and hook rows.
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
@@ -281,6 +289,9 @@ pub mod docs {
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     #[doc = include_str!("../../../docs/jobs.md")]
     pub mod jobs {}
+    #[cfg(all(feature = "mail", any(feature = "postgres", feature = "sqlite")))]
+    #[doc = include_str!("../../../docs/mail.md")]
+    pub mod mail {}
     #[doc = include_str!("../../../docs/security.md")]
     pub mod security {}
     #[doc = include_str!("../../../docs/api-tokens.md")]

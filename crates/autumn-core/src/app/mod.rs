@@ -75,6 +75,9 @@ pub struct AppBuilder {
         std::collections::HashMap<String, crate::rate_limit::RateLimitKeyFn>,
     #[cfg(feature = "database")]
     pub(crate) commit_hooks: Option<crate::jobs::CommitHooks>,
+    /// `with_mail` or `mail_transport` was called.
+    #[cfg(feature = "mail")]
+    pub(crate) mail: Option<crate::mail::MailSetup>,
 }
 
 pub(crate) enum RawRouter {

@@ -48,6 +48,7 @@ use std::path::{Path, PathBuf};
 mod env;
 mod error;
 mod load;
+mod mail;
 mod rate_limit;
 mod sections;
 mod settings;
@@ -68,6 +69,7 @@ pub use sections::{
     SessionConfig, StaticConfig, SubmitTokenConfig, TenancyConfig, TenantStrategy, TimeoutsConfig,
 };
 
+pub use mail::{FileMailConfig, MailConfig, MailTransportKind, SmtpConfig, SmtpTls};
 pub use rate_limit::{OnStoreError, RateLimitBy, RateLimitConfig, RateLimitRule};
 pub(crate) use rate_limit::{RoutePattern, is_rule_name};
 
@@ -108,6 +110,8 @@ pub struct AutumnConfig {
     pub rate_limit: RateLimitConfig,
     /// `[openapi]`: the OpenAPI document built from the routes.
     pub openapi: OpenApiConfig,
+    /// `[mail]`: the mailer's transport and sender.
+    pub mail: MailConfig,
     /// The profile this configuration was loaded for (`AUTUMN_PROFILE`, default `dev`).
     #[serde(skip)]
     pub profile: Profile,

@@ -7,10 +7,11 @@ use toml::Value;
 
 use super::{
     ActuatorConfig, AutumnConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
-    DatabaseConfig, HeadersConfig, Http2Config, IdempotencyAdminConfig, IdempotencyConfig,
-    LogConfig, MemoryConfig, OnStoreError, OpenApiConfig, QuotaConfig, RateLimitConfig,
-    RateLimitRule, RedisConfig, SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig,
-    Setting, Source, StaticConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+    DatabaseConfig, FileMailConfig, HeadersConfig, Http2Config, IdempotencyAdminConfig,
+    IdempotencyConfig, LogConfig, MailConfig, MailTransportKind, MemoryConfig, OnStoreError,
+    OpenApiConfig, QuotaConfig, RateLimitConfig, RateLimitRule, RedisConfig, SecurityConfig,
+    ServerConfig, ServerTlsConfig, SessionConfig, Setting, SmtpConfig, Source, StaticConfig,
+    SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -39,6 +40,7 @@ impl AutumnConfig {
             cors,
             rate_limit,
             openapi,
+            mail,
             profile: _,
             provenance,
             files: _,
@@ -398,6 +400,34 @@ impl AutumnConfig {
         out.string("openapi.version", version);
         out.plain("openapi.ui", ui);
         out.string("openapi.ui_path", ui_path);
+
+        let MailConfig {
+            transport,
+            from,
+            smtp,
+            file,
+        } = mail;
+        out.optional_string("mail.transport", transport.map(MailTransportKind::as_str));
+        out.optional_string("mail.from", from.as_deref());
+        let SmtpConfig {
+            host,
+            port,
+            tls,
+            username,
+            password,
+            tls_ca_file,
+            timeout_secs,
+        } = smtp;
+        out.optional_string("mail.smtp.host", host.as_deref());
+        out.optional("mail.smtp.port", *port);
+        out.string("mail.smtp.tls", tls.as_str());
+        out.optional_string("mail.smtp.username", username.as_deref());
+        // A credential: only whether it is set is shown.
+        out.optional_string("mail.smtp.password", password.as_ref().map(|_| "(set)"));
+        out.optional_string("mail.smtp.tls_ca_file", tls_ca_file.as_deref());
+        out.plain("mail.smtp.timeout_secs", timeout_secs);
+        let FileMailConfig { dir } = file;
+        out.string("mail.file.dir", dir);
 
         out.0
             .into_iter()

@@ -231,35 +231,91 @@ impl Jobs {
     fn row<J: Job>(&self, queued: Queued<J>) -> Result<NewRow<'static>, diesel::result::Error> {
         let payload = serde_json::to_string(&queued.job)
             .map_err(|error| diesel::result::Error::SerializationError(Box::new(error)))?;
+        Ok(self.new_row(
+            J::NAME,
+            payload,
+            queued.due,
+            queued.unique,
+            queued.priority.unwrap_or(J::PRIORITY),
+        ))
+    }
+
+    /// The row of a job named `hook` with `payload`, unique by `unique`, by
+    /// the request's key and the job's place among the request's, or not
+    /// at all.
+    fn new_row(
+        &self,
+        hook: &'static str,
+        payload: String,
+        due: Due,
+        unique: Option<String>,
+        priority: i32,
+    ) -> NewRow<'static> {
         let now = self.context.clock().now_millis();
-        let run_at = match queued.due {
+        let run_at = match due {
             // Due at once, whatever the clock of the worker that reads it.
             Due::Now => 0,
             Due::After(delay) => now.saturating_add(super::watch::millis(delay)),
             Due::At(millis) => millis,
         };
-        let (scope, record) = match (queued.unique, self.context.idempotency_key()) {
+        let (scope, record) = match (unique, self.context.idempotency_key()) {
             (Some(key), _) => (Some(UNIQUE_SCOPE.to_owned()), key),
-            (None, Some(request)) => (
-                Some(request.to_owned()),
-                format!("#{}", self.place(J::NAME)),
-            ),
+            (None, Some(request)) => (Some(request.to_owned()), format!("#{}", self.place(hook))),
             (None, None) => (None, String::new()),
         };
-        Ok(NewRow {
-            hook: J::NAME,
+        NewRow {
+            hook,
             record_id: record,
             idempotency_key: scope,
             payload,
             run_at,
             now,
-            priority: queued.priority.unwrap_or(J::PRIORITY),
+            priority,
             request_id: self.context.request_id().map(str::to_owned),
-        })
+        }
+    }
+
+    /// Queues a row for the hook `hook` (a job the framework runs itself,
+    /// as mail), due at once and unique by `unique`, in `conn`'s
+    /// transaction.
+    #[cfg(feature = "mail")]
+    pub(crate) async fn enqueue_hook_in<C>(
+        &self,
+        conn: &mut C,
+        hook: &'static str,
+        payload: String,
+        unique: String,
+    ) -> Result<bool, diesel::result::Error>
+    where
+        C: IdempotencyConnection + ?Sized,
+    {
+        let row = self.new_row(hook, payload, Due::Now, Some(unique), 0);
+        queue::insert(conn, &row).await
+    }
+
+    /// As [`enqueue_hook_in`](Self::enqueue_hook_in), committed on a
+    /// connection of its own.
+    #[cfg(feature = "mail")]
+    pub(crate) async fn enqueue_hook(
+        &self,
+        hook: &'static str,
+        payload: String,
+        unique: String,
+    ) -> Result<bool, autumn_base::database::DbError> {
+        let row = self.new_row(hook, payload, Due::Now, Some(unique), 0);
+        let written = queue::insert_on(&self.pool, &row).await?;
+        self.committed();
+        Ok(written)
+    }
+
+    /// The mutation's context.
+    #[cfg(feature = "mail")]
+    pub(crate) fn context(&self) -> &MutationContext {
+        &self.context
     }
 
     /// The place of the next job named `name` among this request's.
-    fn place(&self, name: &'static str) -> u32 {
+    pub(crate) fn place(&self, name: &'static str) -> u32 {
         let mut places = self
             .places
             .lock()

@@ -28,6 +28,7 @@ mod key_admin;
 mod launch;
 mod layers_built_once;
 mod live;
+mod mail;
 mod many_forms;
 mod middleware_config;
 mod nested_forms;

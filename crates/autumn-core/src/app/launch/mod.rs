@@ -79,7 +79,7 @@ impl AppBuilder {
         }
     }
 
-    fn build(self, purpose: Purpose) -> Result<Built, LaunchError> {
+    fn build(#[allow(unused_mut)] mut self, purpose: Purpose) -> Result<Built, LaunchError> {
         let config = checked_config(self.config, self.rate_limit_rules)?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let mut startup = Startup::default();
@@ -115,6 +115,33 @@ impl AppBuilder {
                 backend = limiter.backend(),
                 "rate limits enforced"
             );
+        }
+
+        // The mailer: its job joins the app's hooks, its settings reach the
+        // handlers, its preview pages join the routes. Not for the document
+        // alone, which needs no relay configured.
+        #[cfg(feature = "mail")]
+        if let Some(setup) = self.mail.take()
+            && purpose == Purpose::Serve
+        {
+            let mail = crate::mail::mount(setup, &config, stores.database.is_some())?;
+            // The app's own settings, and its timeout for mail if it set one.
+            self.commit_hooks = Some(match self.commit_hooks.take() {
+                Some(hooks) => {
+                    let settings = hooks.settings;
+                    let mut merged = mail.hooks.merge(hooks);
+                    merged.settings = settings;
+                    merged
+                }
+                None => mail.hooks,
+            });
+            let settings = mail.settings;
+            self.layers.push(Box::new(move |router| {
+                router.layer(axum::Extension(settings))
+            }));
+            if let Some(preview) = mail.preview {
+                self.raw.push(super::RawRouter::Merge(preview));
+            }
         }
 
         // Phase 2: routes.
