@@ -24,7 +24,6 @@
 
 pub(crate) mod admin;
 mod context;
-mod cron;
 mod hook;
 mod launch;
 pub(crate) mod metrics;
@@ -35,7 +34,7 @@ mod watch;
 mod worker;
 
 pub use context::MutationContext;
-pub use cron::{Cron, CronError};
+pub use crate::cron::{Cron, CronError};
 pub use hook::CommitHooks;
 pub use queue::enqueue;
 pub use run::{CommitHook, CommitJob, JobError, JobFuture};
