@@ -47,6 +47,7 @@ use std::path::{Path, PathBuf};
 
 mod env;
 mod error;
+mod jobs;
 mod load;
 mod rate_limit;
 mod sections;
@@ -59,6 +60,7 @@ mod tests;
 
 pub use error::ConfigError;
 pub(crate) use error::InvalidSetting;
+pub use jobs::{JobScheduleConfig, JobsAdminConfig, JobsConfig};
 pub use sections::{
     ActuatorConfig, AnonymousKeysMode, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, FingerprintMode, HEALTH_COMPONENTS,
@@ -108,6 +110,8 @@ pub struct AutumnConfig {
     pub rate_limit: RateLimitConfig,
     /// `[openapi]`: the OpenAPI document built from the routes.
     pub openapi: OpenApiConfig,
+    /// `[jobs]`: jobs queued on a schedule, and the dead jobs on the actuator.
+    pub jobs: JobsConfig,
     /// The profile this configuration was loaded for (`AUTUMN_PROFILE`, default `dev`).
     #[serde(skip)]
     pub profile: Profile,

@@ -8,9 +8,10 @@ use toml::Value;
 use super::{
     ActuatorConfig, AutumnConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DatabaseConfig, HeadersConfig, Http2Config, IdempotencyAdminConfig, IdempotencyConfig,
-    LogConfig, MemoryConfig, OnStoreError, OpenApiConfig, QuotaConfig, RateLimitConfig,
-    RateLimitRule, RedisConfig, SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig,
-    Setting, Source, StaticConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+    JobScheduleConfig, JobsAdminConfig, JobsConfig, LogConfig, MemoryConfig, OnStoreError,
+    OpenApiConfig, QuotaConfig, RateLimitConfig, RateLimitRule, RedisConfig, SecurityConfig,
+    ServerConfig, ServerTlsConfig, SessionConfig, Setting, Source, StaticConfig, SubmitTokenConfig,
+    TenancyConfig, TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -39,6 +40,7 @@ impl AutumnConfig {
             cors,
             rate_limit,
             openapi,
+            jobs,
             profile: _,
             provenance,
             files: _,
@@ -399,14 +401,43 @@ impl AutumnConfig {
         out.plain("openapi.ui", ui);
         out.string("openapi.ui_path", ui_path);
 
+        let JobsConfig { schedule, admin } = jobs;
+        let JobsAdminConfig {
+            enabled,
+            token,
+            allow_payloads,
+        } = admin;
+        out.plain("jobs.admin.enabled", enabled);
+        out.optional_string("jobs.admin.token", token.as_ref().map(|_| "(set)"));
+        out.plain("jobs.admin.allow_payloads", allow_payloads);
+        for (name, entry) in schedule {
+            let JobScheduleConfig {
+                cron,
+                job,
+                payload: _,
+                priority,
+                enabled,
+            } = entry;
+            let key = |leaf: &str| format!("jobs.schedule.{name}.{leaf}");
+            out.optional_string(key("cron"), cron.as_deref());
+            out.optional_string(key("job"), job.as_deref());
+            // As the JSON the job is given.
+            out.optional_string(key("payload"), entry.payload_json().as_deref());
+            out.optional(key("priority"), *priority);
+            out.plain(key("enabled"), enabled);
+        }
+
         out.0
             .into_iter()
             .map(|(key, value)| Setting {
-                source: provenance
-                    .0
-                    .get(key.as_ref())
-                    .cloned()
-                    .unwrap_or(Source::Default),
+                // A table shown as one value (a schedule's payload) was
+                // set leaf by leaf: the first leaf's source.
+                source: provenance.0.get(key.as_ref()).cloned().unwrap_or_else(|| {
+                    match self.source_below(&key) {
+                        Source::Code => Source::Default,
+                        source => source,
+                    }
+                }),
                 key: key.into_owned(),
                 value,
             })
