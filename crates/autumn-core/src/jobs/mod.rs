@@ -8,7 +8,8 @@
 //!   the mutation's transaction or on their own, at once, later or under a
 //!   unique key, once per request however often it is retried.
 //! - [`Cron`] and [`CommitHooks::schedule`]: jobs queued on a schedule,
-//!   once per tick across every replica.
+//!   once per tick across every replica, given in code or in
+//!   `[jobs.schedule.NAME]` ([`CommitHooks::configured`]).
 //! - [`MutationContext`]: the framework-scoped idempotency key of the
 //!   request (when it was idempotent), so duplicate attempts of one request
 //!   write one queue row: the table is unique on (key, hook, record).
@@ -23,6 +24,7 @@
 //! The table comes from the framework migrations, which launch runs.
 
 pub(crate) mod admin;
+mod configured;
 mod context;
 mod hook;
 mod launch;
@@ -33,8 +35,8 @@ mod typed;
 mod watch;
 mod worker;
 
-pub use context::MutationContext;
 pub use crate::cron::{Cron, CronError};
+pub use context::MutationContext;
 pub use hook::CommitHooks;
 pub use queue::enqueue;
 pub use run::{CommitHook, CommitJob, JobError, JobFuture};
