@@ -4,6 +4,7 @@
 //! Users depend on the `autumn-web` facade, which re-exports what is here.
 
 mod actuator;
+mod admin_token;
 pub mod api_token;
 pub mod app;
 mod catch_panic;
