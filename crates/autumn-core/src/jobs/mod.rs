@@ -21,8 +21,12 @@
 //! - [`CommitJob`]: one run of a hook, with its attempt number. A job runs
 //!   at least once: see its docs for how a hook stays idempotent.
 //!
+//! Dead jobs are listed, run again or discarded with the app binary's
+//! `jobs` command, or on the actuator with `[jobs.admin] token`.
+//!
 //! The table comes from the framework migrations, which launch runs.
 
+mod actuator;
 pub(crate) mod admin;
 mod configured;
 mod context;
@@ -43,5 +47,6 @@ pub use run::{CommitHook, CommitJob, JobError, JobFuture};
 pub use typed::{Job, Jobs, Queued};
 pub use worker::{CommitJobWorker, WorkerRun};
 
+pub(crate) use actuator::routes as dead_job_routes;
 pub(crate) use context::CommitQueue;
 pub(crate) use worker::install;
