@@ -1,6 +1,6 @@
 //! Every `code` the framework answers with itself: API tokens, the
 //! cross-origin check, sessions, tenancy, app state, key administration,
-//! and the codes error pages give an error that had none. A client matches
+//! dead jobs, and the codes error pages give an error that had none. A client matches
 //! on these; the `detail` beside them is for people and may change.
 //!
 //! The guards' codes (idempotency keys, submit tokens) are in
@@ -97,6 +97,27 @@ pub const IDEMPOTENCY_ADMIN_UNAUTHORIZED: ProblemCode =
 /// is off.
 pub const IDEMPOTENCY_ADMIN_BODIES_DISABLED: ProblemCode =
     ProblemCode::new("idempotency_admin_bodies_disabled");
+
+// ---- dead jobs on the actuator ----
+
+/// 401, `WWW-Authenticate: Bearer`: the dead-job endpoints need the bearer
+/// token of `jobs.admin.token`.
+pub const JOBS_ADMIN_UNAUTHORIZED: ProblemCode = ProblemCode::new("jobs_admin_unauthorized");
+
+/// 403: payloads were asked for (`?payloads=true`) and
+/// `jobs.admin.allow_payloads` is off.
+pub const JOBS_ADMIN_PAYLOADS_DISABLED: ProblemCode =
+    ProblemCode::new("jobs_admin_payloads_disabled");
+
+/// 400: the path's job id is not a whole number.
+pub const JOB_ID_INVALID: ProblemCode = ProblemCode::new("job_id_invalid");
+
+/// 404: no job with that id is dead (there is none, or it is pending or
+/// done).
+pub const DEAD_JOB_NOT_FOUND: ProblemCode = ProblemCode::new("dead_job_not_found");
+
+/// 503: the job queue in the app database could not be read or written.
+pub const JOBS_DATABASE_UNAVAILABLE: ProblemCode = ProblemCode::new("jobs_database_unavailable");
 
 // ---- the server ----
 

@@ -15,9 +15,10 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{Path, Query};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::routing::get;
-use sha2::{Digest as _, Sha256};
+
+use crate::admin_token::AdminToken;
 
 /// The word that, first on an app binary's command line, runs a key
 /// administration command instead of the server.
@@ -137,9 +138,7 @@ struct BodyQuery {
 /// `DELETE` on `/actuator/idempotency/keys/{storage_key}`, for a request
 /// carrying `token` as a bearer token.
 pub(crate) fn routes(store: Arc<dyn IdempotencyStore>, token: &str, allow_bodies: bool) -> Router {
-    // Compared as digests, in constant time: the time a comparison takes
-    // says nothing of the token.
-    let token: Arc<[u8]> = Sha256::digest(token.as_bytes()).to_vec().into();
+    let token = AdminToken::new(token);
     let (inspect_store, inspect_token) = (store.clone(), token.clone());
     Router::new().route(
         "/actuator/idempotency/keys/{storage_key}",
@@ -147,8 +146,8 @@ pub(crate) fn routes(store: Arc<dyn IdempotencyStore>, token: &str, allow_bodies
             move |headers: HeaderMap, Path(key): Path<String>, Query(query): Query<BodyQuery>| {
                 let (store, token) = (inspect_store.clone(), inspect_token.clone());
                 async move {
-                    if let Some(refused) = refuse(&token, &headers) {
-                        return refused;
+                    if !token.admits(&headers) {
+                        return Refusal::Unauthorized.into_response();
                     }
                     if query.body && !allow_bodies {
                         return Refusal::BodiesNotAllowed.into_response();
@@ -163,8 +162,8 @@ pub(crate) fn routes(store: Arc<dyn IdempotencyStore>, token: &str, allow_bodies
         .delete(move |headers: HeaderMap, Path(key): Path<String>| {
             let (store, token) = (store.clone(), token.clone());
             async move {
-                if let Some(refused) = refuse(&token, &headers) {
-                    return refused;
+                if !token.admits(&headers) {
+                    return Refusal::Unauthorized.into_response();
                 }
                 match admin::evict(&*store, &key, "actuator").await {
                     Ok(evicted) => Json(serde_json::json!({
@@ -177,26 +176,6 @@ pub(crate) fn routes(store: Arc<dyn IdempotencyStore>, token: &str, allow_bodies
             }
         }),
     )
-}
-
-/// 401 unless the request carries the configured bearer token (`expected`
-/// is its SHA-256).
-fn refuse(expected: &[u8], headers: &HeaderMap) -> Option<Response> {
-    let sent = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| Sha256::digest(t.as_bytes()));
-    if sent.is_some_and(|sent| constant_time_eq(sent.as_slice(), expected)) {
-        return None;
-    }
-    Some(Refusal::Unauthorized.into_response())
-}
-
-/// Whether `a` and `b` are equal, in a time that depends on their lengths
-/// only (both are SHA-256 digests here).
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
 /// Why the key administration endpoint answered with a problem document.

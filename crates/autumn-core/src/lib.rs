@@ -4,6 +4,7 @@
 //! Users depend on the `autumn-web` facade, which re-exports what is here.
 
 mod actuator;
+mod admin_token;
 pub mod api_token;
 pub mod app;
 mod catch_panic;
@@ -11,6 +12,11 @@ pub mod client_ip;
 pub mod codes;
 pub mod config;
 pub mod cross_origin;
+// Below both `config` (which checks `[jobs.schedule]` expressions) and
+// `jobs` (which runs them, and re-exports it). Without a database there
+// are no jobs to re-export it from, only the check.
+#[cfg_attr(not(feature = "database"), allow(unreachable_pub, dead_code))]
+mod cron;
 #[cfg(feature = "database")]
 pub mod db;
 mod error;

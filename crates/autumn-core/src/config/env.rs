@@ -29,6 +29,7 @@ const SECTIONS: &[&str] = &[
     "cors",
     "rate_limit",
     "openapi",
+    "jobs",
 ];
 
 /// One environment variable that sets a configuration key.

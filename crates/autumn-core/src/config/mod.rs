@@ -47,6 +47,7 @@ use std::path::{Path, PathBuf};
 
 mod env;
 mod error;
+mod jobs;
 mod load;
 mod mail;
 mod rate_limit;
@@ -60,6 +61,7 @@ mod tests;
 
 pub use error::ConfigError;
 pub(crate) use error::InvalidSetting;
+pub use jobs::{JobScheduleConfig, JobsAdminConfig, JobsConfig};
 pub use sections::{
     ActuatorConfig, AnonymousKeysMode, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DEFAULT_CONTENT_SECURITY_POLICY, DatabaseConfig, FingerprintMode, HEALTH_COMPONENTS,
@@ -110,6 +112,8 @@ pub struct AutumnConfig {
     pub rate_limit: RateLimitConfig,
     /// `[openapi]`: the OpenAPI document built from the routes.
     pub openapi: OpenApiConfig,
+    /// `[jobs]`: jobs queued on a schedule, and the dead jobs on the actuator.
+    pub jobs: JobsConfig,
     /// `[mail]`: the mailer's transport and sender.
     pub mail: MailConfig,
     /// The profile this configuration was loaded for (`AUTUMN_PROFILE`, default `dev`).

@@ -8,10 +8,10 @@ use toml::Value;
 use super::{
     ActuatorConfig, AutumnConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DatabaseConfig, FileMailConfig, HeadersConfig, Http2Config, IdempotencyAdminConfig,
-    IdempotencyConfig, LogConfig, MailConfig, MailTransportKind, MemoryConfig, OnStoreError,
-    OpenApiConfig, QuotaConfig, RateLimitConfig, RateLimitRule, RedisConfig, SecurityConfig,
-    ServerConfig, ServerTlsConfig, SessionConfig, Setting, SmtpConfig, Source, StaticConfig,
-    SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+    IdempotencyConfig, JobScheduleConfig, JobsAdminConfig, JobsConfig, LogConfig, MailConfig,
+    MailTransportKind, MemoryConfig, OnStoreError, OpenApiConfig, QuotaConfig, RateLimitConfig,
+    RateLimitRule, RedisConfig, SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig,
+    Setting, SmtpConfig, Source, StaticConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -40,6 +40,7 @@ impl AutumnConfig {
             cors,
             rate_limit,
             openapi,
+            jobs,
             mail,
             profile: _,
             provenance,
@@ -401,6 +402,31 @@ impl AutumnConfig {
         out.plain("openapi.ui", ui);
         out.string("openapi.ui_path", ui_path);
 
+        let JobsConfig { schedule, admin } = jobs;
+        let JobsAdminConfig {
+            enabled,
+            token,
+            allow_payloads,
+        } = admin;
+        out.plain("jobs.admin.enabled", enabled);
+        out.optional_string("jobs.admin.token", token.as_ref().map(|_| "(set)"));
+        out.plain("jobs.admin.allow_payloads", allow_payloads);
+        for (name, entry) in schedule {
+            let JobScheduleConfig {
+                cron,
+                job,
+                payload: _,
+                priority,
+                enabled,
+            } = entry;
+            let key = |leaf: &str| format!("jobs.schedule.{name}.{leaf}");
+            out.optional_string(key("cron"), cron.as_deref());
+            out.optional_string(key("job"), job.as_deref());
+            // As the JSON the job is given.
+            out.optional_string(key("payload"), entry.payload_json().as_deref());
+            out.optional(key("priority"), *priority);
+            out.plain(key("enabled"), enabled);
+        }
         let MailConfig {
             transport,
             from,
@@ -432,11 +458,14 @@ impl AutumnConfig {
         out.0
             .into_iter()
             .map(|(key, value)| Setting {
-                source: provenance
-                    .0
-                    .get(key.as_ref())
-                    .cloned()
-                    .unwrap_or(Source::Default),
+                // A table shown as one value (a schedule's payload) was
+                // set leaf by leaf: the first leaf's source.
+                source: provenance.0.get(key.as_ref()).cloned().unwrap_or_else(|| {
+                    match self.source_below(&key) {
+                        Source::Code => Source::Default,
+                        source => source,
+                    }
+                }),
                 key: key.into_owned(),
                 value,
             })

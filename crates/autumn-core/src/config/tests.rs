@@ -764,7 +764,7 @@ fn unknown_top_level_section() {
         format!(
             "unknown key `servr` in {} (expected one of: server, log, actuator, database, \
              idempotency, security, session, tenancy, static, compression, cors, rate_limit, \
-             openapi)",
+             openapi, jobs)",
             file(&dir, "autumn.toml").display()
         )
     );
@@ -1178,13 +1178,23 @@ fn effective_settings_cover_every_key() {
         by = "session"
         routes = ["POST /login"]
         on_store_error = "open"
+        [jobs.admin]
+        enabled = false
+        token = "0123456789abcdef-jobs"
+        allow_payloads = true
+        [jobs.schedule.nightly]
+        cron = "30 3 * * *"
+        job = "reports.nightly"
+        payload = { format = "pdf" }
+        priority = 4
+        enabled = false
     "#;
     let dir = dir_with(&[("autumn.toml", full)]);
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
-    // Every key, and each of the rule's six.
-    assert_eq!(settings.len(), 111 + 3 + 6);
+    // Every key, each of the rule's six and each of the schedule's five.
+    assert_eq!(settings.len(), 111 + 3 + 3 + 6 + 5);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
@@ -1264,7 +1274,8 @@ fn example_file_matches_defaults_and_lists_every_key() {
             .and_then(|l| l.strip_suffix(']'))
         {
             section = name.to_owned();
-        } else if section.starts_with("rate_limit.rules.") {
+        } else if section.starts_with("rate_limit.rules.") || section.starts_with("jobs.schedule.")
+        {
             continue;
         } else if let Some((key, _)) = line.trim_start_matches(['#', ' ']).split_once(" = ")
             && !key.is_empty()
@@ -1617,4 +1628,166 @@ fn the_secret_key_is_not_shown_by_debug() {
     let config = load_ok(&dir, &[]);
     let shown = format!("{config:?}");
     assert!(!shown.contains("0123456789abcdef"), "{shown}");
+}
+
+// ---- [jobs] ---------------------------------------------------------------------------------
+
+const WITH_DATABASE: &str = "[database]\nurl = \"postgres://postgres@127.0.0.1/app\"\n";
+
+#[test]
+fn a_schedule_table_is_read_with_its_payload_as_json() {
+    let config = AutumnConfig::from_toml_str(&format!(
+        r#"{WITH_DATABASE}
+        [jobs.schedule.nightly-report]
+        cron = "30 3 * * *"
+        job = "reports.nightly"
+        payload = {{ format = "pdf", copies = 2, since = 2026-01-01, to = ["ops"] }}
+        priority = 5
+
+        [jobs.schedule.cleanup]
+        enabled = false
+        "#
+    ))
+    .expect("config");
+    let nightly = &config.jobs.schedule["nightly-report"];
+    assert_eq!(nightly.cron.as_deref(), Some("30 3 * * *"));
+    assert_eq!(nightly.job.as_deref(), Some("reports.nightly"));
+    assert_eq!((nightly.priority, nightly.enabled), (Some(5), true));
+    let payload: serde_json::Value =
+        serde_json::from_str(&nightly.payload_json().expect("a payload")).expect("JSON");
+    assert_eq!(
+        payload,
+        serde_json::json!({"format": "pdf", "copies": 2, "since": "2026-01-01", "to": ["ops"]})
+    );
+    let cleanup = &config.jobs.schedule["cleanup"];
+    assert!(!cleanup.enabled);
+    assert_eq!(
+        (cleanup.cron.as_ref(), cleanup.payload_json()),
+        (None, None)
+    );
+    let settings = config.effective_settings();
+    assert_eq!(
+        setting(&settings, "jobs.schedule.nightly-report.cron").value,
+        "\"30 3 * * *\""
+    );
+    assert_eq!(
+        setting(&settings, "jobs.schedule.cleanup.enabled").value,
+        "false"
+    );
+}
+
+#[test]
+fn an_invalid_cron_is_refused_naming_its_key_and_why() {
+    let dir = dir_with(&[(
+        "autumn.toml",
+        &format!("{WITH_DATABASE}[jobs.schedule.nightly]\ncron = \"61 3 * * *\"\njob = \"x\"\n"),
+    )]);
+    let error = load_err(&dir, &[]);
+    let message = one_line(&error);
+    assert_eq!(error.key(), Some("jobs.schedule.nightly.cron"), "{message}");
+    assert_eq!(
+        error.origin(),
+        Some(Source::File(file(&dir, "autumn.toml")))
+    );
+    assert!(message.contains("61 is outside 0-59"), "{message}");
+    assert!(message.contains("\"30 3 * * *\""), "{message}");
+    // Set from the environment, the variable is named.
+    let dir = dir_with(&[(
+        "autumn.toml",
+        &format!("{WITH_DATABASE}[jobs.schedule.nightly]\ncron = \"30 3 * * *\"\n"),
+    )]);
+    let error = load_err(
+        &dir,
+        &[("AUTUMN_JOBS__SCHEDULE__NIGHTLY__CRON", "every day")],
+    );
+    assert_eq!(error.key(), Some("jobs.schedule.nightly.cron"));
+    assert_eq!(
+        error.origin(),
+        Some(Source::Env(
+            "AUTUMN_JOBS__SCHEDULE__NIGHTLY__CRON".to_owned()
+        ))
+    );
+}
+
+#[test]
+fn variables_change_a_schedule_key_by_key() {
+    let dir = dir_with(&[(
+        "autumn.toml",
+        &format!(
+            "{WITH_DATABASE}[jobs.schedule.nightly]\ncron = \"30 3 * * *\"\njob = \"reports.nightly\"\n"
+        ),
+    )]);
+    let config = load_ok(
+        &dir,
+        &[
+            ("AUTUMN_JOBS__SCHEDULE__NIGHTLY__CRON", "0 4 * * *"),
+            ("AUTUMN_JOBS__SCHEDULE__NIGHTLY__ENABLED", "false"),
+            ("AUTUMN_JOBS__SCHEDULE__NIGHTLY__PAYLOAD__COPIES", "2"),
+        ],
+    );
+    let nightly = &config.jobs.schedule["nightly"];
+    assert_eq!(nightly.cron.as_deref(), Some("0 4 * * *"));
+    assert_eq!(nightly.job.as_deref(), Some("reports.nightly"));
+    assert!(!nightly.enabled);
+    assert_eq!(nightly.payload_json().as_deref(), Some("{\"copies\":2}"));
+    assert_eq!(
+        config.source("jobs.schedule.nightly.cron"),
+        Source::Env("AUTUMN_JOBS__SCHEDULE__NIGHTLY__CRON".to_owned())
+    );
+}
+
+#[test]
+fn a_schedule_or_the_admin_endpoints_without_a_database_are_refused_naming_database_url() {
+    let dir = dir_with(&[(
+        "autumn.toml",
+        "[jobs.schedule.nightly]\ncron = \"30 3 * * *\"\njob = \"reports.nightly\"\n",
+    )]);
+    let error = load_err(&dir, &[]);
+    let message = one_line(&error);
+    assert_eq!(error.key(), Some("database.url"), "{message}");
+    assert_eq!(
+        error.origin(),
+        Some(Source::File(file(&dir, "autumn.toml")))
+    );
+    assert!(message.contains("jobs.schedule.nightly"), "{message}");
+    // Switched off, it needs nothing.
+    AutumnConfig::from_toml_str("[jobs.schedule.nightly]\nenabled = false\n")
+        .expect("a disabled schedule");
+    let error = AutumnConfig::from_toml_str("[jobs.admin]\ntoken = \"0123456789abcdef\"\n")
+        .expect_err("endpoints without a database");
+    assert_eq!(error.key(), Some("database.url"));
+    assert!(error.to_string().contains("jobs.admin.token"), "{error}");
+    AutumnConfig::from_toml_str("[jobs.admin]\ntoken = \"0123456789abcdef\"\nenabled = false\n")
+        .expect("endpoints switched off");
+}
+
+#[test]
+fn a_short_admin_token_is_refused_and_none_serves_nothing() {
+    let error =
+        AutumnConfig::from_toml_str(&format!("{WITH_DATABASE}[jobs.admin]\ntoken = \"short\"\n"))
+            .expect_err("a short token");
+    assert_eq!(error.key(), Some("jobs.admin.token"));
+    assert!(
+        error.to_string().contains("at least 16 characters"),
+        "{error}"
+    );
+    let config = AutumnConfig::from_toml_str(&format!(
+        "{WITH_DATABASE}[jobs.admin]\ntoken = \"0123456789abcdef\"\n"
+    ))
+    .expect("config");
+    assert!(config.jobs.admin.serves_endpoints());
+    assert!(!config.jobs.admin.allow_payloads);
+    let settings = config.effective_settings();
+    assert_eq!(setting(&settings, "jobs.admin.token").value, "\"(set)\"");
+    assert!(!AutumnConfig::default().jobs.admin.serves_endpoints());
+}
+
+#[test]
+fn an_unknown_schedule_key_is_named() {
+    let error = AutumnConfig::from_toml_str(&format!(
+        "{WITH_DATABASE}[jobs.schedule.nightly]\ncorn = \"30 3 * * *\"\n"
+    ))
+    .expect_err("a typo");
+    assert_eq!(error.key(), Some("jobs.schedule.nightly.corn"));
+    assert!(error.to_string().contains("cron"), "{error}");
 }

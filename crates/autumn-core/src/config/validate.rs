@@ -263,6 +263,7 @@ impl AutumnConfig {
         self.check_actuator()?;
         self.check_middleware()?;
         self.check_rate_limit()?;
+        self.check_jobs()?;
         self.cors_origins().map(drop)?;
         self.trusted_origins().map(drop)
     }
@@ -403,6 +404,71 @@ impl AutumnConfig {
             for pattern in &rule.routes {
                 super::RoutePattern::parse(pattern)
                     .map_err(|message| invalid(key("routes"), message))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `[jobs]` values that cannot work: a cron expression that does not
+    /// parse, a short admin token, and schedules or endpoints without the
+    /// database their rows live in. Whether a schedule's job exists is
+    /// known only to the app's code, and checked at launch.
+    fn check_jobs(&self) -> Result<(), ConfigError> {
+        let jobs = &self.jobs;
+        let invalid = |key: String, message: String| ConfigError::InvalidValue {
+            origin: self.source(&key),
+            key,
+            message,
+        };
+        for (name, schedule) in &jobs.schedule {
+            if let Some(cron) = &schedule.cron
+                && let Err(error) = cron.parse::<crate::cron::Cron>()
+            {
+                return Err(invalid(
+                    format!("jobs.schedule.{name}.cron"),
+                    format!(
+                        "{}; write five fields read in UTC (minute hour day-of-month month day-of-week), like \"30 3 * * *\"",
+                        error.reason
+                    ),
+                ));
+            }
+        }
+        if let Some(token) = &jobs.admin.token
+            && token.len() < 16
+        {
+            return Err(invalid(
+                "jobs.admin.token".to_owned(),
+                "must be at least 16 characters: anyone who reaches the actuator could run dead jobs again and delete them".to_owned(),
+            ));
+        }
+        if self.database.url.is_none() {
+            // (what needs the database, the table that asks for it)
+            let needs = jobs
+                .schedule
+                .iter()
+                .find(|(_, schedule)| schedule.enabled)
+                .map(|(name, _)| {
+                    (
+                        format!("jobs.schedule.{name} queues its job"),
+                        format!("jobs.schedule.{name}"),
+                    )
+                })
+                .or_else(|| {
+                    jobs.admin.serves_endpoints().then(|| {
+                        (
+                            "jobs.admin.token serves the dead jobs".to_owned(),
+                            "jobs.admin".to_owned(),
+                        )
+                    })
+                });
+            if let Some((needs, table)) = needs {
+                // The key is unset: the error points at where the table
+                // that needs it was set.
+                return Err(ConfigError::InvalidValue {
+                    key: "database.url".to_owned(),
+                    origin: self.source_below(&table),
+                    message: format!("must be set: {needs}, and jobs live in the app database"),
+                });
             }
         }
         Ok(())
@@ -595,6 +661,18 @@ impl AutumnConfig {
                     })
             })
             .collect()
+    }
+
+    /// Where the first key below `table` was set; [`Source::Code`] when
+    /// none was read from a file or variable.
+    pub(crate) fn source_below(&self, table: &str) -> Source {
+        let prefix = format!("{table}.");
+        self.provenance
+            .0
+            .range(prefix.clone()..)
+            .next()
+            .filter(|(key, _)| key.starts_with(&prefix))
+            .map_or(Source::Code, |(_, source)| source.clone())
     }
 
     /// Where `key` was set. Every default passes [`validate`](Self::validate), so a refused

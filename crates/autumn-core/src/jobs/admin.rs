@@ -4,7 +4,8 @@
 //!
 //! Not gated by a setting: whoever can run the app's binary with its
 //! configuration holds the database's credentials, and with them the same
-//! power over the queue.
+//! power over the queue. The actuator serves the same over HTTP, behind a
+//! token (`actuator.rs`).
 
 use autumn_base::database::DbPool;
 
@@ -56,10 +57,9 @@ impl Command {
 
     /// Runs the command on `pool`: the lines to print.
     pub(crate) async fn run(self, pool: &DbPool) -> Result<Vec<String>, String> {
-        let line = |value: serde_json::Value| value.to_string();
         match self {
             Self::Dead(limit) => {
-                let dead = queue::dead(pool, limit)
+                let dead = queue::dead(pool, limit, false)
                     .await
                     .map_err(|error| format!("cannot read the queue: {error}"))?;
                 Ok(dead
@@ -75,11 +75,17 @@ impl Command {
                 if !changed {
                     return Err(format!("no dead job has the id {id}"));
                 }
-                let done = if retry { "retried" } else { "discarded" };
-                Ok(vec![line(serde_json::json!({ "id": id, done: true }))])
+                Ok(vec![settled(id, retry).to_string()])
             }
         }
     }
+}
+
+/// What retrying (`retried`) or discarding a dead job answers, on the
+/// command line and on the actuator: `{"id":42,"retried":true}`.
+pub(crate) fn settled(id: i64, retried: bool) -> serde_json::Value {
+    let done = if retried { "retried" } else { "discarded" };
+    serde_json::json!({ "id": id, done: true })
 }
 
 #[cfg(test)]

@@ -25,7 +25,22 @@ pub struct CommitHooks {
     pub(crate) hook_queues: BTreeMap<String, String>,
     /// Runs at once per process of the queues that say.
     pub(crate) queue_concurrency: BTreeMap<String, u32>,
+    /// The priority of each job type that is not 0.
+    pub(crate) priorities: BTreeMap<String, i32>,
+    /// Per job type, whether a payload reads back into it: a schedule's
+    /// payload from the configuration is checked at launch, not refused
+    /// at its first tick.
+    pub(crate) payload_checks: BTreeMap<String, PayloadCheck>,
     pub(crate) settings: WorkerSettings,
+}
+
+/// Whether a payload reads back into one job type; why not when it does not.
+pub(crate) type PayloadCheck = fn(&str) -> Result<(), String>;
+
+fn payload_check<J: super::Job>(payload: &str) -> Result<(), String> {
+    serde_json::from_str::<J>(payload)
+        .map(drop)
+        .map_err(|error| error.to_string())
 }
 
 impl std::fmt::Debug for CommitHooks {
@@ -36,6 +51,7 @@ impl std::fmt::Debug for CommitHooks {
             .field("schedules", &self.schedules)
             .field("hook_queues", &self.hook_queues)
             .field("queue_concurrency", &self.queue_concurrency)
+            .field("priorities", &self.priorities)
             .field("settings", &self.settings)
             .finish()
     }
@@ -55,7 +71,9 @@ pub(crate) const DEFAULT_QUEUE: &str = "default";
 pub(crate) struct Scheduled {
     pub(crate) name: String,
     pub(crate) cron: super::Cron,
-    pub(crate) hook: &'static str,
+    /// The job's name: a [`Job`](super::Job)'s `NAME`, or a name from
+    /// `[jobs.schedule.NAME] job`.
+    pub(crate) hook: String,
     pub(crate) payload: String,
     pub(crate) priority: i32,
 }
@@ -141,6 +159,8 @@ impl CommitHooks {
             schedules: Vec::new(),
             hook_queues: BTreeMap::new(),
             queue_concurrency: BTreeMap::new(),
+            priorities: BTreeMap::new(),
+            payload_checks: BTreeMap::new(),
             settings: WorkerSettings::default(),
         }
     }
@@ -204,6 +224,11 @@ impl CommitHooks {
         if let Some(timeout) = J::TIMEOUT {
             self.timeouts.insert(J::NAME.to_owned(), timeout);
         }
+        if J::PRIORITY != 0 {
+            self.priorities.insert(J::NAME.to_owned(), J::PRIORITY);
+        }
+        self.payload_checks
+            .insert(J::NAME.to_owned(), payload_check::<J>);
         self
     }
 
@@ -217,6 +242,10 @@ impl CommitHooks {
     /// only the latest tick it missed, once, and only when that tick is
     /// within the done [`retention`](Self::retention) (7 days), since an
     /// older tick's row may be gone.
+    ///
+    /// A `[jobs.schedule.NAME]` table of the same name in `autumn.toml`
+    /// changes it at launch (its `cron`, or `enabled = false` to switch it
+    /// off): see [`configured`](Self::configured).
     ///
     /// ```
     /// use autumn_core::jobs::{CommitHooks, CommitJob, Cron, Job, JobError};
@@ -255,7 +284,7 @@ impl CommitHooks {
         hooks.schedules.push(Scheduled {
             name,
             cron,
-            hook: J::NAME,
+            hook: J::NAME.to_owned(),
             payload,
             priority: J::PRIORITY,
         });
@@ -270,6 +299,8 @@ impl CommitHooks {
         self.schedules.extend(other.schedules);
         self.hook_queues.extend(other.hook_queues);
         self.queue_concurrency.extend(other.queue_concurrency);
+        self.priorities.extend(other.priorities);
+        self.payload_checks.extend(other.payload_checks);
         self
     }
 

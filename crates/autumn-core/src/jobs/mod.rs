@@ -8,7 +8,8 @@
 //!   the mutation's transaction or on their own, at once, later or under a
 //!   unique key, once per request however often it is retried.
 //! - [`Cron`] and [`CommitHooks::schedule`]: jobs queued on a schedule,
-//!   once per tick across every replica.
+//!   once per tick across every replica, given in code or in
+//!   `[jobs.schedule.NAME]` ([`CommitHooks::configured`]).
 //! - [`MutationContext`]: the framework-scoped idempotency key of the
 //!   request (when it was idempotent), so duplicate attempts of one request
 //!   write one queue row: the table is unique on (key, hook, record).
@@ -20,11 +21,15 @@
 //! - [`CommitJob`]: one run of a hook, with its attempt number. A job runs
 //!   at least once: see its docs for how a hook stays idempotent.
 //!
+//! Dead jobs are listed, run again or discarded with the app binary's
+//! `jobs` command, or on the actuator with `[jobs.admin] token`.
+//!
 //! The table comes from the framework migrations, which launch runs.
 
+mod actuator;
 pub(crate) mod admin;
+mod configured;
 mod context;
-mod cron;
 mod hook;
 mod launch;
 pub(crate) mod metrics;
@@ -34,13 +39,14 @@ mod typed;
 mod watch;
 mod worker;
 
+pub use crate::cron::{Cron, CronError};
 pub use context::MutationContext;
-pub use cron::{Cron, CronError};
 pub use hook::CommitHooks;
 pub use queue::enqueue;
 pub use run::{CommitHook, CommitJob, JobError, JobFuture};
 pub use typed::{Job, Jobs, Queued};
 pub use worker::{CommitJobWorker, WorkerRun};
 
+pub(crate) use actuator::routes as dead_job_routes;
 pub(crate) use context::CommitQueue;
 pub(crate) use worker::install;

@@ -435,8 +435,8 @@ pub(crate) async fn pending(pool: &DbPool, hooks: &[String]) -> Result<u64, DbEr
     Ok(u64::try_from(counted.n).unwrap_or(0))
 }
 
-/// A dead job, as the `jobs dead` command lists it (no payload: it may
-/// hold personal data).
+/// A dead job, as the `jobs dead` command and `GET /actuator/jobs/dead`
+/// list it: never its payload unless asked for (it may hold personal data).
 #[derive(QueryableByName, serde::Serialize)]
 pub(crate) struct DeadJob {
     #[diesel(sql_type = BigInt)]
@@ -451,10 +451,36 @@ pub(crate) struct DeadJob {
     pub(crate) last_error: Option<String>,
     #[diesel(sql_type = Nullable<BigInt>)]
     pub(crate) finished_at: Option<i64>,
+    /// The payload, when asked for: shown as the JSON it is.
+    #[diesel(sql_type = Nullable<Text>)]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "as_json")]
+    pub(crate) payload: Option<String>,
 }
 
+/// A payload as the JSON value it holds (as text, should it not parse).
+fn as_json<S: serde::Serializer>(
+    payload: &Option<String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::Serialize as _;
+    match payload
+        .as_deref()
+        .map(serde_json::from_str::<serde_json::Value>)
+    {
+        Some(Ok(value)) => value.serialize(serializer),
+        _ => payload.serialize(serializer),
+    }
+}
+
+/// $1 the most rows. The payload column is read only by
+/// [`LIST_DEAD_WITH_PAYLOADS`].
+const LIST_DEAD: &str = "SELECT id, hook, record_id, attempts, last_error, finished_at, \
+       CAST(NULL AS TEXT) AS payload \
+     FROM autumn_commit_jobs WHERE state = 'dead' ORDER BY id LIMIT $1";
+
 /// $1 the most rows.
-const LIST_DEAD: &str = "SELECT id, hook, record_id, attempts, last_error, finished_at \
+const LIST_DEAD_WITH_PAYLOADS: &str = "SELECT id, hook, record_id, attempts, last_error, \
+       finished_at, payload \
      FROM autumn_commit_jobs WHERE state = 'dead' ORDER BY id LIMIT $1";
 
 /// $1 id: a dead job due again at once, with all its attempts.
@@ -465,10 +491,20 @@ const REVIVE: &str = "UPDATE autumn_commit_jobs SET state = 'pending', attempts 
 /// $1 id.
 const DISCARD: &str = "DELETE FROM autumn_commit_jobs WHERE id = $1 AND state = 'dead'";
 
-/// Up to `limit` dead jobs, oldest first.
-pub(crate) async fn dead(pool: &DbPool, limit: i64) -> Result<Vec<DeadJob>, DbError> {
+/// Up to `limit` dead jobs, oldest first, with their payloads when
+/// `with_payloads`.
+pub(crate) async fn dead(
+    pool: &DbPool,
+    limit: i64,
+    with_payloads: bool,
+) -> Result<Vec<DeadJob>, DbError> {
+    let statement = if with_payloads {
+        LIST_DEAD_WITH_PAYLOADS
+    } else {
+        LIST_DEAD
+    };
     Ok(on_pool!(pool, |conn, sql| {
-        diesel::sql_query(sql(LIST_DEAD))
+        diesel::sql_query(sql(statement))
             .bind::<BigInt, _>(limit)
             .load::<DeadJob>(conn)
             .await?

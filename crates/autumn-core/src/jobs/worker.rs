@@ -140,7 +140,7 @@ impl CommitJobWorker {
                 continue;
             };
             let row = queue::NewRow {
-                hook: schedule.hook,
+                hook: &schedule.hook,
                 record_id: tick.to_string(),
                 idempotency_key: Some(format!("schedule:{}", schedule.name)),
                 payload: schedule.payload.clone(),

@@ -159,7 +159,16 @@ impl AppBuilder {
                     .ttl_secs
                     .max(config.security.submit_token.ttl_secs),
             );
-            let hooks = self.commit_hooks.map(|hooks| hooks.keyed_hold(keyed_hold));
+            // `[jobs.schedule]` over the code's schedules; a table with no
+            // hooks in code is refused there, naming its job.
+            let hooks = match self.commit_hooks {
+                Some(hooks) => Some(hooks.configured(&config)?),
+                None if !config.jobs.schedule.is_empty() => {
+                    Some(crate::jobs::CommitHooks::new().configured(&config)?)
+                }
+                None => None,
+            };
+            let hooks = hooks.map(|hooks| hooks.keyed_hold(keyed_hold));
             // What the worker does, per queue, for the actuator.
             metrics.jobs = hooks
                 .as_ref()

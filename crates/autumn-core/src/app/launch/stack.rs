@@ -130,6 +130,19 @@ pub(super) fn actuator_routes(
         ) {
             routes = routes.merge(crate::key_admin::routes(store, token, admin.allow_bodies));
         }
+        // Likewise: they run jobs again and delete them.
+        #[cfg(feature = "database")]
+        if let (Some(pool), Some(token), true) = (
+            metrics.pool.clone(),
+            config.jobs.admin.token.as_deref(),
+            config.jobs.admin.serves_endpoints(),
+        ) {
+            routes = routes.merge(crate::jobs::dead_job_routes(
+                pool,
+                token,
+                config.jobs.admin.allow_payloads,
+            ));
+        }
         match settings.port {
             Some(_) => routes.layer(crate::telemetry::RequestLogLayer::new(
                 config.log.access_log,

@@ -7,6 +7,7 @@
 
 use autumn_testkit::on_databases;
 
+mod dead_jobs;
 mod queues;
 mod retention;
 mod schedules;

@@ -1,10 +1,12 @@
 //! Scheduled jobs: each tick queued once across replicas, a restart that
-//! queues nothing twice, and downtime caught up with one run. The clock is
+//! queues nothing twice, downtime caught up with one run, and schedules
+//! from `[jobs.schedule]`. The clock is
 //! a manual one; nothing waits for a tick.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use autumn_core::config::AutumnConfig;
 use autumn_core::jobs::{CommitHooks, CommitJob, CommitJobWorker, Cron, Job, JobError};
 use autumn_idempotency::clock::ManualClock;
 use autumn_idempotency::database::DbPool;
@@ -128,7 +130,94 @@ async fn a_restart_queues_no_tick_twice_and_downtime_is_caught_up_once(url: Stri
     assert_eq!(restarted.schedule_due().await.expect("schedule"), 1);
 }
 
+/// A digest for an audience: what it is for comes from the schedule's
+/// payload in the configuration.
+#[derive(Serialize, Deserialize)]
+struct Digest {
+    audience: String,
+    copies: u32,
+}
+
+impl Job for Digest {
+    const NAME: &'static str = "reports.digest";
+
+    async fn perform(self, _run: CommitJob) -> Result<(), JobError> {
+        let tag = format!("{} x{}", self.audience, self.copies);
+        RAN.lock().expect("ran").push(tag);
+        Ok(())
+    }
+}
+
+/// `[jobs.schedule.digest]` queues its job at each tick, once, with the
+/// table's payload; the code's five-minute report, switched off by its
+/// table, and a table switched off on its own queue nothing.
+async fn a_schedule_from_the_configuration_queues_its_job_once_per_tick_with_its_payload(
+    url: String,
+) {
+    let pool = pool(&url);
+    let clock = ManualClock::starting_at(MIDNIGHT + 2 * 60_000);
+    let audience = format!("ops-{url}");
+    let report_tag = format!("configured-{url}");
+    let config = AutumnConfig::from_toml_str(&format!(
+        r#"
+        [database]
+        url = "{url}"
+
+        [jobs.schedule.digest]
+        cron = "*/5 * * * *"
+        job = "reports.digest"
+        payload = {{ audience = "{audience}", copies = 2 }}
+
+        [jobs.schedule.five-minute-report]
+        enabled = false
+
+        [jobs.schedule.hourly-digest]
+        cron = "@hourly"
+        job = "reports.digest"
+        payload = {{ audience = "{audience}-hourly", copies = 1 }}
+        enabled = false
+        "#
+    ))
+    .expect("config");
+    let every_five: Cron = "*/5 * * * *".parse().expect("cron");
+    let hooks = CommitHooks::new()
+        .job::<Digest>()
+        .schedule(
+            "five-minute-report",
+            every_five,
+            Report {
+                tag: report_tag.clone(),
+            },
+        )
+        .configured(&config)
+        .expect("the schedules fit the jobs");
+    let worker = CommitJobWorker::new(pool.clone(), hooks, Arc::new(clock.clone()));
+
+    assert_eq!(worker.schedule_due().await.expect("schedule"), 1, "00:00");
+    assert_eq!(
+        worker.schedule_due().await.expect("schedule"),
+        0,
+        "still 00:00"
+    );
+    clock.advance(3 * MINUTE);
+    assert_eq!(worker.schedule_due().await.expect("schedule"), 1, "00:05");
+    assert_eq!(worker.run_due().await.expect("run").done, 2);
+    let ticks: Vec<String> = rows(&pool)
+        .await
+        .into_iter()
+        .map(|row| row.record_id)
+        .collect();
+    assert_eq!(
+        ticks,
+        [MIDNIGHT.to_string(), (MIDNIGHT + 5 * 60_000).to_string()]
+    );
+    assert_eq!(ran(&format!("{audience} x2")), 2, "the table's payload");
+    assert_eq!(ran(&format!("{audience}-hourly x1")), 0, "switched off");
+    assert_eq!(ran(&report_tag), 0, "the code schedule, switched off");
+}
+
 on_databases!(
     each_tick_is_queued_once_across_replicas,
     a_restart_queues_no_tick_twice_and_downtime_is_caught_up_once,
+    a_schedule_from_the_configuration_queues_its_job_once_per_tick_with_its_payload,
 );
