@@ -764,7 +764,7 @@ fn unknown_top_level_section() {
         format!(
             "unknown key `servr` in {} (expected one of: server, log, actuator, database, \
              idempotency, security, session, tenancy, static, compression, cors, rate_limit, \
-             openapi, jobs)",
+             openapi, jobs, mail)",
             file(&dir, "autumn.toml").display()
         )
     );
@@ -1188,18 +1188,31 @@ fn effective_settings_cover_every_key() {
         payload = { format = "pdf" }
         priority = 4
         enabled = false
+        [mail]
+        transport = "smtp"
+        from = "Shop <shop@example.com>"
+        [mail.smtp]
+        host = "smtp.example.com"
+        port = 2525
+        tls = "tls"
+        username = "mailer"
+        password = "secret"
+        tls_ca_file = "ca.pem"
+        timeout_secs = 9
+        [mail.file]
+        dir = "mail"
     "#;
     let dir = dir_with(&[("autumn.toml", full)]);
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
     // Every key, each of the rule's six and each of the schedule's five.
-    assert_eq!(settings.len(), 111 + 3 + 3 + 6 + 5);
+    assert_eq!(settings.len(), 111 + 3 + 3 + 6 + 5 + 10);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
         assert!(
-            !setting.value.contains("0123456789abcdef"),
+            !setting.value.contains("0123456789abcdef") && !setting.value.contains("secret"),
             "a credential is shown: {setting}"
         );
     }
