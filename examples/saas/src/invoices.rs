@@ -203,4 +203,9 @@ pub struct InvoiceStats {
     pub hook_jobs: i64,
     /// Of those, the ones not yet run.
     pub hook_jobs_pending: i64,
+    /// Mails queued (invoices and sign-up confirmations): one each, however
+    /// often its request was retried.
+    pub mails: i64,
+    /// Of those, the ones not yet sent.
+    pub mails_pending: i64,
 }

@@ -23,6 +23,7 @@
 
 mod html_errors;
 pub mod invoices;
+pub mod mails;
 mod password;
 mod routes;
 mod signed_in;
@@ -174,7 +175,27 @@ fn app_with_site(site: Site) -> AppBuilder {
         // The JSON API (`POST /api/invoices`) takes an `Idempotency-Key`;
         // requests without one, the forms among them, pass through.
         .idempotent()
-        .with_commit_hooks(invoices::Invoices::commit_hooks().paused(jobs_paused_from_env()))
+        // A confirmation per sign-up and a copy of each invoice, sent once:
+        // `[mail]` says how (files under dev, SMTP in production).
+        .mail_from(mails::DEFAULT_FROM)
+        .with_commit_hooks(
+            invoices::Invoices::commit_hooks()
+                .paused(jobs_paused_from_env())
+                .lease(job_lease_from_env()),
+        )
+}
+
+/// The environment variable holding how long, in milliseconds, a job stays
+/// claimed by a worker that stopped renewing it (60 s by default): the
+/// crash tests shorten it so a restarted process takes over soon.
+pub const JOB_LEASE_VAR: &str = "SAAS_JOB_LEASE_MS";
+
+/// [`JOB_LEASE_VAR`] as a duration: 60 s when unset or not a number.
+pub fn job_lease_from_env() -> Duration {
+    std::env::var(JOB_LEASE_VAR)
+        .ok()
+        .and_then(|ms| ms.trim().parse().ok())
+        .map_or(Duration::from_secs(60), Duration::from_millis)
 }
 
 /// Whether [`JOBS_PAUSED_VAR`] asks this process not to run hooks.

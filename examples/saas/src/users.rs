@@ -13,14 +13,18 @@ use std::sync::Arc;
 
 use autumn_web::AutumnError;
 use autumn_web::db::{Db, DbBackend, DbPool, PgConnection, SqliteConnection};
+use autumn_web::mail::Mailer;
 use autumn_web::reexports::diesel::sql_types::{BigInt, Binary, Text};
 use autumn_web::reexports::diesel::{self, QueryableByName};
 use autumn_web::reexports::diesel_async::{RunQueryDsl as _, SimpleAsyncConnection as _};
+use autumn_web::reexports::scoped_futures::ScopedFutureExt as _;
 use axum::extract::FromRequestParts;
 use http::request::Parts;
 use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 use uuid::Uuid;
+
+use crate::mails::SignupConfirmation;
 
 /// A user as stored, listed and served by `GET /users.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -178,9 +182,14 @@ const STATS: &str = "SELECT (SELECT count(*) FROM users) AS users, \
     (SELECT count(*) FROM avatar_uploads) AS avatar_uploads, \
     (SELECT count(*) FROM avatars) AS avatars";
 
-/// The commit-hook queue: every row, and the ones still to run.
-const HOOK_JOBS: &str = "SELECT count(*) AS jobs, \
-    count(CASE WHEN state = 'pending' THEN 1 END) AS pending FROM autumn_commit_jobs";
+/// The job queue: the hooks' rows and the mails', each with the ones still
+/// to run.
+const HOOK_JOBS: &str = "SELECT \
+    count(CASE WHEN hook <> 'autumn.mail' THEN 1 END) AS jobs, \
+    count(CASE WHEN hook <> 'autumn.mail' AND state = 'pending' THEN 1 END) AS pending, \
+    count(CASE WHEN hook = 'autumn.mail' THEN 1 END) AS mails, \
+    count(CASE WHEN hook = 'autumn.mail' AND state = 'pending' THEN 1 END) AS mails_pending \
+    FROM autumn_commit_jobs";
 
 /// `sql` for the pool's backend: the statements above are written with
 /// SQLite's `?` placeholders, which PostgreSQL spells `$1`, `$2`, ...
@@ -224,17 +233,21 @@ macro_rules! with_db {
 }
 
 impl Users {
-    /// Creates a user with an already hashed password; `None` when the
-    /// email is already registered.
+    /// Creates a user with an already hashed password and queues their
+    /// sign-up confirmation in the same transaction; `None` when the email
+    /// is already registered (and nothing is queued). Call
+    /// `mailer.committed()` after, to have it sent at once.
     ///
     /// # Errors
     ///
-    /// When the database fails.
+    /// When the database fails, or the mail cannot be queued (nothing is
+    /// created then).
     pub async fn create(
         &self,
         email: &str,
         name: &str,
         password_hash: &str,
+        mailer: &Mailer,
     ) -> Result<Option<User>, AutumnError> {
         let user = User {
             id: Uuid::new_v4(),
@@ -243,13 +256,26 @@ impl Users {
         };
         let id = user.id.to_string();
         let inserted = with_db!(&self.pool, |db, sql| {
-            diesel::sql_query(sql(INSERT))
-                .bind::<Text, _>(&id)
-                .bind::<Text, _>(&user.email)
-                .bind::<Text, _>(&user.name)
-                .bind::<Text, _>(password_hash)
-                .execute(&mut *db)
-                .await?
+            let (user, id) = (&user, &id);
+            db.tx(|conn| {
+                async move {
+                    let inserted = diesel::sql_query(sql(INSERT))
+                        .bind::<Text, _>(id)
+                        .bind::<Text, _>(&user.email)
+                        .bind::<Text, _>(&user.name)
+                        .bind::<Text, _>(password_hash)
+                        .execute(&mut *conn)
+                        .await?;
+                    if inserted == 1 {
+                        mailer
+                            .deliver_later_in(conn, &SignupConfirmation { user })
+                            .await?;
+                    }
+                    Ok::<_, AutumnError>(inserted)
+                }
+                .scope_boxed()
+            })
+            .await?
         });
         Ok((inserted == 1).then_some(user))
     }
@@ -423,15 +449,19 @@ impl Users {
         })
     }
 
-    /// How many commit-hook jobs were queued, and how many are still to
-    /// run: once none is pending, no hook can add anything more.
-    pub async fn hook_jobs(&self) -> Result<(i64, i64), AutumnError> {
+    /// How many commit-hook jobs and mails were queued, and how many of
+    /// each are still to run: once none is pending, nothing more can happen.
+    pub async fn hook_jobs(&self) -> Result<[i64; 4], AutumnError> {
         #[derive(QueryableByName)]
         struct Jobs {
             #[diesel(sql_type = BigInt)]
             jobs: i64,
             #[diesel(sql_type = BigInt)]
             pending: i64,
+            #[diesel(sql_type = BigInt)]
+            mails: i64,
+            #[diesel(sql_type = BigInt)]
+            mails_pending: i64,
         }
         let rows: Vec<Jobs> = with_db!(&self.pool, |db, sql| {
             diesel::sql_query(sql(HOOK_JOBS)).load(&mut *db).await?
@@ -440,7 +470,7 @@ impl Users {
             .into_iter()
             .next()
             .ok_or_else(|| AutumnError::internal("the queue count returned no row"))?;
-        Ok((row.jobs, row.pending))
+        Ok([row.jobs, row.pending, row.mails, row.mails_pending])
     }
 
     async fn ensure_tables(pool: &DbPool, table: &UsersTable) -> Result<(), AutumnError> {

@@ -7,10 +7,11 @@ use super::Profile;
 /// `[mail]`: the mailer's transport and sender. Read only by an app that
 /// calls `AppBuilder::with_mail`.
 ///
-/// Unless [`transport`](Self::transport) says, the `dev` and `test` profiles
-/// write each mail to a file under [`file.dir`](FileMailConfig::dir) (nothing
-/// leaves the machine), and every other profile, staging included, sends
-/// through SMTP, which then needs `mail.smtp.host`.
+/// Unless [`transport`](Self::transport) says, the `dev` profile writes each
+/// mail to a file under [`file.dir`](FileMailConfig::dir), the `test` profile
+/// keeps it in memory (nothing leaves the machine either way), and every
+/// other profile, staging included, sends through SMTP, which then needs
+/// `mail.smtp.host`.
 ///
 /// ```
 /// use autumn_core::config::{AutumnConfig, MailTransportKind, Profile, SmtpTls};
@@ -20,6 +21,7 @@ use super::Profile;
 /// )?;
 /// assert_eq!(config.mail.smtp.tls, SmtpTls::Starttls);
 /// assert_eq!(config.mail.transport_for(&Profile::new("dev")), MailTransportKind::File);
+/// assert_eq!(config.mail.transport_for(&Profile::new("test")), MailTransportKind::Memory);
 /// assert_eq!(config.mail.transport_for(&Profile::new("staging")), MailTransportKind::Smtp);
 /// # Ok::<(), autumn_core::config::ConfigError>(())
 /// ```
@@ -27,12 +29,13 @@ use super::Profile;
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct MailConfig {
-    /// `"smtp"` or `"file"`; unset: `file` under the `dev` and `test`
-    /// profiles, `smtp` under any other.
+    /// `"smtp"`, `"file"` or `"memory"`; unset: `file` under the `dev`
+    /// profile, `memory` under `test`, `smtp` under any other.
     pub transport: Option<MailTransportKind>,
     /// The sender of every mail that names none, as `name@example.com` or
     /// `Name <name@example.com>`. Its domain is also the right-hand side of
-    /// each mail's `Message-ID`. Required by an app with a mailer.
+    /// each mail's `Message-ID`. Unset: the app's `AppBuilder::mail_from`;
+    /// an app with a mailer needs one or the other.
     pub from: Option<String>,
     /// `[mail.smtp]`: the relay.
     pub smtp: SmtpConfig,
@@ -47,8 +50,10 @@ impl MailConfig {
     pub fn transport_for(&self, profile: &Profile) -> MailTransportKind {
         self.transport.unwrap_or_else(|| {
             let name = profile.name();
-            if name.eq_ignore_ascii_case("dev") || name.eq_ignore_ascii_case("test") {
+            if name.eq_ignore_ascii_case("dev") {
                 MailTransportKind::File
+            } else if name.eq_ignore_ascii_case("test") {
+                MailTransportKind::Memory
             } else {
                 MailTransportKind::Smtp
             }
@@ -66,6 +71,9 @@ pub enum MailTransportKind {
     /// To files under `[mail.file] dir`, listed at `/dev/mail` under the
     /// `dev` profile.
     File,
+    /// Kept in the process, and gone with it: for test suites, which look
+    /// at mail through a `TestMailbox` given in code.
+    Memory,
 }
 
 impl MailTransportKind {
@@ -75,6 +83,7 @@ impl MailTransportKind {
         match self {
             Self::Smtp => "smtp",
             Self::File => "file",
+            Self::Memory => "memory",
         }
     }
 }

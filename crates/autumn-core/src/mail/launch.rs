@@ -19,15 +19,17 @@ use crate::jobs::CommitHooks;
 pub(crate) struct MailSetup {
     /// The transport given in code, instead of `[mail]`'s.
     transport: Option<Arc<dyn MailTransport>>,
+    /// The sender when `[mail] from` names none.
+    from: Option<String>,
 }
 
 impl AppBuilder {
     /// Gives the app a mailer: the [`Mailer`](super::Mailer) extractor
     /// queues mail as jobs in the app database, and the worker sends each
-    /// through the transport `[mail]` names (SMTP, or files under the
-    /// `dev` and `test` profiles). Launch fails, naming the key, when
-    /// `[mail] from` or `[mail.smtp] host` is missing or the app has no
-    /// database.
+    /// through the transport `[mail]` names (SMTP; files under the `dev`
+    /// profile, memory under `test`). Launch fails, naming the key, when
+    /// `[mail] from` (and [`mail_from`](Self::mail_from)) or `[mail.smtp]
+    /// host` is missing or the app has no database.
     ///
     /// ```
     /// let app = autumn_core::app().with_mail();
@@ -50,9 +52,20 @@ impl AppBuilder {
     /// # let _ = app;
     /// ```
     pub fn mail_transport(mut self, transport: impl MailTransport) -> Self {
-        self.mail = Some(MailSetup {
-            transport: Some(Arc::new(transport)),
-        });
+        self.mail.get_or_insert_with(MailSetup::default).transport = Some(Arc::new(transport));
+        self
+    }
+
+    /// Gives the app a mailer (as [`with_mail`](Self::with_mail)) whose mail
+    /// is sent from `address` unless `[mail] from` names another: the
+    /// app's default sender, which each deployment may replace.
+    ///
+    /// ```
+    /// let app = autumn_core::app().mail_from("Shop <no-reply@shop.example>");
+    /// # let _ = app;
+    /// ```
+    pub fn mail_from(mut self, address: impl Into<String>) -> Self {
+        self.mail.get_or_insert_with(MailSetup::default).from = Some(address.into());
         self
     }
 }
@@ -84,12 +97,18 @@ pub(crate) fn mount(
             "the mailer queues each mail as a job in the app database: set database.url".into(),
         ));
     }
-    let from = config.mail.from.as_deref().ok_or_else(|| {
-        invalid(
-            "mail.from",
-            "the mailer needs a sender, as `Name <name@example.com>`".into(),
-        )
-    })?;
+    let from = config
+        .mail
+        .from
+        .as_deref()
+        .or(setup.from.as_deref())
+        .ok_or_else(|| {
+            invalid(
+                "mail.from",
+                "the mailer needs a sender, as `Name <name@example.com>` (or AppBuilder::mail_from)"
+                    .into(),
+            )
+        })?;
     let settings =
         MailSettings::new(from).map_err(|error| invalid("mail.from", error.to_string()))?;
     let mut preview = None;
@@ -105,6 +124,7 @@ pub(crate) fn mount(
                 }
                 Arc::new(file)
             }
+            MailTransportKind::Memory => Arc::new(super::TestMailbox::new()),
             MailTransportKind::Smtp => Arc::new(
                 SmtpTransport::from_config(&config.mail.smtp)
                     .map_err(|bad| invalid(bad.key, bad.message))?,

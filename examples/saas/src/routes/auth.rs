@@ -14,6 +14,7 @@
 //! password) and a fresh token, since that rendering is a new form.
 
 use autumn_web::forms::{FieldErrors, Flash, FormPage};
+use autumn_web::mail::Mailer;
 use autumn_web::prelude::*;
 use autumn_web::rate_limit::RateLimits;
 use autumn_web::security::{SubmitFormField, SubmitToken, submit_token_field};
@@ -195,6 +196,7 @@ pub(crate) async fn signup_form(
 pub(crate) async fn signup(
     Extension(site): Extension<Site>,
     users: Users,
+    mailer: Mailer,
     session: Session,
     flash: Flash,
     token: SubmitToken,
@@ -214,7 +216,12 @@ pub(crate) async fn signup(
         gate.pass().await;
     }
     let hash = password::hash(form.password.clone()).await?;
-    let Some(user) = users.create(&signup.email, &signup.name, &hash).await? else {
+    let created = users
+        .create(&signup.email, &signup.name, &hash, &mailer)
+        .await?;
+    // The confirmation committed with the account: sent now.
+    mailer.committed();
+    let Some(user) = created else {
         let mut errors = FieldErrors::new();
         errors.add("email", "This email address is already registered.");
         return rejected(errors);

@@ -14,6 +14,7 @@
 
 use autumn_web::forms::{Changeset, FieldErrors, FormPage, NestedChangesetForm, NestedFormData};
 use autumn_web::idempotency::IdempotencyTx;
+use autumn_web::mail::Mailer;
 use autumn_web::prelude::*;
 use autumn_web::reexports::scoped_futures::ScopedFutureExt as _;
 use autumn_web::repository::{Paging, RepoTx};
@@ -26,6 +27,7 @@ use crate::Site;
 use crate::invoices::{
     Invoice, InvoiceStats, Invoices, LineItems, NewInvoice, NewLineItem, Outbox,
 };
+use crate::mails::InvoiceMail;
 use crate::users::Users;
 
 /// The most lines an invoice may have.
@@ -107,9 +109,13 @@ fn validate(data: &NestedFormData) -> Result<InvoiceInput, FieldErrors> {
     })
 }
 
-/// Creates the invoice and its lines in `tx`; the invoice's hook row is
-/// written with them.
-async fn create_in(tx: &mut RepoTx<'_>, input: &InvoiceInput) -> AutumnResult<Invoice> {
+/// Creates the invoice and its lines in `tx`; the invoice's hook row and
+/// its mail are written with them.
+async fn create_in(
+    tx: &mut RepoTx<'_>,
+    mailer: &Mailer,
+    input: &InvoiceInput,
+) -> AutumnResult<Invoice> {
     let total_cents = input
         .lines
         .iter()
@@ -135,6 +141,9 @@ async fn create_in(tx: &mut RepoTx<'_>, input: &InvoiceInput) -> AutumnResult<In
         )
         .await?;
     }
+    mailer
+        .deliver_later_in(tx, &InvoiceMail { invoice: &invoice })
+        .await?;
     Ok(invoice)
 }
 
@@ -192,6 +201,7 @@ pub(crate) async fn create_invoice(
     token: SubmitToken,
     field: SubmitFormField,
     mut invoices: Invoices,
+    mailer: Mailer,
     Form(pairs): Form<Vec<(String, String)>>,
 ) -> AutumnResult<FormPage> {
     let data = NestedFormData::from_pairs(pairs, "lines");
@@ -205,7 +215,7 @@ pub(crate) async fn create_invoice(
     };
     site.hold().await;
     let invoice = invoices
-        .tx(|tx| async move { create_in(tx, &input).await }.scope_boxed())
+        .tx(|tx| async move { create_in(tx, &mailer, &input).await }.scope_boxed())
         .await?;
     Ok(FormPage::redirect(format!("/invoices/{}", invoice.id)))
 }
@@ -216,6 +226,7 @@ pub(crate) async fn api_create_invoice(
     _tables: Users,
     idem: IdempotencyTx,
     mut invoices: Invoices,
+    mailer: Mailer,
     Json(input): Json<InvoiceInput>,
 ) -> AutumnResult<Response> {
     if input.customer.trim().is_empty() || input.lines.is_empty() || input.lines.len() > MAX_LINES {
@@ -226,7 +237,7 @@ pub(crate) async fn api_create_invoice(
     invoices
         .tx(|tx| {
             async move {
-                let invoice = create_in(tx, &input).await?;
+                let invoice = create_in(tx, &mailer, &input).await?;
                 idem.commit(tx, (StatusCode::CREATED, Json(invoice))).await
             }
             .scope_boxed()
@@ -267,10 +278,12 @@ pub(crate) async fn invoice_stats(
     mut outbox: Outbox,
 ) -> AutumnResult<Json<InvoiceStats>> {
     let one = Paging::new(1, 1);
-    let (hook_jobs, hook_jobs_pending) = tables.hook_jobs().await?;
+    let [hook_jobs, hook_jobs_pending, mails, mails_pending] = tables.hook_jobs().await?;
     Ok(Json(InvoiceStats {
         hook_jobs,
         hook_jobs_pending,
+        mails,
+        mails_pending,
         invoices: invoices.list(one).await?.total,
         line_items: lines.list(one).await?.total,
         outbox: outbox.list(one).await?.total,

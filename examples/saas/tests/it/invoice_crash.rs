@@ -122,13 +122,14 @@ async fn killed_after_commit_before_the_hook_the_restart_emails_once_and_the_ret
     let start = Instant::now();
     let end = loop {
         let now = stats(&client, &restarted).await;
-        if now.hook_jobs_pending == 0 {
+        if now.hook_jobs_pending == 0 && now.mails_pending == 0 {
             break now;
         }
         assert!(start.elapsed() < DEADLINE, "a job stayed pending: {now:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(end.hook_jobs, 1, "the retry queued no second job: {end:?}");
+    assert_eq!(end.mails, 1, "nor a second invoice mail: {end:?}");
     assert_eq!(
         (
             end.invoices,

@@ -190,11 +190,12 @@ async fn two_line_items_and_a_double_click_on_save_make_one_invoice_and_one_emai
     );
     // The retry queued no job of its own, and once no job is pending no
     // hook can send anything more: the counts below are final.
-    let end = until(&base, "no hook job is pending", |s| {
-        s.hook_jobs_pending == 0
+    let end = until(&base, "no hook job or mail is pending", |s| {
+        s.hook_jobs_pending == 0 && s.mails_pending == 0
     })
     .await;
     assert_eq!(end.hook_jobs, 2, "one job per invoice: {end:?}");
+    assert_eq!(end.mails, 2, "one mail per invoice: {end:?}");
     assert_eq!(
         (
             end.invoices,

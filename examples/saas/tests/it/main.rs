@@ -9,4 +9,5 @@ mod error_pages;
 mod forms;
 mod invoice_crash;
 mod invoices;
+mod mail;
 mod saas;
