@@ -16,7 +16,11 @@
 //!    live records at the end than the quota and the normal load explain;
 //! 5. each server's RSS stays flat: the largest sample of the last minute
 //!    (the last half of a shorter run) is at most [`RSS_SLACK_KIB`] above
-//!    the sample taken when the warm-up ends.
+//!    the sample taken when the warm-up ends;
+//! 6. every saas account got exactly one sign-up confirmation: the mail is
+//!    a job queued with the account, sent through SMTP to a real server of
+//!    the soak's own (`aiosmtpd`), and counted per recipient once saas has
+//!    no mail left to send (see `mail.rs`).
 //!
 //! The examples are the debug builds `cargo test` and `cargo xtask ci`
 //! already make, so a soak costs no second compile of the dependency tree;
@@ -37,6 +41,7 @@
 //! would hold. Afterwards the run's keys are removed from the shared Redis.
 
 use crate::http;
+mod mail;
 mod redis;
 
 use std::collections::BTreeMap;
@@ -165,12 +170,14 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     );
     let dir = env::temp_dir().join(format!("autumn-soak-{run_id}"));
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let sink = mail::Sink::start(root)?;
     let outcome = soak(
         &target.join("debug"),
         &dir,
         &run_id,
         (&redis_url, redis_addr),
         duration,
+        &sink,
     );
     let _ = fs::remove_dir_all(&dir);
     // The servers are gone; their records need not wait for their TTL.
@@ -268,6 +275,8 @@ struct Launch<'a> {
     dir: &'a Path,
     run_id: &'a str,
     redis_url: &'a str,
+    /// The port of the SMTP server saas sends its soak's mail to.
+    smtp_port: u16,
 }
 
 /// The load a server is started for.
@@ -304,7 +313,17 @@ impl Server {
         let binary = launch.bin_dir.join(app.name());
         let limit = BODY_LIMIT.to_string();
         let ttl = RECORD_TTL.as_secs().to_string();
-        let mut child = Command::new(&binary)
+        let mut command = Command::new(&binary);
+        if app == App::Saas && stage == Stage::Soak {
+            // Each sign-up's confirmation, to the soak's SMTP server; the
+            // calibration's stay in files in the working directory.
+            command
+                .env("AUTUMN_MAIL__TRANSPORT", "smtp")
+                .env("AUTUMN_MAIL__SMTP__HOST", "127.0.0.1")
+                .env("AUTUMN_MAIL__SMTP__PORT", launch.smtp_port.to_string())
+                .env("AUTUMN_MAIL__SMTP__TLS", "none");
+        }
+        let mut child = command
             .current_dir(launch.dir)
             .env("AUTUMN_SERVER__HOST", "127.0.0.1")
             .env("AUTUMN_SERVER__PORT", "0")
@@ -708,12 +727,14 @@ fn soak(
     run_id: &str,
     (redis_url, redis_addr): (&str, SocketAddr),
     duration: Duration,
+    sink: &mail::Sink,
 ) -> Result<(), String> {
     let launch = Launch {
         bin_dir,
         dir,
         run_id,
         redis_url,
+        smtp_port: sink.port,
     };
     println!(
         "==> soak: per app {WORKERS_PER_APP} load threads and a flooder ({FLOOD_CONNECTIONS} \
@@ -765,6 +786,21 @@ fn soak(
             live,
         };
         report(&run, &ending, &phases, &mut table, &mut failures);
+        if run.app == App::Saas {
+            // The sign-ups' confirmations: once the queue is empty nothing
+            // more can be sent, so the counts are final.
+            match mail::wait_for_drain(server.addr) {
+                Ok(waited) => {
+                    let _ = writeln!(
+                        table,
+                        "  mail queue empty {:.1}s after the load",
+                        waited.as_secs_f64()
+                    );
+                    mail::check(&ending.rows, &sink.accepted(), &mut table, &mut failures);
+                }
+                Err(why) => failures.push(why),
+            }
+        }
     }
     println!("{table}");
     if failures.is_empty() {
