@@ -4,7 +4,8 @@
 //!   builds), after making sure the services the tests need are up.
 //! - `bench`: the end-to-end benchmark against plain axum (see `bench/`).
 //! - `services`: only the service setup (see `services.rs`).
-//! - `new`: a new app from the starter template (see `new.rs`).
+//! - `new`: a new app from the starter template: `autumn new` (the
+//!   `autumn-cli` crate), with the app next to the clone.
 //! - `cycles`: the module cycles of every crate (see `cycles.rs`), which
 //!   `ci` checks.
 //! - `openapi`: the examples' committed OpenAPI documents, rewritten.
@@ -17,7 +18,6 @@
 mod bench;
 mod cycles;
 mod http;
-mod new;
 mod openapi;
 mod services;
 mod soak;
@@ -48,7 +48,7 @@ commands:
             ChromeDriver are installed
   cycles    the module cycles of each crate (ci fails on any not listed in
             xtask/src/cycles.rs, and on a listed one that has shrunk)
-  new       a new app: cargo xtask new NAME [--path DIR] [--git URL]
+  new       a new app, as `autumn new` (see `autumn new --help`)
             (a page, a form, a JSON API, a test, autumn.toml)
   openapi   write the OpenAPI documents the examples commit
             (examples/orders/openapi.json, examples/payments/openapi.json)
@@ -76,7 +76,10 @@ fn main() -> ExitCode {
             cycles::print(&root);
             Ok(())
         }
-        Some("new") => new::run(&root, &args.collect::<Vec<_>>()),
+        Some("new") => autumn_cli::new::run(
+            &autumn_cli::new::Defaults::in_clone(&root),
+            &args.collect::<Vec<_>>(),
+        ),
         Some("soak") => soak::run(&root, &args.collect::<Vec<_>>()),
         Some("openapi") => openapi::run(&root),
         Some("help" | "-h" | "--help") => {

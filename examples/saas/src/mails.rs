@@ -6,22 +6,25 @@ use autumn_web::mail::{Mail, Message};
 use maud::html;
 
 use crate::invoices::Invoice;
-use crate::users::User;
 
 /// The sender when `[mail] from` names none.
 pub const DEFAULT_FROM: &str = "Saas <no-reply@saas.example>";
 
-/// "Confirm your address", to a new account.
+/// "Your account is ready", to a new account.
 pub struct SignupConfirmation<'a> {
-    /// The new account.
-    pub user: &'a User,
+    /// The account's id.
+    pub id: &'a str,
+    /// Its address.
+    pub email: &'a str,
+    /// Its display name.
+    pub name: &'a str,
 }
 
 impl Mail for SignupConfirmation<'_> {
     const NAME: &'static str = "accounts.signup_confirmation";
 
     fn message(&self) -> Message {
-        let user = self.user;
+        let user = self;
         Message::to(format!("{} <{}>", user.name, user.email))
             .subject(format!("Welcome to Saas, {}", user.name))
             .html(html! {
@@ -37,7 +40,7 @@ impl Mail for SignupConfirmation<'_> {
 
     // One per account, whichever request created it.
     fn unique_key(&self) -> Option<String> {
-        Some(self.user.id.to_string())
+        Some(self.id.to_owned())
     }
 }
 

@@ -267,9 +267,12 @@ impl Users {
                         .execute(&mut *conn)
                         .await?;
                     if inserted == 1 {
-                        mailer
-                            .deliver_later_in(conn, &SignupConfirmation { user })
-                            .await?;
+                        let confirmation = SignupConfirmation {
+                            id,
+                            email: &user.email,
+                            name: &user.name,
+                        };
+                        mailer.deliver_later_in(conn, &confirmation).await?;
                     }
                     Ok::<_, AutumnError>(inserted)
                 }

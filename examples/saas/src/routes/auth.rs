@@ -193,6 +193,10 @@ pub(crate) async fn signup_form(
 /// again by the 422), and the one extracted here is the fresh one minted for
 /// this request.
 #[post("/signup", rate_limit = "signup")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a handler takes one extractor per thing it needs"
+)]
 pub(crate) async fn signup(
     Extension(site): Extension<Site>,
     users: Users,

@@ -1,10 +1,13 @@
-//! `cargo xtask new NAME [--path DIR] [--git URL]`: writes a runnable app.
+//! `autumn new NAME [--db ...] [--idempotency ...] [--path DIR] [--git URL]`
+//! (also `cargo xtask new`): writes a runnable app.
 //!
 //! The files are `examples/starter`'s, a member of this workspace (so CI
 //! builds and tests the template like any other app), with its name and
-//! its path to `autumn-web` replaced by the new app's.
+//! its path to `autumn-web` replaced by the new app's, and the features and
+//! `autumn.toml` sections of the database and idempotency store asked for.
 
 use std::env;
+use std::fmt::Write as _;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
@@ -13,27 +16,27 @@ use std::path::{Component, Path, PathBuf};
 const TEMPLATE: &[(&str, &str)] = &[
     (
         "Cargo.toml",
-        include_str!("../../examples/starter/Cargo.toml"),
+        include_str!("../../../examples/starter/Cargo.toml"),
     ),
     (
         "autumn.toml",
-        include_str!("../../examples/starter/autumn.toml"),
+        include_str!("../../../examples/starter/autumn.toml"),
     ),
     (
         ".gitignore",
-        include_str!("../../examples/starter/.gitignore"),
+        include_str!("../../../examples/starter/.gitignore"),
     ),
     (
         "src/lib.rs",
-        include_str!("../../examples/starter/src/lib.rs"),
+        include_str!("../../../examples/starter/src/lib.rs"),
     ),
     (
         "src/main.rs",
-        include_str!("../../examples/starter/src/main.rs"),
+        include_str!("../../../examples/starter/src/main.rs"),
     ),
     (
         "tests/app.rs",
-        include_str!("../../examples/starter/tests/app.rs"),
+        include_str!("../../../examples/starter/tests/app.rs"),
     ),
 ];
 
@@ -42,16 +45,95 @@ const EXAMPLE_NAME: &str = "name = \"starter\"";
 const EXAMPLE_CRATE: &str = "starter::";
 const EXAMPLE_DEPENDENCY: &str = "{ path = \"../../crates/autumn-web\" }";
 
-pub(crate) const USAGE: &str = "\
-usage: cargo xtask new NAME [--path DIR] [--git URL]
+/// What `autumn new --help` prints.
+pub const USAGE: &str = "\
+usage: autumn new NAME [--db none|sqlite|postgres]
+                  [--idempotency memory|redis|database] [--path DIR] [--git URL]
 
   Writes a runnable Autumn app named NAME: a page, a form guarded by a
   submit token, a JSON API, a test and an autumn.toml.
 
-  --path DIR  where to create it (default: NAME next to this repository);
-              DIR must not exist or be empty
-  --git URL   depend on autumn-web from this git repository instead of
-              by a path relative to DIR";
+  --db DB            the app database: none (the default), sqlite (a file
+                     next to the app) or postgres (127.0.0.1:5432)
+  --idempotency ST   where idempotency keys and submit tokens live: memory
+                     (the default, one process), redis (127.0.0.1:6379) or
+                     database (needs --db)
+  --path DIR         where to create it (default: NAME in the current
+                     directory); DIR must not exist or be empty
+  --git URL          depend on autumn-web from this git repository instead
+                     of by a path to the copy this command was built from";
+
+/// Where apps go and where `autumn-web` is, unless the command line says.
+#[derive(Debug, Clone)]
+pub struct Defaults {
+    /// The `autumn-web` crate a path dependency points at.
+    pub autumn_web: PathBuf,
+    /// The directory an app called NAME is created in, as `DIR/NAME`.
+    pub parent: PathBuf,
+}
+
+impl Defaults {
+    /// For the installed command: the `autumn-web` beside the sources it
+    /// was built from, apps in the current directory.
+    pub fn installed() -> Self {
+        let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
+        Self {
+            autumn_web: normalize(&cli.join("../autumn-web")),
+            parent: env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        }
+    }
+
+    /// For `cargo xtask new` in the clone at `root`: apps next to the
+    /// clone, so the path dependency is `../<clone>/crates/autumn-web`.
+    pub fn in_clone(root: &Path) -> Self {
+        let cwd = env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        let root = normalize(&cwd.join(root));
+        Self {
+            autumn_web: root.join("crates/autumn-web"),
+            parent: root.parent().map_or(cwd, Path::to_path_buf),
+        }
+    }
+}
+
+/// The app database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Database {
+    /// None: notes in memory, as the template has them.
+    None,
+    /// A SQLite file next to the app.
+    Sqlite,
+    /// PostgreSQL on this machine.
+    Postgres,
+}
+
+/// Where keys and submit tokens live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// In the process.
+    Memory,
+    /// On Redis, shared by replicas.
+    Redis,
+    /// In the app database, committed with the app's writes.
+    Database,
+}
+
+/// What the app is made with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choices {
+    /// The app database.
+    pub database: Database,
+    /// The idempotency store.
+    pub store: Store,
+}
+
+impl Default for Choices {
+    fn default() -> Self {
+        Self {
+            database: Database::None,
+            store: Store::Memory,
+        }
+    }
+}
 
 /// Where the app gets `autumn-web` from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,25 +145,62 @@ enum Source {
 }
 
 impl Source {
-    /// The value of `autumn-web = ...` in the app's Cargo.toml.
-    fn dependency(&self) -> String {
+    /// The value of `autumn-web = ...` in the app's Cargo.toml, with
+    /// `features`.
+    fn dependency(&self, features: &[&str]) -> String {
+        let features = if features.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = features.iter().map(|f| toml_string(f)).collect();
+            format!(", features = [{}]", list.join(", "))
+        };
         match self {
-            Self::Path(path) => format!("{{ path = {} }}", toml_string(path)),
-            Self::Git(url) => format!("{{ git = {} }}", toml_string(url)),
+            Self::Path(path) => format!("{{ path = {}{features} }}", toml_string(path)),
+            Self::Git(url) => format!("{{ git = {}{features} }}", toml_string(url)),
         }
     }
 }
 
-/// Runs `cargo xtask new` with the arguments after `new`.
-pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
+/// Runs `autumn new` with the arguments after `new`.
+///
+/// # Errors
+///
+/// The one line to print: a bad argument, a name cargo refuses, a
+/// directory that is not empty, a file that cannot be written.
+pub fn run(defaults: &Defaults, args: &[String]) -> Result<(), String> {
     let mut name = None;
     let mut dir = None;
     let mut git = None;
+    let mut choices = Choices::default();
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--path" => dir = Some(PathBuf::from(value(&mut args, "--path")?)),
             "--git" => git = Some(value(&mut args, "--git")?.to_owned()),
+            "--db" => {
+                choices.database = match value(&mut args, "--db")? {
+                    "none" => Database::None,
+                    "sqlite" => Database::Sqlite,
+                    "postgres" => Database::Postgres,
+                    other => {
+                        return Err(format!(
+                            "--db takes none, sqlite or postgres, not `{other}`\n\n{USAGE}"
+                        ));
+                    }
+                }
+            }
+            "--idempotency" => {
+                choices.store = match value(&mut args, "--idempotency")? {
+                    "memory" => Store::Memory,
+                    "redis" => Store::Redis,
+                    "database" => Store::Database,
+                    other => {
+                        return Err(format!(
+                            "--idempotency takes memory, redis or database, not `{other}`\n\n{USAGE}"
+                        ));
+                    }
+                }
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -97,21 +216,26 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         return Err(format!("the app needs a name\n\n{USAGE}"));
     };
     check_name(&name)?;
+    if choices.store == Store::Database && choices.database == Database::None {
+        return Err("--idempotency database needs --db sqlite or --db postgres".to_owned());
+    }
 
     let cwd = env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
-    let root = normalize(&cwd.join(root));
     let dir = match dir {
         Some(dir) => normalize(&cwd.join(dir)),
-        // Next to the clone, so that the path dependency is
-        // `../<clone>/crates/autumn-web`, the layout the README describes.
-        None => match root.parent() {
-            Some(parent) => parent.join(&name),
-            None => cwd.join(&name),
-        },
+        None => defaults.parent.join(&name),
     };
     let source = match git {
         Some(url) => Source::Git(url),
-        None => Source::Path(relative(&dir, &root.join("crates/autumn-web"))),
+        None => {
+            if !defaults.autumn_web.join("Cargo.toml").is_file() {
+                return Err(format!(
+                    "{} is not there any more: pass --git URL (or --path inside a clone)",
+                    defaults.autumn_web.display()
+                ));
+            }
+            Source::Path(relative(&dir, &defaults.autumn_web))
+        }
     };
 
     if fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some()) {
@@ -120,7 +244,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             dir.display()
         ));
     }
-    for (path, text) in render(&name, &source) {
+    for (path, text) in render_with(&name, &source, choices) {
         let file = dir.join(path);
         if let Some(parent) = file.parent() {
             fs::create_dir_all(parent)
@@ -130,10 +254,18 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     }
 
     println!("created {} in {}", name, dir.display());
-    if dir.starts_with(&root) {
+    if let Some(workspace) = defaults.autumn_web.parent().and_then(Path::parent)
+        && dir.starts_with(workspace)
+    {
         println!(
             "it is inside the Autumn workspace: add its path to `members` in {}",
-            root.join("Cargo.toml").display()
+            workspace.join("Cargo.toml").display()
+        );
+    }
+    if choices.database == Database::Postgres {
+        println!(
+            "\n  createdb -h 127.0.0.1 -U postgres {}",
+            name.replace('-', "_")
         );
     }
     println!(
@@ -164,20 +296,75 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// The template's files for an app called `name`.
+/// The template's files for an app called `name`, as `examples/starter`
+/// has them (no database, keys in memory).
+#[cfg(test)]
 fn render(name: &str, source: &Source) -> Vec<(&'static str, String)> {
+    render_with(name, source, Choices::default())
+}
+
+/// The template's files for an app called `name` made with `choices`.
+fn render_with(name: &str, source: &Source, choices: Choices) -> Vec<(&'static str, String)> {
     let crate_name = name.replace('-', "_");
-    let dependency = source.dependency();
+    let mut features = Vec::new();
+    match choices.database {
+        Database::None => {}
+        Database::Sqlite => features.push("sqlite"),
+        Database::Postgres => features.push("postgres"),
+    }
+    if choices.store == Store::Redis {
+        features.push("redis");
+    }
+    let dependency = source.dependency(&features);
     TEMPLATE
         .iter()
         .map(|(path, text)| {
-            let text = text
+            let mut text = text
                 .replace(EXAMPLE_NAME, &format!("name = {}", toml_string(name)))
                 .replace(EXAMPLE_CRATE, &format!("{crate_name}::"))
                 .replace(EXAMPLE_DEPENDENCY, &dependency);
+            if *path == "autumn.toml" {
+                text = configured(&text, &crate_name, choices);
+            } else if *path == ".gitignore" && choices.database == Database::Sqlite {
+                text.push_str("/*.db*\n");
+            }
             (*path, text)
         })
         .collect()
+}
+
+/// The template's `autumn.toml` with the store and database `choices` name.
+fn configured(text: &str, crate_name: &str, choices: Choices) -> String {
+    let backend = match choices.store {
+        Store::Memory => "memory",
+        Store::Redis => "redis",
+        Store::Database => "database",
+    };
+    let mut text = text.replace(
+        "backend = \"memory\"",
+        &format!("backend = {}", toml_string(backend)),
+    );
+    if choices.store == Store::Redis {
+        text.push_str("\n[idempotency.redis]\nurl = \"redis://127.0.0.1:6379\"\n");
+    }
+    match choices.database {
+        Database::None => {}
+        Database::Sqlite => {
+            let _ = write!(
+                text,
+                "\n[database]\n# A SQLite file in the working directory.\nurl = {}\n",
+                toml_string(&format!("sqlite://{crate_name}.db"))
+            );
+        }
+        Database::Postgres => {
+            let _ = write!(
+                text,
+                "\n[database]\n# Made with `createdb {crate_name}`; set AUTUMN_DATABASE__URL elsewhere.\nurl = {}\n",
+                toml_string(&format!("postgres://postgres@127.0.0.1:5432/{crate_name}"))
+            );
+        }
+    }
+    text
 }
 
 /// `path` with `.` and `..` resolved by its text, so that a directory that
@@ -243,7 +430,7 @@ mod tests {
     use super::*;
 
     fn repo_root() -> PathBuf {
-        crate::repo_root()
+        normalize(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
     }
 
     /// `examples/starter` is what `cargo xtask new starter --path
@@ -354,7 +541,7 @@ mod tests {
 
     #[test]
     fn a_new_app_is_written_and_an_existing_directory_is_kept() {
-        let dir = env::temp_dir().join(format!("autumn-xtask-new-{}", std::process::id()));
+        let dir = env::temp_dir().join(format!("autumn-cli-new-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let app = dir.join("notes");
         let root = repo_root();
@@ -362,7 +549,8 @@ mod tests {
         let mut args = args.to_vec();
         args.push(app.display().to_string());
 
-        run(&root, &args).expect("a new app");
+        let defaults = Defaults::in_clone(&root);
+        run(&defaults, &args).expect("a new app");
         let manifest = fs::read_to_string(app.join("Cargo.toml")).expect("Cargo.toml");
         let expected = relative(&app, &normalize(&root.join("crates/autumn-web")));
         assert!(manifest.contains(&format!("autumn-web = {{ path = \"{expected}\" }}")));
@@ -370,12 +558,71 @@ mod tests {
         assert!(app.join("autumn.toml").is_file());
 
         fs::write(app.join("src/lib.rs"), "// mine").expect("an edit");
-        let again = run(&root, &args);
+        let again = run(&defaults, &args);
         assert!(again.is_err_and(|e| e.contains("not empty")));
         assert_eq!(
             fs::read_to_string(app.join("src/lib.rs")).ok().as_deref(),
             Some("// mine")
         );
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_database_and_a_store_bring_their_features_and_configuration() {
+        let source = Source::Path("../autumn/crates/autumn-web".to_owned());
+        let text_of = |files: &[(&str, String)], wanted: &str| {
+            files
+                .iter()
+                .find(|(path, _)| *path == wanted)
+                .map(|(_, text)| text.clone())
+                .expect("a rendered file")
+        };
+        let sqlite = render_with(
+            "my-shop",
+            &source,
+            Choices {
+                database: Database::Sqlite,
+                store: Store::Database,
+            },
+        );
+        assert!(text_of(&sqlite, "Cargo.toml").contains(
+            "autumn-web = { path = \"../autumn/crates/autumn-web\", features = [\"sqlite\"] }"
+        ));
+        let config = text_of(&sqlite, "autumn.toml");
+        assert!(config.contains("backend = \"database\""), "{config}");
+        assert!(config.contains("[database]"), "{config}");
+        assert!(config.contains("url = \"sqlite://my_shop.db\""), "{config}");
+        assert!(text_of(&sqlite, ".gitignore").contains("/*.db"));
+
+        let postgres = render_with(
+            "shop",
+            &source,
+            Choices {
+                database: Database::Postgres,
+                store: Store::Redis,
+            },
+        );
+        assert!(text_of(&postgres, "Cargo.toml").contains("features = [\"postgres\", \"redis\"]"));
+        let config = text_of(&postgres, "autumn.toml");
+        assert!(config.contains("backend = \"redis\""), "{config}");
+        assert!(config.contains("[idempotency.redis]"), "{config}");
+        assert!(
+            config.contains("url = \"postgres://postgres@127.0.0.1:5432/shop\""),
+            "{config}"
+        );
+    }
+
+    #[test]
+    fn keys_in_the_database_need_a_database() {
+        let defaults = Defaults::in_clone(&repo_root());
+        let args = ["shop", "--idempotency", "database"].map(str::to_owned);
+        let error = run(&defaults, &args).expect_err("refused");
+        assert!(error.contains("needs --db"), "{error}");
+        let args = ["shop", "--db", "mysql"].map(str::to_owned);
+        let error = run(&defaults, &args).expect_err("refused");
+        assert!(
+            error.contains("--db takes none, sqlite or postgres"),
+            "{error}"
+        );
     }
 }
