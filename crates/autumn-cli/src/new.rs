@@ -612,6 +612,42 @@ mod tests {
         );
     }
 
+    /// Every combination's `autumn.toml` loads with the framework's own
+    /// loader (unknown keys and bad values are errors there) to what was
+    /// asked for.
+    #[test]
+    fn every_rendered_configuration_loads_as_asked() {
+        use autumn_core::config::{AutumnConfig, Backend};
+        let source = Source::Git("https://example.com/autumn.git".to_owned());
+        for database in [Database::None, Database::Sqlite, Database::Postgres] {
+            for store in [Store::Memory, Store::Redis, Store::Database] {
+                if store == Store::Database && database == Database::None {
+                    continue;
+                }
+                let files = render_with("shop", &source, Choices { database, store });
+                let text = files
+                    .iter()
+                    .find(|(path, _)| *path == "autumn.toml")
+                    .map(|(_, text)| text.as_str())
+                    .expect("an autumn.toml");
+                let config = AutumnConfig::from_toml_str(text)
+                    .unwrap_or_else(|error| panic!("{database:?}/{store:?}: {error}\n{text}"));
+                let backend = match store {
+                    Store::Memory => Backend::Memory,
+                    Store::Redis => Backend::Redis,
+                    Store::Database => Backend::Database,
+                };
+                assert_eq!(config.idempotency.backend, backend, "{text}");
+                let url = config.database.url.unwrap_or_default();
+                match database {
+                    Database::None => assert!(url.is_empty(), "{text}"),
+                    Database::Sqlite => assert_eq!(url, "sqlite://shop.db"),
+                    Database::Postgres => assert!(url.starts_with("postgres://"), "{url}"),
+                }
+            }
+        }
+    }
+
     #[test]
     fn keys_in_the_database_need_a_database() {
         let defaults = Defaults::in_clone(&repo_root());
