@@ -145,6 +145,13 @@ pub(crate) const REPOSITORY_PARTS: ExportPath =
 pub(crate) const SCOPED_FUTURE_EXT: ExportPath =
     ExportPath(&["autumn_web", "__private", "ScopedFutureExt"]);
 
+/// `::autumn_web::__private::AppMigrations`, what `migrations!` makes.
+pub(crate) const APP_MIGRATIONS: ExportPath =
+    ExportPath(&["autumn_web", "__private", "AppMigrations"]);
+
+/// `::autumn_web::__private::Migration`, one folder of it.
+pub(crate) const APP_MIGRATION: ExportPath = ExportPath(&["autumn_web", "__private", "Migration"]);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,7 @@ mod debug_handler;
 mod exports;
 mod html;
 mod main_fn;
+mod migrations;
 mod repository;
 mod route;
 mod route_policy;
@@ -210,6 +211,22 @@ pub fn test(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn repository(attr: TokenStream, item: TokenStream) -> TokenStream {
     repository::expand(attr.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// The app's own migrations, read from `DIR` (relative to the crate's
+/// `Cargo.toml`) when the app compiles: one folder `VERSION_NAME` per
+/// migration, with an `up.sql` and a `down.sql`, as `diesel migration
+/// generate` writes them. Give them to `AppBuilder::migrations`; the guide
+/// is `autumn_web::docs::repositories`.
+///
+/// A new folder is seen at the next build of the crate: `cargo` rebuilds it
+/// when a file it includes changes, and a `build.rs` with
+/// `println!("cargo:rerun-if-changed=migrations")` makes it notice new ones.
+#[proc_macro]
+pub fn migrations(input: TokenStream) -> TokenStream {
+    migrations::expand(input.into())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

@@ -3,6 +3,8 @@
 
 use std::future::Future;
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub use autumn_base::database::{AppMigrations, Migration};
 pub use autumn_idempotency::layer::{
     AnonymousKeys, FingerprintPolicy, IdempotencyPolicy, KeyRequirement, RecordErrors,
 };

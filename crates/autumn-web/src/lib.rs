@@ -38,9 +38,9 @@ pub use autumn_core::{
     AppBuilder, AutumnConfig, AutumnError, AutumnResult, CommandError, ErrorKind, LaunchError,
     RequestId, Route, RouteIdempotency, app,
 };
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
-pub use autumn_macros::repository;
 pub use autumn_macros::{debug_handler, delete, get, html, main, patch, post, put, routes, test};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub use autumn_macros::{migrations, repository};
 
 /// Who is asking, when the app authenticates callers itself: the
 /// [`PrincipalResolver`](principal::PrincipalResolver) given to
@@ -91,7 +91,9 @@ pub mod config {
 /// (features `postgres`, `sqlite`).
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub mod db {
-    pub use autumn_base::database::{DbConnection, DbPool, FRAMEWORK_MIGRATIONS};
+    pub use autumn_base::database::{
+        AppMigrations, DbConnection, DbPool, FRAMEWORK_MIGRATIONS, Migration, MigrationStatus,
+    };
     pub use autumn_core::db::*;
     pub use autumn_idempotency::database::IdempotencyConnection;
 }

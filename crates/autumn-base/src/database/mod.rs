@@ -7,6 +7,7 @@
 //! libpq needed), and SQLite's synchronous connection run on tokio's blocking
 //! pool through `SyncConnectionWrapper` (SQLite itself is bundled).
 
+mod app_migrations;
 mod migrations;
 #[cfg(feature = "postgres")]
 mod pg;
@@ -22,6 +23,7 @@ use diesel_async::pooled_connection::AsyncDieselConnectionManager;
 use crate::redact::redact_passwords as redact;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 
+pub use app_migrations::{AppMigrations, Migration, MigrationStatus};
 pub use migrations::{FRAMEWORK_MIGRATIONS, FrameworkMigrations};
 pub use pooled::PooledConnection;
 pub use sql::{

@@ -99,6 +99,18 @@ pub enum LaunchError {
         /// What failed.
         message: String,
     },
+    /// The app's migrations are not all applied and startup was not to
+    /// apply them (`[database] migrate_on_start = false`, the default under
+    /// a production profile).
+    #[error(
+        "{count} app migration(s) pending ({names}): run the app's `db migrate` command, or set database.migrate_on_start = true"
+    )]
+    MigrationsPending {
+        /// How many.
+        count: usize,
+        /// Their folder names, comma-separated.
+        names: String,
+    },
     /// The database could not be used at startup.
     #[error("cannot use the database at database.url ({url}): {message}")]
     Database {
@@ -247,6 +259,10 @@ pub enum CommandError {
     /// database, or the database's answer.
     #[error("jobs command: {0}")]
     Jobs(String),
+    /// A `db migrate|rollback|status` command could not run: its
+    /// arguments, no database or migrations, or the migration that failed.
+    #[error("db command: {0}")]
+    Migrations(String),
     /// `openapi FILE` could not write the document to `FILE`.
     #[error("openapi command: could not write {path}: {source}")]
     Export {

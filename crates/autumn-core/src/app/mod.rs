@@ -5,6 +5,8 @@ mod compress;
 mod error;
 mod launch;
 mod middleware;
+#[cfg(feature = "database")]
+mod migrate;
 mod serve;
 pub(crate) mod server;
 mod startup_log;
@@ -75,6 +77,9 @@ pub struct AppBuilder {
         std::collections::HashMap<String, crate::rate_limit::RateLimitKeyFn>,
     #[cfg(feature = "database")]
     pub(crate) commit_hooks: Option<crate::jobs::CommitHooks>,
+    /// The app's own migrations (`migrations`).
+    #[cfg(feature = "database")]
+    pub(crate) app_migrations: Option<autumn_base::database::AppMigrations>,
     /// `with_mail` or `mail_transport` was called.
     #[cfg(feature = "mail")]
     pub(crate) mail: Option<crate::mail::MailSetup>,

@@ -77,6 +77,10 @@ impl AppBuilder {
             Some((command, rest)) if command == crate::jobs::admin::COMMAND => {
                 self.run_jobs_admin(rest).await
             }
+            #[cfg(feature = "database")]
+            Some((command, rest)) if command == super::migrate::COMMAND => {
+                self.run_db_command(rest).await
+            }
             _ => Ok(self.try_run().await?),
         }
     }

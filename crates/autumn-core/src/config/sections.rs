@@ -343,6 +343,20 @@ pub struct DatabaseConfig {
     /// `false` behind a pooler in transaction mode (PgBouncer before 1.21):
     /// each framework statement then runs in a transaction of its own.
     pub statement_cache: bool,
+    /// Whether startup applies the app's pending migrations
+    /// (`AppBuilder::migrations`). Unset: yes, except under a production
+    /// profile, where a pending migration stops startup instead (run the
+    /// app's `db migrate` command as a deploy step).
+    pub migrate_on_start: Option<bool>,
+}
+
+impl DatabaseConfig {
+    /// Whether startup applies the app's migrations under a profile that
+    /// is production or not.
+    #[must_use]
+    pub fn migrates_on_start(&self, production: bool) -> bool {
+        self.migrate_on_start.unwrap_or(!production)
+    }
 }
 
 impl Default for DatabaseConfig {
@@ -352,6 +366,7 @@ impl Default for DatabaseConfig {
             pool_size: 10,
             connect_timeout_ms: 5000,
             statement_cache: true,
+            migrate_on_start: None,
         }
     }
 }

@@ -151,11 +151,13 @@ impl AutumnConfig {
             pool_size,
             connect_timeout_ms,
             statement_cache,
+            migrate_on_start,
         } = database;
         out.optional_string("database.url", url.as_deref());
         out.plain("database.pool_size", pool_size);
         out.plain("database.connect_timeout_ms", connect_timeout_ms);
         out.plain("database.statement_cache", statement_cache);
+        out.optional("database.migrate_on_start", *migrate_on_start);
 
         let IdempotencyConfig {
             enabled,

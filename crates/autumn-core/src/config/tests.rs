@@ -120,6 +120,7 @@ fn defaults_without_files_or_env() {
             pool_size: 10,
             connect_timeout_ms: 5000,
             statement_cache: true,
+            migrate_on_start: None,
         },
         idempotency: IdempotencyConfig {
             enabled: true,
@@ -1076,6 +1077,7 @@ fn effective_settings_cover_every_key() {
         pool_size = 3
         connect_timeout_ms = 4
         statement_cache = false
+        migrate_on_start = false
         [idempotency]
         enabled = false
         backend = "database"
@@ -1207,7 +1209,7 @@ fn effective_settings_cover_every_key() {
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
     // Every key, each of the rule's six and each of the schedule's five.
-    assert_eq!(settings.len(), 111 + 3 + 3 + 6 + 5 + 10);
+    assert_eq!(settings.len(), 112 + 3 + 3 + 6 + 5 + 10);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");

@@ -9,6 +9,7 @@ mod actuator;
 mod anonymous_keys;
 mod api_tokens;
 mod app_idempotency;
+mod app_migrations;
 mod app_state;
 mod backends;
 mod client_address;

@@ -117,6 +117,28 @@ impl AppBuilder {
             );
         }
 
+        // The app's own migrations: applied, or only checked, once the
+        // framework's are (phase 4).
+        #[cfg(feature = "database")]
+        if let Some(migrations) = self.app_migrations.take()
+            && purpose == Purpose::Serve
+        {
+            if stores.database.is_none() {
+                return Err(LaunchError::Config(
+                    crate::config::ConfigError::InvalidValue {
+                        key: "database.url".to_owned(),
+                        origin: config.source("database.url"),
+                        message: "the app's migrations need a database: set database.url"
+                            .to_owned(),
+                    },
+                ));
+            }
+            let apply = config
+                .database
+                .migrates_on_start(config.profile.is_production());
+            startup.app_migrations = Some((migrations, apply));
+        }
+
         // The mailer: its job joins the app's hooks, its settings reach the
         // handlers, its preview pages join the routes. Not for the document
         // alone, which needs no relay configured.

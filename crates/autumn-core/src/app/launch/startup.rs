@@ -16,6 +16,10 @@ pub(crate) struct Startup {
     pub(super) redis: Option<(String, String)>,
     /// Database URL to health-check and migrate.
     pub(super) database: Option<String>,
+    /// The app's own migrations, and whether to apply them (else only to
+    /// refuse to start while one is pending).
+    #[cfg(feature = "database")]
+    pub(crate) app_migrations: Option<(autumn_base::database::AppMigrations, bool)>,
     /// The Redis stores the app serves with, connected by
     /// [`warm`](Self::warm) when serving on the same runtime.
     #[cfg(feature = "redis")]
@@ -35,6 +39,8 @@ impl Default for Startup {
         Self {
             redis: None,
             database: None,
+            #[cfg(feature = "database")]
+            app_migrations: None,
             #[cfg(feature = "redis")]
             live_redis: Vec::new(),
             #[cfg(feature = "redis")]
@@ -85,6 +91,14 @@ impl Startup {
                 .run(&pool)
                 .await
                 .map_err(|e| database_error(&e))?;
+            if let Some((migrations, apply)) = &self.app_migrations {
+                check_app_migrations(migrations, *apply, &pool)
+                    .await
+                    .map_err(|outcome| match outcome {
+                        Err(pending) => pending,
+                        Ok(message) => database_error(&message),
+                    })?;
+            }
         }
         Ok(())
     }
@@ -145,4 +159,43 @@ impl Startup {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// Applies the app's pending migrations (`apply`), or refuses to start
+/// while one is pending: a schema older than the code fails at the first
+/// request that needs the new table, which is worse than not starting.
+/// Fails with the database's error (`Ok`) or the pending ones (`Err`).
+#[cfg(feature = "database")]
+async fn check_app_migrations(
+    migrations: &autumn_base::database::AppMigrations,
+    apply: bool,
+    pool: &autumn_base::database::DbPool,
+) -> Result<(), Result<String, LaunchError>> {
+    if apply {
+        let applied = migrations
+            .migrate(pool)
+            .await
+            .map_err(|e| Ok(e.to_string()))?;
+        if applied.is_empty() {
+            tracing::info!("app migrations: none pending");
+        } else {
+            tracing::info!("app migrations applied: {}", applied.join(", "));
+        }
+        return Ok(());
+    }
+    let pending = migrations
+        .pending(pool)
+        .await
+        .map_err(|e| Ok(e.to_string()))?;
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = pending
+        .iter()
+        .map(|m| format!("{}_{}", m.version, m.name))
+        .collect();
+    Err(Err(LaunchError::MigrationsPending {
+        count: names.len(),
+        names: names.join(", "),
+    }))
 }
