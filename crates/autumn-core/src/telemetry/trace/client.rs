@@ -96,7 +96,9 @@ impl HttpClient for Client {
         'a: 'b,
         Self: 'b,
     {
-        let post = tokio::time::timeout(self.timeout, post(request, Arc::clone(&self.tls)));
+        // The timer is made where the future first runs: on a runtime.
+        let (timeout, tls) = (self.timeout, Arc::clone(&self.tls));
+        let post = async move { tokio::time::timeout(timeout, post(request, tls)).await };
         let checked = |result: Result<Result<Response<Bytes>, HttpError>, _>| match result {
             Ok(Ok(response)) => {
                 if !response.status().is_success() {

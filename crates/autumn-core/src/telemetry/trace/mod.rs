@@ -77,7 +77,8 @@ fn inject_current(_headers: &mut HeaderMap) {}
 /// after its method, a child of the trace `headers` name in a valid
 /// `traceparent` (a malformed one is ignored: the request starts a trace).
 pub(crate) fn request_span(
-    id: &super::RequestId,
+    // Its id as text: the request log's type stays the request log's.
+    id: &impl std::fmt::Display,
     method: &http::Method,
     headers: &HeaderMap,
 ) -> tracing::Span {
