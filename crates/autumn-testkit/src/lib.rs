@@ -15,6 +15,8 @@
 //!   the test's own ([`tls::TestCa`]), certificates made at run time;
 //! - [`smtp`] (feature `smtp`): a real SMTP server (`aiosmtpd`), with
 //!   STARTTLS, AUTH, and a mail left unanswered on request;
+//! - [`otlp`] (feature `otlp`): an OTLP/HTTP collector on a free loopback
+//!   port, recording the spans posted to it;
 //! - [`chromium`] (feature `chromium`): headless Chromium through
 //!   chromedriver.
 //!
@@ -34,6 +36,8 @@ pub mod chromium;
 #[cfg(feature = "framework")]
 pub mod framework;
 pub mod logs;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]

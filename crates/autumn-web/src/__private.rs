@@ -88,8 +88,8 @@ pub use mimalloc::MiMalloc;
 pub fn run_main<F: Future>(main: F) -> F::Output {
     // A configuration error is reported by `run()` with the key to fix; here
     // it only means logging starts at the default level.
-    let log = AutumnConfig::load().map(|c| c.log).unwrap_or_default();
-    autumn_core::telemetry::init_logging(&log);
+    let config = AutumnConfig::load().unwrap_or_default();
+    autumn_core::telemetry::init_telemetry(&config);
     // Lines still waiting for their batch are written as `main` returns,
     // or unwinds.
     let _flush = FlushLogsOnDrop;

@@ -57,7 +57,9 @@ where
             .layer(HttpMetricsLayer::new(Arc::clone(http)).counting(config.actuator.enabled))
             .layer(
                 RequestLogLayer::new(config.log.access_log, super::client_of)
-                    .with_response_headers(crate::security_headers::from_config(config)?),
+                    .with_response_headers(crate::security_headers::from_config(config)?)
+                    // Validation refused `enabled` in a build without export.
+                    .traced(config.telemetry.otlp.enabled),
             )
             .option_layer(compression)
             .option_layer(

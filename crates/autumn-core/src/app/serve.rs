@@ -349,6 +349,8 @@ async fn serve_launched(
         reloading.abort();
     }
     tracing::info!("autumn stopped");
+    // The spans of the last requests and jobs, before the process ends.
+    crate::telemetry::flush_traces().await;
     crate::telemetry::flush_logs();
     Ok(())
 }

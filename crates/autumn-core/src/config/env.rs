@@ -30,6 +30,8 @@ const SECTIONS: &[&str] = &[
     "rate_limit",
     "openapi",
     "jobs",
+    "mail",
+    "telemetry",
 ];
 
 /// One environment variable that sets a configuration key.

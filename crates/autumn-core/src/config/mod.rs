@@ -53,6 +53,7 @@ mod mail;
 mod rate_limit;
 mod sections;
 mod settings;
+mod telemetry;
 mod validate;
 pub(crate) use sections::{has_cookie_prefix, session_cookie_name};
 pub(crate) use settings::redact;
@@ -74,6 +75,7 @@ pub use sections::{
 pub use mail::{FileMailConfig, MailConfig, MailTransportKind, SmtpConfig, SmtpTls};
 pub use rate_limit::{OnStoreError, RateLimitBy, RateLimitConfig, RateLimitRule};
 pub(crate) use rate_limit::{RoutePattern, is_rule_name};
+pub use telemetry::{OtlpConfig, TelemetryConfig};
 
 use load::Layers;
 
@@ -116,6 +118,8 @@ pub struct AutumnConfig {
     pub jobs: JobsConfig,
     /// `[mail]`: the mailer's transport and sender.
     pub mail: MailConfig,
+    /// `[telemetry]`: traces exported over OTLP.
+    pub telemetry: TelemetryConfig,
     /// The profile this configuration was loaded for (`AUTUMN_PROFILE`, default `dev`).
     #[serde(skip)]
     pub profile: Profile,

@@ -9,9 +9,10 @@ use super::{
     ActuatorConfig, AutumnConfig, Backend, CompressionConfig, CorsConfig, CrossOriginConfig,
     DatabaseConfig, FileMailConfig, HeadersConfig, Http2Config, IdempotencyAdminConfig,
     IdempotencyConfig, JobScheduleConfig, JobsAdminConfig, JobsConfig, LogConfig, MailConfig,
-    MailTransportKind, MemoryConfig, OnStoreError, OpenApiConfig, QuotaConfig, RateLimitConfig,
-    RateLimitRule, RedisConfig, SecurityConfig, ServerConfig, ServerTlsConfig, SessionConfig,
-    Setting, SmtpConfig, Source, StaticConfig, SubmitTokenConfig, TenancyConfig, TimeoutsConfig,
+    MailTransportKind, MemoryConfig, OnStoreError, OpenApiConfig, OtlpConfig, QuotaConfig,
+    RateLimitConfig, RateLimitRule, RedisConfig, SecurityConfig, ServerConfig, ServerTlsConfig,
+    SessionConfig, Setting, SmtpConfig, Source, StaticConfig, SubmitTokenConfig, TelemetryConfig,
+    TenancyConfig, TimeoutsConfig,
 };
 
 /// How an unset optional key is shown.
@@ -42,6 +43,7 @@ impl AutumnConfig {
             openapi,
             jobs,
             mail,
+            telemetry,
             profile: _,
             provenance,
             files: _,
@@ -456,6 +458,28 @@ impl AutumnConfig {
         out.plain("mail.smtp.timeout_secs", timeout_secs);
         let FileMailConfig { dir } = file;
         out.string("mail.file.dir", dir);
+
+        let TelemetryConfig { otlp } = telemetry;
+        let OtlpConfig {
+            enabled,
+            endpoint,
+            service_name,
+            timeout_ms,
+            headers,
+        } = otlp;
+        out.plain("telemetry.otlp.enabled", enabled);
+        out.optional_string("telemetry.otlp.endpoint", endpoint.as_deref());
+        out.optional_string("telemetry.otlp.service_name", service_name.as_deref());
+        out.plain("telemetry.otlp.timeout_ms", timeout_ms);
+        // Credentials: the names are shown, each value only as set.
+        let shown: Vec<String> = headers
+            .keys()
+            .map(|name| format!("{} = \"(set)\"", Value::String(name.clone())))
+            .collect();
+        out.plain(
+            "telemetry.otlp.headers",
+            format_args!("{{{}}}", shown.join(", ")),
+        );
 
         out.0
             .into_iter()

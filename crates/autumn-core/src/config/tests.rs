@@ -765,7 +765,7 @@ fn unknown_top_level_section() {
         format!(
             "unknown key `servr` in {} (expected one of: server, log, actuator, database, \
              idempotency, security, session, tenancy, static, compression, cors, rate_limit, \
-             openapi, jobs, mail)",
+             openapi, jobs, mail, telemetry)",
             file(&dir, "autumn.toml").display()
         )
     );
@@ -1203,13 +1203,19 @@ fn effective_settings_cover_every_key() {
         timeout_secs = 9
         [mail.file]
         dir = "mail"
+        [telemetry.otlp]
+        enabled = true
+        endpoint = "http://127.0.0.1:4318/v1/traces"
+        service_name = "shop"
+        timeout_ms = 5000
+        headers = { "x-api-key" = "secret-otlp-key" }
     "#;
     let dir = dir_with(&[("autumn.toml", full)]);
     let config = load_ok(&dir, &[]);
     let settings = config.effective_settings();
     let source = Source::File(file(&dir, "autumn.toml"));
     // Every key, each of the rule's six and each of the schedule's five.
-    assert_eq!(settings.len(), 112 + 3 + 3 + 6 + 5 + 10);
+    assert_eq!(settings.len(), 112 + 3 + 3 + 6 + 5 + 10 + 5);
     for setting in &settings {
         assert_eq!(setting.source, source, "{setting}");
         assert_ne!(setting.value, "<unset>", "{setting}");
@@ -1225,6 +1231,40 @@ fn effective_settings_cover_every_key() {
             .effective_backend(&config.idempotency),
         Backend::Redis
     );
+}
+
+#[test]
+fn otlp_headers_are_shown_by_name_only_and_export_needs_an_endpoint() {
+    let config =
+        AutumnConfig::from_toml_str("[telemetry.otlp]\nheaders = { \"x-api-key\" = \"k3y\" }\n")
+            .expect("headers alone, export off");
+    let headers = config
+        .effective_settings()
+        .into_iter()
+        .find(|setting| setting.key == "telemetry.otlp.headers")
+        .expect("listed");
+    assert_eq!(headers.value, r#"{"x-api-key" = "(set)"}"#);
+    assert!(!format!("{:?}", config.telemetry.otlp).contains("k3y"));
+
+    let error =
+        AutumnConfig::from_toml_str("[telemetry.otlp]\nenabled = true\n").expect_err("no endpoint");
+    assert_eq!(error.key(), Some("telemetry.otlp.endpoint"));
+    assert!(one_line(&error).contains("is missing"), "{error}");
+    let variable = "AUTUMN_TELEMETRY__OTLP__ENDPOINT";
+    let error = load_err(
+        &dir_with(&[]),
+        &[
+            ("AUTUMN_TELEMETRY__OTLP__ENABLED", "true"),
+            (variable, "collector:4318"),
+        ],
+    );
+    assert_eq!(error.key(), Some("telemetry.otlp.endpoint"));
+    assert_eq!(error.origin(), Some(Source::Env(variable.to_owned())));
+    let error = AutumnConfig::from_toml_str(
+        "[telemetry.otlp]\nenabled = true\nendpoint = \"http://c/v1/traces\"\nheaders = { \"bad name\" = \"v\" }\n",
+    )
+    .expect_err("a header name with a space");
+    assert_eq!(error.key(), Some("telemetry.otlp.headers"));
 }
 
 #[test]

@@ -264,6 +264,7 @@ impl AutumnConfig {
         self.check_middleware()?;
         self.check_rate_limit()?;
         self.check_jobs()?;
+        self.check_telemetry()?;
         self.cors_origins().map(drop)?;
         self.trusted_origins().map(drop)
     }

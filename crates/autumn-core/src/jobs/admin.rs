@@ -140,6 +140,7 @@ mod tests {
             now: 1_000,
             priority: 0,
             request_id: None,
+            trace_context: None,
         };
         assert!(queue::insert_on(&pool, &row).await.expect("queued"));
         let refuse =

@@ -42,11 +42,12 @@ macro_rules! on_pool {
 }
 
 /// $1 hook, $2 record id, $3 key, $4 payload, $5 now, $6 when it is due, $7
-/// priority, $8 the queuing request's id. A
+/// priority, $8 the queuing request's id, $9 the queuing span's
+/// `traceparent`. A
 /// duplicate attempt of the same request finds its row and writes none.
 const ENQUEUE: &str = "INSERT INTO autumn_commit_jobs \
-       (hook, record_id, idempotency_key, payload, state, attempts, run_at, created_at, priority, request_id) \
-     VALUES ($1, $2, $3, $4, 'pending', 0, $6, $5, $7, $8) \
+       (hook, record_id, idempotency_key, payload, state, attempts, run_at, created_at, priority, request_id, trace_context) \
+     VALUES ($1, $2, $3, $4, 'pending', 0, $6, $5, $7, $8, $9) \
      ON CONFLICT (idempotency_key, hook, record_id) DO NOTHING";
 
 /// A queue row to write.
@@ -65,6 +66,9 @@ pub(crate) struct NewRow<'a> {
     pub(crate) priority: i32,
     /// The id of the request that queued it.
     pub(crate) request_id: Option<String>,
+    /// The W3C `traceparent` of the span that queued it, while traces are
+    /// exported: the job's span links to it.
+    pub(crate) trace_context: Option<String>,
 }
 
 /// $1 the hooks (an array), $2 now, $3 lease end, $4 batch, $5 max
@@ -76,7 +80,7 @@ const CLAIM: &str = "UPDATE autumn_commit_jobs SET attempts = attempts + 1, run_
      WHERE id IN (SELECT id FROM autumn_commit_jobs \
        WHERE hook = ANY($1) AND state = 'pending' AND run_at <= $2 AND attempts < $5 \
        ORDER BY priority DESC, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) \
-     RETURNING id, hook, record_id, idempotency_key, payload, attempts, request_id";
+     RETURNING id, hook, record_id, idempotency_key, payload, attempts, request_id, trace_context";
 
 /// SQLite runs one writer at a time: nothing to skip. ?1 the hooks as a
 /// JSON array.
@@ -86,7 +90,7 @@ const CLAIM_SQLITE: &str = "UPDATE autumn_commit_jobs SET attempts = attempts + 
        WHERE hook IN (SELECT value FROM json_each(?1)) AND state = 'pending' \
          AND run_at <= ?2 AND attempts < ?5 \
        ORDER BY priority DESC, run_at, id LIMIT ?4) \
-     RETURNING id, hook, record_id, idempotency_key, payload, attempts, request_id";
+     RETURNING id, hook, record_id, idempotency_key, payload, attempts, request_id, trace_context";
 
 /// When a finished row may go, given `$E` (now plus the state's retention)
 /// and `$K` (how long a keyed row must outlive its creation): a row written
@@ -199,6 +203,7 @@ where
         now: context.clock().now_millis(),
         priority: 0,
         request_id: context.request_id().map(str::to_owned),
+        trace_context: crate::telemetry::trace::current_traceparent(),
     };
     insert(conn, &row).await
 }
@@ -221,6 +226,7 @@ where
                 .bind::<BigInt, _>(run_at)
                 .bind::<Integer, _>(row.priority)
                 .bind::<Nullable<Text>, _>(row.request_id.as_deref())
+                .bind::<Nullable<Text>, _>(row.trace_context.as_deref())
         };
     }
     let written = match conn.idempotency_connection() {
@@ -262,6 +268,8 @@ pub(crate) struct Claimed {
     pub(crate) attempts: i32,
     #[diesel(sql_type = Nullable<Text>)]
     pub(crate) request_id: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub(crate) trace_context: Option<String>,
 }
 
 /// Claims up to `batch` due jobs of `hooks` (one queue's), the highest

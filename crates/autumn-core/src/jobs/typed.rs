@@ -272,6 +272,7 @@ impl Jobs {
             now,
             priority,
             request_id: self.context.request_id().map(str::to_owned),
+            trace_context: crate::telemetry::trace::current_traceparent(),
         }
     }
 

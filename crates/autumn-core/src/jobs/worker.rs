@@ -148,6 +148,8 @@ impl CommitJobWorker {
                 now,
                 priority: schedule.priority,
                 request_id: None,
+                // A tick belongs to no request's trace.
+                trace_context: None,
             };
             if queue::insert_on(&self.pool, &row).await? {
                 written += 1;
@@ -259,14 +261,24 @@ impl CommitJobWorker {
     /// Runs one claimed job in a span of its own: every line the job (and
     /// the worker about it) logs names the request that queued it, as the
     /// request's own lines do.
+    ///
+    /// While traces are exported the span starts a trace of its own, linked
+    /// to the span that queued the job (its row's `trace_context`) rather
+    /// than its child: a job runs after the request has answered, maybe
+    /// hours later and more than once, and OpenTelemetry links queued work
+    /// to its producer so that the request's trace ends when it did.
     async fn run_one(&self, row: Claimed) -> Result<Ran, DbError> {
         let span = tracing::info_span!(
+            parent: None,
             "job",
             job = row.id,
             hook = %row.hook,
             attempt = row.attempts,
             request_id = row.request_id.as_deref().unwrap_or(""),
+            otel.name = %row.hook,
+            otel.kind = "consumer",
         );
+        crate::telemetry::trace::link_to(&span, row.trace_context.as_deref());
         tracing::Instrument::instrument(self.run_claimed(row), span).await
     }
 

@@ -35,7 +35,16 @@ pub(crate) fn hooks(transport: Arc<dyn MailTransport>) -> CommitHooks {
 
 async fn send(transport: &dyn MailTransport, run: &CommitJob) -> Result<(), JobError> {
     let mail: OutgoingMail = run.record()?;
-    match transport.send(&mail).await {
+    // The send as a span of its own inside the job's: in a trace, the time
+    // the relay took apart from the job's bookkeeping.
+    let span = tracing::info_span!(
+        "mail.send",
+        transport = transport.name(),
+        message_id = mail.message_id(),
+        otel.kind = "client",
+    );
+    let sent = tracing::Instrument::instrument(transport.send(&mail), span).await;
+    match sent {
         Ok(()) => {
             // Who it went to is personal data: the count and the id say
             // enough to find it.

@@ -1,6 +1,7 @@
 //! Logging: the subscriber `[log]` describes (or `RUST_LOG`), the request
-//! id and access log of every request, and the startup report; and the
-//! request metrics the actuator reports (`metrics/`).
+//! id and access log of every request, and the startup report; the
+//! request metrics the actuator reports (`metrics/`); and traces, joined to
+//! the caller's and exported over OTLP with the `otlp` feature (`trace/`).
 
 mod buffered;
 #[cfg(test)]
@@ -8,6 +9,7 @@ mod captured;
 pub(crate) mod metrics;
 mod request_log;
 mod text;
+pub(crate) mod trace;
 
 use std::io::{IsTerminal, Write as _};
 use std::sync::{Arc, OnceLock};
@@ -18,11 +20,14 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{EnvFilter, registry};
 
-use crate::config::{LogConfig, LogFormat};
+use crate::config::{AutumnConfig, LogConfig, LogFormat};
 
 use buffered::{Buffered, BufferedWriter};
 pub use request_log::{REQUEST_ID_HEADER, RequestId};
 pub(crate) use request_log::{RequestLogLayer, ResponseHeaders};
+#[cfg(feature = "otlp")]
+pub use trace::otlp_layer;
+pub use trace::{flush_traces, outgoing_headers};
 
 /// Installs the global `tracing` subscriber: `RUST_LOG` when set, else
 /// `level` (an `EnvFilter` directive such as `info` or `autumn_core=debug`).
@@ -47,20 +52,41 @@ pub fn init_tracing(level: &str) {
 /// error at once, with the lines before it); a program that ends the
 /// process itself calls [`flush_logs`] first.
 pub fn init_logging(config: &LogConfig) {
+    start(config, false);
+}
+
+/// As [`init_logging`] with `config.log`, and, when `[telemetry.otlp]`
+/// enables export (with the `otlp` feature), the layer that turns spans
+/// into OpenTelemetry spans (`otlp_layer`): the
+/// exporter itself is installed by the app's launch, which checks the
+/// section. `#[autumn_web::main]` calls this.
+///
+/// Spans are exported as the log level lets them through: the request and
+/// job spans are at `info`.
+pub fn init_telemetry(config: &AutumnConfig) {
+    start(&config.log, config.telemetry.otlp.enabled);
+}
+
+/// Installs the subscriber, with the OpenTelemetry layer when `traced`.
+fn start(config: &LogConfig, traced: bool) {
     if tracing::dispatcher::has_been_set() {
         return;
     }
     if crate::key_admin::invoked() {
-        install(config, &STDERR, std::io::stderr);
+        install(config, traced, &STDERR, std::io::stderr);
     } else {
-        install(config, &STDOUT, std::io::stdout);
+        install(config, traced, &STDOUT, std::io::stdout);
     }
 }
 
 /// Installs the subscriber on the stream `open` gives, kept in `cell` for
 /// [`flush_logs`].
-fn install<W>(config: &LogConfig, cell: &'static OnceLock<Arc<Buffered<W>>>, open: fn() -> W)
-where
+fn install<W>(
+    config: &LogConfig,
+    traced: bool,
+    cell: &'static OnceLock<Arc<Buffered<W>>>,
+    open: fn() -> W,
+) where
     W: std::io::Write + IsTerminal + Send + 'static,
 {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
@@ -68,7 +94,7 @@ where
     let out = cell.get_or_init(|| Buffered::start(open(), buffered::GATHER));
     let writer = BufferedWriter(Arc::clone(out));
     let _already_installed =
-        tracing::subscriber::set_global_default(subscriber(config, writer, ansi)).is_err();
+        tracing::subscriber::set_global_default(built(config, writer, ansi, traced)).is_err();
 }
 
 /// Standard output as [`init_logging`] writes to it, once installed.
@@ -114,14 +140,48 @@ pub fn subscriber<W>(
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
+    built(config, writer, ansi, false)
+}
+
+/// [`subscriber`], with the OpenTelemetry layer when `traced`.
+fn built<W>(
+    config: &LogConfig,
+    writer: W,
+    ansi: bool,
+    traced: bool,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
     let directives = directives(std::env::var("RUST_LOG").ok(), &config.level);
     match plain_targets(&directives) {
-        Some(targets) => formatted(registry().with(targets), config, writer, ansi),
+        Some(targets) => traced_or_not(registry().with(targets), config, writer, ansi, traced),
         None => {
             let filter = EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info"));
-            formatted(registry().with(filter), config, writer, ansi)
+            traced_or_not(registry().with(filter), config, writer, ansi, traced)
         }
     }
+}
+
+/// `filtered`, with the OpenTelemetry layer when `traced` (and the `otlp`
+/// feature), then formatted.
+fn traced_or_not<S, W>(
+    filtered: S,
+    config: &LogConfig,
+    writer: W,
+    ansi: bool,
+    traced: bool,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    S: tracing::Subscriber + for<'s> LookupSpan<'s> + Send + Sync + 'static,
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    #[cfg(feature = "otlp")]
+    if traced {
+        return formatted(filtered.with(otlp_layer()), config, writer, ansi);
+    }
+    let _ = traced;
+    formatted(filtered, config, writer, ansi)
 }
 
 /// The directives in force: `RUST_LOG` when it is valid, else `log.level`

@@ -52,4 +52,5 @@ mod spec_examples;
 mod submit_tokens;
 mod tenancy;
 mod token_tenancy;
+mod traces;
 mod unsafe_settings;

@@ -83,6 +83,19 @@ impl AppBuilder {
         let config = checked_config(self.config, self.rate_limit_rules)?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let mut startup = Startup::default();
+        // The exporter, before anything that logs a span; not for the
+        // document alone, which serves nothing to trace.
+        #[cfg(feature = "otlp")]
+        if config.telemetry.otlp.enabled && purpose == Purpose::Serve {
+            crate::telemetry::trace::install(&config.telemetry.otlp).map_err(|error| {
+                let key = "telemetry.otlp.endpoint";
+                crate::config::ConfigError::InvalidValue {
+                    key: key.to_owned(),
+                    origin: config.source(key),
+                    message: error.to_string(),
+                }
+            })?;
+        }
         let mut metrics = AppMetrics {
             off: !config.actuator.enabled,
             ..AppMetrics::default()

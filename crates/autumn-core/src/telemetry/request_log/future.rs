@@ -99,6 +99,10 @@ where
             Poll::Ready(Ok(response)) => response,
             other => return other,
         };
+        if let Scope::Span(span) = this.scope {
+            // Declared by a traced request's span only; a no-op on others.
+            span.record("http.response.status_code", response.status().as_u16());
+        }
         if let Some(id) = this.id.as_ref() {
             let map = response.headers_mut();
             match this.headers {

@@ -21,6 +21,7 @@ pub(crate) struct RequestLogLayer {
     access_log: bool,
     client_of: ClientOf,
     headers: Option<ResponseHeaders>,
+    traced: bool,
 }
 
 impl RequestLogLayer {
@@ -29,7 +30,15 @@ impl RequestLogLayer {
             access_log,
             client_of,
             headers: None,
+            traced: false,
         }
+    }
+
+    /// Gives every request a span that joins the trace its caller names in
+    /// `traceparent`: while traces are exported.
+    pub(crate) fn traced(mut self, traced: bool) -> Self {
+        self.traced = traced;
+        self
     }
 
     /// Sets `headers` on every response that has none of its own.
@@ -47,6 +56,7 @@ impl<S> Layer<S> for RequestLogLayer {
             inner,
             self.access_log.then_some(self.client_of),
             self.headers.clone(),
+            self.traced,
         )
     }
 }

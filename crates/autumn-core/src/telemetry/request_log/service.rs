@@ -12,7 +12,7 @@ use super::ClientOf;
 use super::future::{Logged, ResponseFuture, Scope};
 use super::headers::ResponseHeaders;
 use super::id::{REQUEST_ID, RequestId};
-use crate::telemetry::text;
+use crate::telemetry::{text, trace};
 
 /// The service made by [`RequestLogLayer`](super::RequestLogLayer).
 #[derive(Debug, Clone)]
@@ -21,6 +21,9 @@ pub(crate) struct RequestLog<S> {
     /// How the access line finds the client; `None`: no access line.
     access_log: Option<ClientOf>,
     headers: Option<ResponseHeaders>,
+    /// Whether traces are exported: each request then has a span, joined
+    /// to its caller's trace.
+    traced: bool,
 }
 
 impl<S> RequestLog<S> {
@@ -30,11 +33,13 @@ impl<S> RequestLog<S> {
         inner: S,
         access_log: Option<ClientOf>,
         headers: Option<ResponseHeaders>,
+        traced: bool,
     ) -> Self {
         Self {
             inner,
             access_log,
             headers,
+            traced,
         }
     }
 }
@@ -66,9 +71,15 @@ where
         // itself; any other gets a span. The id alone: it ties each line to
         // the access line, which has the method and path; every field here
         // is formatted on every request.
-        let scope = match text::PlainText::current_direct() {
-            Some(direct) => Scope::Direct(direct),
-            None => Scope::Span(tracing::info_span!("request", request_id = %id)),
+        let scope = if self.traced {
+            // Exported traces need a span even under the plain-text
+            // subscriber: the caller's trace is its parent.
+            Scope::Span(trace::request_span(&id, &method, request.headers()))
+        } else {
+            match text::PlainText::current_direct() {
+                Some(direct) => Scope::Direct(direct),
+                None => Scope::Span(tracing::info_span!("request", request_id = %id)),
+            }
         };
         // The path only: a query string may carry what must not be logged.
         let logged = self.access_log.map(|client_of| Logged {

@@ -1,0 +1,1 @@
+ALTER TABLE autumn_commit_jobs DROP COLUMN trace_context;
